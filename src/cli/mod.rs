@@ -1,0 +1,5 @@
+//! The command line: argument parsing, dispatch, and the one place errors become exit codes.
+
+pub fn main() -> i32 {
+    crate::exit::SUCCESS
+}

@@ -1,0 +1,1 @@
+//! Planning (fresh or stale, with reasons) and scheduling.

@@ -1,0 +1,117 @@
+//! The build graph as plain data: nodes, their upstream edges, and stages.
+//!
+//! No I/O, no async, no SQL. [`crate::pipeline`] builds a [`Graph`]; the engine
+//! reads it. Nodes are stored in topological order: every upstream node of a
+//! node has a smaller index, so one forward pass visits dependencies first.
+
+mod select;
+
+pub use select::{select, SelectError};
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::tasks::TaskSpec;
+use crate::value::Value;
+
+pub type NodeIdx = usize;
+
+/// One unit of work: a stage instantiated with one combination of params.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// `stage` or `stage[k1=v1,k2=v2]`, keys in the order the matrix declares them.
+    pub id: String,
+    pub stage: String,
+    /// The params that distinguish this node (those in its id), in id order.
+    pub id_params: Vec<(String, Value)>,
+    /// Every param visible to the node: pipeline params, inherited and own matrix values.
+    pub params: Vec<(String, Value)>,
+    /// The task with params substituted; `${out}`, `${needs.S}` and `$$` are left
+    /// for run time, so the spec (and the key) never holds an absolute path.
+    pub task: TaskSpec,
+    /// Upstream stages this node reads, each with the nodes it depends on.
+    pub needs: Vec<Need>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Need {
+    pub stage: String,
+    /// With `for_each`, the one paired node; with `needs`, every node of the stage, id-sorted.
+    pub nodes: Vec<NodeIdx>,
+}
+
+impl Node {
+    /// All upstream nodes, without duplicates, in index order.
+    pub fn deps(&self) -> Vec<NodeIdx> {
+        let mut deps: Vec<NodeIdx> = self.needs.iter().flat_map(|n| n.nodes.iter().copied()).collect();
+        deps.sort_unstable();
+        deps.dedup();
+        deps
+    }
+
+    /// The directory name under `out/<stage>/`: the id's params (`k1=v1,k2=v2`),
+    /// or the stage name for a node without params.
+    pub fn dir_name(&self) -> String {
+        if self.id_params.is_empty() {
+            return self.stage.clone();
+        }
+        let s = self
+            .id_params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        s.replace('/', "%2F")
+    }
+
+    /// `out/<stage>/<node>` relative to the workspace root.
+    pub fn out_rel(&self) -> PathBuf {
+        PathBuf::from("out").join(&self.stage).join(self.dir_name())
+    }
+}
+
+/// A stage as declared in a pipeline file.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub name: String,
+    /// The pipeline file, relative to the workspace root (`pipelines/rq2.ron`).
+    pub file: PathBuf,
+    /// The file's stem (`rq2`), which is also a target naming all its stages.
+    pub pipeline: String,
+    pub nodes: Vec<NodeIdx>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub stages: Vec<Stage>,
+    index: HashMap<String, NodeIdx>,
+}
+
+impl Graph {
+    /// Builds a graph from nodes in topological order (debug-asserted).
+    pub fn new(nodes: Vec<Node>, stages: Vec<Stage>) -> Graph {
+        debug_assert!(nodes.iter().enumerate().all(|(i, n)| n.deps().iter().all(|&d| d < i)));
+        let index = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
+        Graph { nodes, stages, index }
+    }
+
+    pub fn find(&self, id: &str) -> Option<NodeIdx> {
+        self.index.get(id).copied()
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+
+    /// For each node, the nodes that depend on it.
+    pub fn dependents(&self) -> Vec<Vec<NodeIdx>> {
+        let mut out = vec![Vec::new(); self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for d in n.deps() {
+                out[d].push(i);
+            }
+        }
+        out
+    }
+}

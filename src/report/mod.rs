@@ -1,0 +1,1 @@
+//! Reporters: engine events → terminal progress or JSON lines.

@@ -1,0 +1,1 @@
+//! The content-addressed store: `cache/objects/`, `cache/state.sqlite`, locks.

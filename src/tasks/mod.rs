@@ -1,0 +1,89 @@
+//! The node kinds. A task gets a [`TaskContext`] (its resolved spec, its
+//! upstream directories, a staging output directory, its device lease) and
+//! returns an outcome; tasks never touch the store or the graph.
+//!
+//! `Command` runs under `sh -c` from the engine. Every built-in kind runs in a
+//! child `vitgraph exec-task` process, so a crash, `numactl` or `nsys` wrapping
+//! and SIGINT handling are the same for every kind.
+
+pub mod command;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A task as written in a pipeline file, params substituted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TaskSpec {
+    Command(command::CommandSpec),
+}
+
+/// What a task needs from the scheduler beyond a CPU slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// GPUs handed to the task through `CUDA_VISIBLE_DEVICES`.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Run with nothing else beside it (no other GPU or CPU-heavy node).
+    #[serde(default)]
+    pub exclusive: bool,
+}
+
+impl TaskSpec {
+    /// The kind's name, as written in pipeline files.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TaskSpec::Command(_) => "Command",
+        }
+    }
+
+    /// The implementation's version: bumping it makes every node of the kind stale
+    /// (`task_version_changed`).
+    pub fn version(&self) -> u32 {
+        match self {
+            TaskSpec::Command(_) => command::VERSION,
+        }
+    }
+
+    /// Workspace files whose content is part of the key (relative to the root).
+    pub fn inputs(&self) -> Vec<String> {
+        match self {
+            TaskSpec::Command(c) => c.inputs.clone(),
+        }
+    }
+
+    /// Files the task must create in its output directory.
+    pub fn outputs(&self) -> Vec<String> {
+        match self {
+            TaskSpec::Command(c) => c.outputs.clone(),
+        }
+    }
+
+    pub fn resources(&self) -> Resources {
+        match self {
+            TaskSpec::Command(c) => c.resources.clone(),
+        }
+    }
+
+    /// Whether results depend on the hardware, so the key includes the
+    /// key-affecting facets of the environment fingerprint.
+    pub fn measures_hardware(&self) -> bool {
+        self.resources().gpus > 0
+    }
+}
+
+/// Everything a task may use while it runs. Paths are absolute.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskContext {
+    pub root: PathBuf,
+    /// The staging output directory; becomes `out/<stage>/<node>` on success.
+    pub out: PathBuf,
+    /// Upstream output directories by stage name (`${needs.S}`).
+    pub needs: BTreeMap<String, Vec<PathBuf>>,
+    /// The GPUs leased to the task (already in `CUDA_VISIBLE_DEVICES`).
+    pub gpus: Vec<u32>,
+    /// The node id, for messages.
+    pub node: String,
+}
