@@ -1,11 +1,45 @@
 //! Reading `pipelines/**/*.ron` into a validated, expanded [`crate::graph::Graph`].
+//!
+//! Two steps, as the file format deserves: [`syntax`] parses RON into a tree
+//! that keeps every value's span; [`load`] checks the pipeline structure,
+//! expands matrices, `for_each` and `needs` into nodes, and deserializes each
+//! node's task through [`de`], which substitutes params. Every error is a
+//! [`PipelineError`] that underlines the place in the file and says what to do.
+
+pub mod de;
+mod error;
+mod expand;
+mod load;
+pub mod syntax;
+
+pub use error::{PipelineError, Sources};
+pub use load::{load, Override};
+
+use crate::value::Value;
+use syntax::{Kind, Node};
 
 /// The closest candidate to `name` by edit distance, if it is close enough to be a typo.
 pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::damerau_levenshtein(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3) && *d < name.len().max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
+
+/// The plain value of a spanned node, if it is a scalar or a list of them.
+pub fn value_of(node: &Node) -> Option<Value> {
+    Some(match &node.kind {
+        Kind::Bool(b) => Value::Bool(*b),
+        Kind::Int(i) => Value::Int(*i),
+        Kind::Float(x) => Value::Float(*x),
+        Kind::Str { value, .. } => Value::Str(value.clone()),
+        Kind::Unit(i) => Value::Str(i.name.clone()),
+        Kind::List(items) => Value::List(items.iter().map(value_of).collect::<Option<Vec<_>>>()?),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

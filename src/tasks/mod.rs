@@ -67,11 +67,32 @@ impl TaskSpec {
         }
     }
 
+    /// Checks the spec beyond its types (called at load time for every node).
+    pub fn validate(&self) -> Result<(), Invalid> {
+        for out in self.outputs() {
+            let p = std::path::Path::new(&out);
+            if out.is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                return Err(Invalid {
+                    message: format!("output `{out}` must be a relative path inside `${{out}}`"),
+                    help: "name the file relative to the node's output directory, e.g. `results.json`".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
         self.resources().gpus > 0
     }
+}
+
+/// A spec that has the right types but is not usable.
+#[derive(Debug, Clone)]
+pub struct Invalid {
+    pub message: String,
+    pub help: String,
 }
 
 /// Everything a task may use while it runs. Paths are absolute.

@@ -1,0 +1,140 @@
+//! Matrix expansion: the product of the axes, minus `exclude`, plus `include`
+//! (GitHub Actions semantics: an include entry extends every combination whose
+//! original axis values it matches, or else becomes a combination of its own).
+
+use super::de::Param;
+use super::syntax::{Kind, Node};
+use super::{value_of, PipelineError, Sources};
+
+/// One axis of a stage's matrix.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    pub name: String,
+    pub key: Node,
+    pub values: Vec<Node>,
+}
+
+/// One combination: (param name, value) in id order.
+pub type Combo = Vec<Param>;
+
+pub fn expand(
+    sources: &Sources,
+    stage: &str,
+    axes: &[Axis],
+    exclude: &[Node],
+    include: &[Node],
+    matrix_span: Option<super::syntax::Span>,
+) -> Result<Vec<Combo>, PipelineError> {
+    let mut combos: Vec<Combo> = vec![Vec::new()];
+    for axis in axes {
+        if axis.values.is_empty() {
+            return Err(sources
+                .error(format!("matrix axis `{}` of stage `{stage}` is empty", axis.name), axis.key.span, "this axis has no values")
+                .with_help("give it at least one value, or remove the axis"));
+        }
+        let mut next = Vec::with_capacity(combos.len() * axis.values.len());
+        for combo in &combos {
+            for v in &axis.values {
+                let mut c = combo.clone();
+                c.push(Param { name: axis.name.clone(), node: v.clone() });
+                next.push(c);
+            }
+        }
+        combos = next;
+    }
+    let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+
+    for entry in exclude {
+        let pairs = entry_pairs(sources, entry, "exclude")?;
+        for (k, _) in &pairs {
+            if !axis_names.contains(&k.name.as_str()) {
+                let help = match super::did_you_mean(&k.name, axis_names.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`? an exclude entry may only name matrix axes"),
+                    None => format!("the axes are: {}", axis_names.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")),
+                };
+                return Err(sources.error(format!("`exclude` names `{}`, which is not a matrix axis", k.name), k.node.span, "not an axis").with_help(help));
+            }
+        }
+        let before = combos.len();
+        combos.retain(|c| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
+        if combos.len() == before {
+            return Err(sources
+                .error("this `exclude` entry matches no combination of the matrix", entry.span, "matches nothing")
+                .with_help("check the values against the matrix axes; an unmatched exclude is usually a typo"));
+        }
+    }
+    if combos.is_empty() && !axes.is_empty() {
+        let span = matrix_span.unwrap_or(axes[0].key.span);
+        return Err(sources
+            .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
+            .with_help("remove an exclude entry or add values to an axis"));
+    }
+
+    let original = combos.len();
+    for entry in include {
+        let pairs = entry_pairs(sources, entry, "include")?;
+        let mut matched = false;
+        for combo in combos.iter_mut().take(original) {
+            let fits = pairs
+                .iter()
+                .filter(|(k, _)| axis_names.contains(&k.name.as_str()))
+                .all(|(k, v)| matches(combo, &k.name, v));
+            if fits {
+                matched = true;
+                for (k, v) in &pairs {
+                    if axis_names.contains(&k.name.as_str()) {
+                        continue;
+                    }
+                    set(combo, &k.name, v);
+                }
+            }
+        }
+        if !matched {
+            let mut combo = Combo::new();
+            for (k, v) in &pairs {
+                set(&mut combo, &k.name, v);
+            }
+            combos.push(combo);
+        }
+    }
+    Ok(combos)
+}
+
+struct Key {
+    name: String,
+    node: Node,
+}
+
+fn entry_pairs(sources: &Sources, entry: &Node, what: &str) -> Result<Vec<(Key, Node)>, PipelineError> {
+    let Kind::Map(entries) = &entry.kind else {
+        return Err(sources
+            .error(format!("each `{what}` entry must be a map"), entry.span, format!("found {}", entry.kind.describe()))
+            .with_help(format!("write it as `{{\"axis\": value, …}}`")));
+    };
+    let mut out = Vec::new();
+    for (k, v) in entries {
+        let name = match &k.kind {
+            Kind::Str { value, .. } => value.clone(),
+            Kind::Unit(i) => i.name.clone(),
+            other => {
+                return Err(sources.error(format!("a `{what}` key must be a string"), k.span, format!("found {}", other.describe())))
+            }
+        };
+        if value_of(v).is_none() {
+            return Err(sources.error(format!("a `{what}` value must be a scalar or a list"), v.span, format!("found {}", v.kind.describe())));
+        }
+        out.push((Key { name, node: k.clone() }, v.clone()));
+    }
+    Ok(out)
+}
+
+fn matches(combo: &Combo, name: &str, v: &Node) -> bool {
+    combo.iter().any(|p| p.name == name && value_of(&p.node) == value_of(v))
+}
+
+fn set(combo: &mut Combo, name: &str, v: &Node) {
+    match combo.iter_mut().find(|p| p.name == name) {
+        Some(p) => p.node = v.clone(),
+        None => combo.push(Param { name: name.to_string(), node: v.clone() }),
+    }
+}

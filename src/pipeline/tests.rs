@@ -1,0 +1,152 @@
+//! Loader tests on small in-memory workspaces.
+
+use super::*;
+use crate::tasks::TaskSpec;
+
+fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        let path = dir.path().join("pipelines").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn load_ok(files: &[(&str, &str)], overrides: &[&str]) -> crate::graph::Graph {
+    let ws = workspace(files);
+    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    match load(ws.path(), &o) {
+        Ok(g) => g,
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+fn load_err(files: &[(&str, &str)], overrides: &[&str]) -> PipelineError {
+    let ws = workspace(files);
+    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    load(ws.path(), &o).expect_err("expected a pipeline error")
+}
+
+const DESIGN_EXAMPLE: &str = r#"
+Pipeline(
+    params: { "samples": 2000 },
+    stages: {
+        "gen": Stage(
+            matrix: { "i": [0, 1, 2] },
+            task: Command(
+                run: "echo ${i} ${samples} > ${out}/v.txt",
+                inputs: [],
+                outputs: ["v.txt"],
+            ),
+        ),
+        "double": Stage(
+            for_each: "gen",
+            task: Command(run: "echo $(( $(cat ${needs.gen}/v.txt) * 2 )) > ${out}/v.txt", outputs: ["v.txt"]),
+        ),
+        "total": Stage(
+            needs: ["double"],
+            task: Command(run: "cat $(for d in ${needs.double}; do echo $d/v.txt; done) | paste -sd+ | bc > ${out}/sum.txt",
+                          outputs: ["sum.txt"]),
+        ),
+    },
+)
+"#;
+
+fn run_of(g: &crate::graph::Graph, id: &str) -> String {
+    match &g.nodes[g.find(id).unwrap()].task {
+        TaskSpec::Command(c) => c.run.clone(),
+        #[allow(unreachable_patterns)]
+        _ => panic!("not a command"),
+    }
+}
+
+#[test]
+fn design_example_expands() {
+    let g = load_ok(&[("ex.ron", DESIGN_EXAMPLE)], &[]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["gen[i=0]", "gen[i=1]", "gen[i=2]", "double[i=0]", "double[i=1]", "double[i=2]", "total"]);
+    assert_eq!(run_of(&g, "gen[i=1]"), "echo 1 2000 > ${out}/v.txt");
+    assert_eq!(g.nodes[g.find("double[i=2]").unwrap()].deps(), vec![2]);
+    assert_eq!(g.nodes[g.find("total").unwrap()].deps(), vec![3, 4, 5]);
+    assert_eq!(g.stages.iter().map(|s| s.pipeline.as_str()).collect::<Vec<_>>(), ["ex", "ex", "ex"]);
+}
+
+#[test]
+fn overrides_keep_types_and_replace_axes() {
+    let g = load_ok(&[("ex.ron", DESIGN_EXAMPLE)], &["samples=500", "i=[7,8]"]);
+    assert_eq!(run_of(&g, "gen[i=8]"), "echo 8 500 > ${out}/v.txt");
+    assert_eq!(g.stage("gen").unwrap().nodes.len(), 2);
+    let e = load_err(&[("ex.ron", DESIGN_EXAMPLE)], &["sample=1"]);
+    assert!(e.message.contains("sets no param"), "{}", e.message);
+    assert_eq!(e.help.as_deref(), Some("did you mean `-p samples=…`?"));
+}
+
+#[test]
+fn whole_string_param_takes_typed_value() {
+    let text = r#"Pipeline(params: {"g": 2}, stages: {"a": Stage(task: Command(run: "x", resources: (gpus: "${g}")))})"#;
+    let g = load_ok(&[("a.ron", text)], &[]);
+    assert_eq!(g.nodes[0].task.resources().gpus, 2);
+    let e = load_err(&[("a.ron", text)], &["g=lots"]);
+    assert!(e.message.contains("expected u32"), "{}", e.message);
+    assert!(e.help.as_deref().unwrap().contains("param `g`"), "{:?}", e.help);
+}
+
+#[test]
+fn dollar_escapes_and_shell_syntax_are_kept() {
+    let text = r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo $$HOME $(date) $x ${out}"))})"#;
+    let g = load_ok(&[("a.ron", text)], &[]);
+    assert_eq!(run_of(&g, "a"), "echo $$HOME $(date) $x ${out}");
+}
+
+#[test]
+fn include_and_exclude_follow_github_semantics() {
+    let text = r#"Pipeline(stages: {"s": Stage(
+        matrix: {"a": [1, 2], "b": ["x", "y"]},
+        exclude: [{"a": 2, "b": "y"}],
+        include: [{"a": 1, "extra": true}, {"a": 3, "b": "z"}],
+        task: Command(run: "${a}${b}"))})"#;
+    let g = load_ok(&[("s.ron", text)], &[]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["s[a=1,b=x,extra=true]", "s[a=1,b=y,extra=true]", "s[a=2,b=x]", "s[a=3,b=z]"]);
+}
+
+#[test]
+fn errors_carry_spans_and_hints() {
+    let text = r#"Pipeline(stages: {"a": Stage(for_eahc: "b", task: Command(run: "x"))})"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(e.message, "unknown field `for_eahc` in `Stage`");
+    assert_eq!(e.help.as_deref(), Some("did you mean `for_each`?"));
+    let span = e.primary_span().unwrap();
+    let at = text.find("for_eahc").unwrap() as u32;
+    assert_eq!((span.start, span.end), (at, at + 8));
+
+    let text = r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo ${nope}"))})"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(e.message, "unknown `${nope}`");
+    let span = e.primary_span().unwrap();
+    let at = text.find("${nope}").unwrap() as u32;
+    assert_eq!((span.start, span.end), (at, at + 7));
+
+    let e = load_err(&[("a.ron", r#"Pipeline(stages: {"a": Stage(task: Command(rn: "x"))})"#)], &[]);
+    assert_eq!(e.help.as_deref(), Some("did you mean `run`?"));
+}
+
+#[test]
+fn cycles_and_duplicates_name_every_place() {
+    let e = load_err(
+        &[("a.ron", r#"Pipeline(stages: {"a": Stage(needs: ["b"], task: Command(run: "x")), "b": Stage(for_each: "a", task: Command(run: "x"))})"#)],
+        &[],
+    );
+    assert!(e.message.starts_with("dependency cycle: `a` → `b` → `a`"), "{}", e.message);
+    assert_eq!(e.related.len(), 1);
+    let e = load_err(
+        &[
+            ("a.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "1"))})"#),
+            ("b.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "2"))})"#),
+        ],
+        &[],
+    );
+    assert_eq!(e.message, "stage `x` is defined twice");
+    assert_eq!(e.related.len(), 1);
+}
