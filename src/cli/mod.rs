@@ -1,5 +1,170 @@
-//! The command line: argument parsing, dispatch, and the one place errors become exit codes.
+//! The command line: argument parsing, dispatch, and the one place errors
+//! become exit codes (see [`crate::exit`]).
+
+mod build;
+mod exec;
+mod inspect;
+mod maintenance;
+mod status;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::exit;
+use crate::graph::Graph;
+use crate::pipeline::{Override, PipelineError};
+use crate::workspace::Workspace;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "vitgraph",
+    version,
+    about = "A content-hashed, incremental build graph for GPU inference studies",
+    long_about = "vitgraph runs studies declared in pipelines/*.ron: experiments, trace conversions, \
+analyses and reports are nodes of a content-hashed graph; `build` runs only what is stale.\n\n\
+Exit status: 0 success; 1 a node failed; 2 bad pipeline or usage; 130 interrupted (SIGINT)."
+)]
+pub struct Cli {
+    /// Run as if started in DIR (the workspace root or a folder inside it).
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Override a pipeline param or matrix axis: `-p samples=500`, `-p res=[224,512]`.
+    #[arg(short = 'p', long = "param", global = true, value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build targets (stage, node id, glob or pipeline file stem) and what they need.
+    Build(build::BuildArgs),
+    /// Show which nodes are stale, and why.
+    Status(status::StatusArgs),
+    /// Show a node's key, part by part, against its recorded run.
+    Explain(status::ExplainArgs),
+    /// Print the graph as dot, mermaid or json.
+    Graph(inspect::GraphArgs),
+    /// List stages, or the nodes of targets.
+    Ls(inspect::LsArgs),
+    /// Show one node: params, task, state, outputs, last run.
+    Show(inspect::ShowArgs),
+    /// Remove store objects that no recorded run refers to.
+    Gc,
+    /// Re-hash the store and report damaged or missing objects.
+    Verify,
+    /// Create a workspace with an example pipeline.
+    Init(maintenance::InitArgs),
+    /// Execute one built-in task (used by the engine).
+    #[command(hide = true)]
+    ExecTask { job: PathBuf },
+    /// Execute and record one node whose upstream is built (used by cluster executors).
+    #[command(hide = true)]
+    RunNode { node: String },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+    Json,
+}
+
+/// An error that ends the command, with its exit code.
+pub enum Failure {
+    /// Already reported (e.g. a node failed); just exit with this code.
+    Code(i32),
+    /// A diagnostic to print, with its exit code.
+    Report(miette::Report, i32),
+}
+
+impl From<PipelineError> for Failure {
+    fn from(e: PipelineError) -> Failure {
+        Failure::Report(miette::Report::new(e), exit::USAGE)
+    }
+}
+
+impl From<crate::graph::SelectError> for Failure {
+    fn from(e: crate::graph::SelectError) -> Failure {
+        Failure::Report(miette::Report::new(e), exit::USAGE)
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Failure {
+        Failure::Report(miette::Report::new(e), exit::NODE_FAILED)
+    }
+}
+
+/// A usage problem (exit 2) with a hint.
+pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Failure {
+    Failure::Report(miette::miette!(help = help.into(), "{}", message.into()), exit::USAGE)
+}
 
 pub fn main() -> i32 {
-    crate::exit::SUCCESS
+    let cli = Cli::parse();
+    install_error_hook();
+    match run(cli) {
+        Ok(code) => code,
+        Err(Failure::Code(code)) => code,
+        Err(Failure::Report(report, code)) => {
+            eprintln!("{report:?}");
+            code
+        }
+    }
+}
+
+fn install_error_hook() {
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = miette::set_hook(Box::new(move |_| {
+        let theme = if color { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
+        Box::new(miette::GraphicalReportHandler::new_themed(theme).with_width(100))
+    }));
+}
+
+fn run(cli: Cli) -> Result<i32, Failure> {
+    let start = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    match cli.command {
+        Command::Init(args) => maintenance::init(&start, args),
+        Command::ExecTask { job } => exec::exec_task(&job),
+        command => {
+            let ws = find_workspace(&start, cli.dir.is_some())?;
+            let overrides = parse_overrides(&cli.params)?;
+            match command {
+                Command::Build(args) => build::build(&ws, &overrides, args),
+                Command::Status(args) => status::status(&ws, &overrides, args),
+                Command::Explain(args) => status::explain(&ws, &overrides, args),
+                Command::Graph(args) => inspect::graph(&ws, &overrides, args),
+                Command::Ls(args) => inspect::ls(&ws, &overrides, args),
+                Command::Show(args) => inspect::show(&ws, &overrides, args),
+                Command::Gc => maintenance::gc(&ws),
+                Command::Verify => maintenance::verify(&ws),
+                Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
+                Command::Init(_) | Command::ExecTask { .. } => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+fn find_workspace(start: &std::path::Path, explicit: bool) -> Result<Workspace, Failure> {
+    if explicit && start.join("pipelines").is_dir() {
+        return Ok(Workspace::at(start));
+    }
+    Workspace::discover(start).ok_or_else(|| {
+        usage(
+            format!("no workspace found: neither `{}` nor any folder above it has a `pipelines/` folder", start.display()),
+            "run vitgraph inside a workspace, pass `-C DIR`, or create one with `vitgraph init`",
+        )
+    })
+}
+
+fn parse_overrides(params: &[String]) -> Result<Vec<Override>, Failure> {
+    params.iter().map(|p| Override::parse(p).map_err(|m| usage(m, "write `-p KEY=VALUE`"))).collect()
+}
+
+/// Loads the workspace's pipelines.
+pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Failure> {
+    Ok(crate::pipeline::load(&ws.root, overrides)?)
 }

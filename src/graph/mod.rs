@@ -6,7 +6,7 @@
 
 mod select;
 
-pub use select::{select, SelectError};
+pub use select::{select, select_named, SelectError};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

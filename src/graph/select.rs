@@ -38,6 +38,17 @@ pub fn select(graph: &Graph, targets: &[String]) -> Result<Vec<NodeIdx>, SelectE
     Ok((0..graph.nodes.len()).filter(|&i| wanted[i]).collect())
 }
 
+/// The nodes the targets name, without what they need.
+pub fn select_named(graph: &Graph, targets: &[String]) -> Result<Vec<NodeIdx>, SelectError> {
+    let mut hits = Vec::new();
+    for t in targets {
+        hits.extend(resolve_one(graph, t)?);
+    }
+    hits.sort_unstable();
+    hits.dedup();
+    Ok(hits)
+}
+
 fn resolve_one(graph: &Graph, target: &str) -> Result<Vec<NodeIdx>, SelectError> {
     if let Some(i) = graph.find(target) {
         return Ok(vec![i]);

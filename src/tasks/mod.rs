@@ -7,6 +7,7 @@
 //! and SIGINT handling are the same for every kind.
 
 pub mod command;
+pub mod env;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -107,4 +108,38 @@ pub struct TaskContext {
     pub gpus: Vec<u32>,
     /// The node id, for messages.
     pub node: String,
+    /// Upstream nodes by stage, with their params (what a `Report` joins).
+    #[serde(default)]
+    pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
+}
+
+/// An upstream node as a task sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UpstreamNode {
+    pub id: String,
+    pub params: BTreeMap<String, serde_json::Value>,
+    pub dir: PathBuf,
+}
+
+/// A command prefix the engine runs a built-in task under (`numactl …`, `nsys profile …`).
+pub fn wrapper(spec: &TaskSpec) -> Result<Vec<String>, TaskError> {
+    match spec {
+        TaskSpec::Command(_) => Ok(Vec::new()),
+    }
+}
+
+/// Runs a built-in task in this process (`vitgraph exec-task`).
+pub fn run_builtin(spec: &TaskSpec, _ctx: &TaskContext) -> Result<(), TaskError> {
+    match spec {
+        TaskSpec::Command(_) => Err(TaskError::NotBuiltin),
+    }
+}
+
+/// Why a built-in task failed.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum TaskError {
+    #[error("`Command` tasks run under `sh -c`, not `exec-task`")]
+    NotBuiltin,
+    #[error("{message}")]
+    Other { message: String },
 }

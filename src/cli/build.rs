@@ -1,0 +1,141 @@
+//! `vitgraph build`.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+
+use super::{load, usage, Failure};
+use crate::engine::env::HostEnv;
+use crate::engine::events::Reporter;
+use crate::engine::plan::{plan, Evaluator, Verdict};
+use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::exit;
+use crate::pipeline::Override;
+use crate::report::{human::Human, json::JsonLines};
+use crate::store::Store;
+use crate::workspace::Workspace;
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// Stages, node ids, globs ('rq1_*') or pipeline file stems; none means everything.
+    pub targets: Vec<String>,
+    /// CPU slots: how many CPU nodes run at once (default: the number of cores).
+    #[arg(short = 'j', long = "jobs")]
+    pub jobs: Option<usize>,
+    /// Keep going past failures: build everything that does not depend on a failed node.
+    #[arg(short = 'k', long)]
+    pub keep_going: bool,
+    /// Print what would run and why; run nothing.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// Run the targeted nodes even if they are fresh.
+    #[arg(long)]
+    pub force: bool,
+    /// Where nodes run.
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    pub executor: Executor,
+    /// GPU ids for GPU nodes (default: the GPUs `nvidia-smi -L` lists, or `CUDA_VISIBLE_DEVICES`).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// One JSON object per line for each event, instead of progress output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Executor {
+    Local,
+    Slurm,
+}
+
+pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    let selection = crate::graph::select(&graph, &args.targets)?;
+    if args.executor == Executor::Slurm {
+        return Err(usage(
+            "`--executor slurm` is not available in this build of vitgraph",
+            "use `--executor local` (the default); cluster nodes can run one node each with `vitgraph run-node NODE`",
+        ));
+    }
+    let env = HostEnv::new();
+    if args.dry_run {
+        return dry_run(ws, &graph, &selection, &env);
+    }
+    let store = Arc::new(Store::open(&ws.root)?);
+    let force: HashSet<usize> = if args.force {
+        if args.targets.is_empty() {
+            selection.iter().copied().collect()
+        } else {
+            // Only the named targets, not everything they need.
+            let named = crate::graph::select_named(&graph, &args.targets)?;
+            named.into_iter().collect()
+        }
+    } else {
+        HashSet::new()
+    };
+    let options = BuildOptions {
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        keep_going: args.keep_going,
+        force,
+        gpus: args.gpus.unwrap_or_else(detect_gpus),
+        only: None,
+    };
+    let builder = Builder { graph: &graph, root: ws.root.clone(), store, env: &env, options };
+    let mut reporter: Box<dyn Reporter> = if args.json { Box::new(JsonLines::new(std::io::stdout())) } else { Box::new(Human::new()) };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the scheduler: {e}"), "this is a system resource problem"))?;
+    let status = runtime.block_on(builder.build(&selection, reporter.as_mut()));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(match status {
+        BuildStatus::Success => exit::SUCCESS,
+        BuildStatus::Failed => exit::NODE_FAILED,
+        BuildStatus::Interrupted => exit::INTERRUPTED,
+    })
+}
+
+/// `build -n`: the static plan, printed.
+fn dry_run(ws: &Workspace, graph: &crate::graph::Graph, selection: &[usize], env: &HostEnv) -> Result<i32, Failure> {
+    let store = Store::open_existing(&ws.root)?;
+    let states = match &store {
+        Some(s) => s.load_states()?,
+        None => Default::default(),
+    };
+    let ev = Evaluator { root: &ws.root, store: store.as_ref(), states: &states, env };
+    let planned = plan(&ev, graph, selection)?;
+    let mut would_run = 0;
+    let mut would_restore = 0;
+    for &i in selection {
+        let e = &planned[&i];
+        let reasons = e.verdict.reasons().iter().map(|r| format!("{}: {}", r.kind.as_str(), r.detail)).collect::<Vec<_>>().join("; ");
+        match &e.verdict {
+            Verdict::Fresh(_) => {}
+            Verdict::Restore(..) => {
+                would_restore += 1;
+                println!("restore {}  ({reasons})", graph.nodes[i].id);
+            }
+            Verdict::Stale(_) => {
+                would_run += 1;
+                println!("run     {}  ({reasons})", graph.nodes[i].id);
+            }
+        }
+    }
+    println!("{would_run} to run, {would_restore} to restore, {} fresh", selection.len() - would_run - would_restore);
+    Ok(exit::SUCCESS)
+}
+
+/// GPUs visible to this process: `CUDA_VISIBLE_DEVICES` if set, else `nvidia-smi -L`.
+fn detect_gpus() -> Vec<u32> {
+    if let Ok(list) = std::env::var("CUDA_VISIBLE_DEVICES") {
+        return list.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+    }
+    match std::process::Command::new("nvidia-smi").arg("-L").output() {
+        Ok(out) if out.status.success() => {
+            let n = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("GPU ")).count();
+            (0..n as u32).collect()
+        }
+        _ => Vec::new(),
+    }
+}

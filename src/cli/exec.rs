@@ -1,0 +1,62 @@
+//! Hidden commands the engine and cluster executors use: `exec-task` runs a
+//! built-in task in a child process; `run-node` executes and records one
+//! node whose upstream is already built (one node per cluster job).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{load, usage, Failure};
+use crate::engine::env::HostEnv;
+use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::exit;
+use crate::pipeline::Override;
+use crate::store::Store;
+use crate::tasks::{TaskContext, TaskSpec};
+use crate::workspace::Workspace;
+
+#[derive(serde::Deserialize)]
+struct JobFile {
+    spec: TaskSpec,
+    ctx: TaskContext,
+}
+
+pub fn exec_task(job: &Path) -> Result<i32, Failure> {
+    let text = std::fs::read_to_string(job).map_err(|e| usage(format!("cannot read `{}`: {e}", job.display()), "exec-task is run by vitgraph itself"))?;
+    let file: JobFile = serde_json::from_str(&text).map_err(|e| usage(format!("invalid job file `{}`: {e}", job.display()), "exec-task is run by vitgraph itself"))?;
+    match crate::tasks::run_builtin(&file.spec, &file.ctx) {
+        Ok(()) => Ok(exit::SUCCESS),
+        Err(e) => Err(Failure::Report(miette::Report::new(e), exit::NODE_FAILED)),
+    }
+}
+
+pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    let Some(idx) = graph.find(node) else {
+        return Err(usage(format!("unknown node `{node}`"), "`vitgraph ls TARGET` lists node ids"));
+    };
+    let selection = crate::graph::select(&graph, &[node.to_string()])?;
+    let store = Arc::new(Store::open(&ws.root)?);
+    let env = HostEnv::new();
+    let options = BuildOptions {
+        jobs: 1,
+        keep_going: false,
+        force: HashSet::new(),
+        gpus: std::env::var("CUDA_VISIBLE_DEVICES")
+            .map(|l| l.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+            .unwrap_or_default(),
+        only: Some([idx].into_iter().collect()),
+    };
+    let builder = Builder { graph: &graph, root: ws.root.clone(), store, env: &env, options };
+    let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the scheduler: {e}"), "a system resource problem"))?;
+    let status = runtime.block_on(builder.build(&selection, &mut reporter));
+    Ok(match status {
+        BuildStatus::Success => exit::SUCCESS,
+        BuildStatus::Failed => exit::NODE_FAILED,
+        BuildStatus::Interrupted => exit::INTERRUPTED,
+    })
+}

@@ -1,0 +1,134 @@
+//! `vitgraph graph`, `ls` and `show`: looking at the graph without building.
+
+use clap::Args;
+
+use super::{load, usage, Failure, GraphFormat};
+use crate::exit;
+use crate::pipeline::Override;
+use crate::workspace::Workspace;
+
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    pub targets: Vec<String>,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    pub format: GraphFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// With targets, list their node ids; without, list stages.
+    pub targets: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    pub node: String,
+}
+
+pub fn graph(ws: &Workspace, overrides: &[Override], args: GraphArgs) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    let selection = crate::graph::select(&graph, &args.targets)?;
+    let mut out = String::new();
+    match args.format {
+        GraphFormat::Dot => {
+            out.push_str("digraph vitgraph {\n  rankdir=LR;\n  node [shape=box];\n");
+            for &i in &selection {
+                out.push_str(&format!("  n{i} [label={:?}];\n", graph.nodes[i].id));
+            }
+            for &i in &selection {
+                for d in graph.nodes[i].deps() {
+                    out.push_str(&format!("  n{d} -> n{i};\n"));
+                }
+            }
+            out.push_str("}\n");
+        }
+        GraphFormat::Mermaid => {
+            out.push_str("graph LR\n");
+            for &i in &selection {
+                out.push_str(&format!("  n{i}[\"{}\"]\n", graph.nodes[i].id.replace('"', "#quot;")));
+            }
+            for &i in &selection {
+                for d in graph.nodes[i].deps() {
+                    out.push_str(&format!("  n{d} --> n{i}\n"));
+                }
+            }
+        }
+        GraphFormat::Json => {
+            let nodes: Vec<serde_json::Value> = selection
+                .iter()
+                .map(|&i| {
+                    let n = &graph.nodes[i];
+                    serde_json::json!({
+                        "id": n.id,
+                        "stage": n.stage,
+                        "params": n.id_params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>(),
+                        "deps": n.deps().iter().map(|&d| graph.nodes[d].id.clone()).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            out = serde_json::json!({ "nodes": nodes }).to_string();
+            out.push('\n');
+        }
+    }
+    print!("{out}");
+    Ok(exit::SUCCESS)
+}
+
+pub fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    if args.targets.is_empty() {
+        for s in &graph.stages {
+            let kind = s.nodes.first().map(|&i| graph.nodes[i].task.kind()).unwrap_or("-");
+            println!("{:<28} {:>6} nodes  {:<10} {}", s.name, s.nodes.len(), kind, s.file.display());
+        }
+        return Ok(exit::SUCCESS);
+    }
+    for i in crate::graph::select_named(&graph, &args.targets)? {
+        println!("{}", graph.nodes[i].id);
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    let Some(i) = graph.find(&args.node) else {
+        let help = match crate::pipeline::did_you_mean(&args.node, graph.nodes.iter().map(|n| n.id.as_str())) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => "`vitgraph ls TARGET` lists node ids".into(),
+        };
+        return Err(usage(format!("unknown node `{}`", args.node), help));
+    };
+    let n = &graph.nodes[i];
+    let stage = graph.stage(&n.stage);
+    println!("node:   {}", n.id);
+    println!("stage:  {}  ({})", n.stage, stage.map(|s| s.file.display().to_string()).unwrap_or_default());
+    println!("kind:   {} v{}", n.task.kind(), n.task.version());
+    println!("params:");
+    for (k, v) in &n.params {
+        println!("  {k} = {v}");
+    }
+    println!("task:   {}", serde_json::to_string_pretty(&n.task).unwrap_or_default());
+    for need in &n.needs {
+        let ids: Vec<&str> = need.nodes.iter().map(|&d| graph.nodes[d].id.as_str()).collect();
+        println!("needs {}: {}", need.stage, ids.join(" "));
+    }
+    println!("outputs: {}", n.out_rel().display());
+    for o in n.task.outputs() {
+        println!("  {o}");
+    }
+    if let Some(store) = crate::store::Store::open_existing(&ws.root)? {
+        let states = store.load_states()?;
+        if let Some(state) = states.get(&n.id) {
+            if let Some(run) = &state.latest_success {
+                println!("last run: key {} took {} ms", run.key.short(), run.duration_ms);
+                for o in &run.outputs {
+                    println!("  {}  {} bytes  {}", o.name, o.size, o.hash.short());
+                }
+            }
+            if let Some(a) = &state.last_attempt {
+                println!("last attempt: {:?}{}", a.status, a.message.as_ref().map(|m| format!(": {m}")).unwrap_or_default());
+            }
+        }
+    }
+    Ok(exit::SUCCESS)
+}

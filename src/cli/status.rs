@@ -1,0 +1,178 @@
+//! `vitgraph status` and `vitgraph explain`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use clap::Args;
+use serde::Serialize;
+
+use super::{load, usage, Failure};
+use crate::engine::env::HostEnv;
+use crate::engine::key::{json_diff, RecordedParts};
+use crate::engine::plan::{plan, Evaluation, Evaluator, Reason, Verdict};
+use crate::exit;
+use crate::graph::Graph;
+use crate::pipeline::Override;
+use crate::store::{NodeState, Store};
+use crate::workspace::Workspace;
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Stages, node ids, globs or pipeline file stems; none means everything.
+    pub targets: Vec<String>,
+    /// Print one JSON object: {"nodes": [...], "summary": {...}}.
+    #[arg(long)]
+    pub json: bool,
+    /// List every stale node (by default long stages are abbreviated).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// A node id, e.g. 'rq2_runs[model=vit32x6x384,res=512]'.
+    pub node: String,
+    /// Print the key's parts and their diff as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct NodeStatus<'a> {
+    id: &'a str,
+    stage: &'a str,
+    state: &'static str,
+    reasons: &'a [Reason],
+}
+
+/// Loads the graph and the store and plans the selection.
+fn planned(
+    ws: &Workspace,
+    overrides: &[Override],
+    targets: &[String],
+) -> Result<(Graph, Vec<usize>, HashMap<usize, Evaluation>, HashMap<String, NodeState>), Failure> {
+    let graph = load(ws, overrides)?;
+    let selection = crate::graph::select(&graph, targets)?;
+    let store = Store::open_existing(&ws.root)?;
+    let states = match &store {
+        Some(s) => s.load_states()?,
+        None => HashMap::new(),
+    };
+    let env = HostEnv::new();
+    let ev = Evaluator { root: &ws.root, store: store.as_ref(), states: &states, env: &env };
+    let evals = plan(&ev, &graph, &selection)?;
+    if let Some(s) = &store {
+        let _ = s.flush_stat_cache();
+    }
+    Ok((graph, selection, evals, states))
+}
+
+pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
+    let (graph, selection, evals, _) = planned(ws, overrides, &args.targets)?;
+    let fresh = selection.iter().filter(|i| evals[i].verdict.is_fresh()).count();
+    let stale = selection.len() - fresh;
+    if args.json {
+        let nodes: Vec<NodeStatus> = selection
+            .iter()
+            .map(|i| {
+                let n = &graph.nodes[*i];
+                let e = &evals[i];
+                NodeStatus { id: &n.id, stage: &n.stage, state: if e.verdict.is_fresh() { "fresh" } else { "stale" }, reasons: e.verdict.reasons() }
+            })
+            .collect();
+        let out = serde_json::json!({ "nodes": nodes, "summary": { "fresh": fresh, "stale": stale } });
+        println!("{out}");
+        return Ok(exit::SUCCESS);
+    }
+    let mut per_stage: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &i in &selection {
+        if !evals[&i].verdict.is_fresh() {
+            per_stage.entry(graph.nodes[i].stage.as_str()).or_default().push(i);
+        }
+    }
+    for stage in &graph.stages {
+        let Some(stale_nodes) = per_stage.get(stage.name.as_str()) else { continue };
+        let limit = if args.verbose { usize::MAX } else { 10 };
+        for &i in stale_nodes.iter().take(limit) {
+            let reasons: Vec<String> = evals[&i].verdict.reasons().iter().map(|r| format!("{}: {}", r.kind.as_str(), r.detail)).collect();
+            println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
+        }
+        if stale_nodes.len() > limit {
+            println!("       … and {} more stale nodes in `{}` (use -v or --json to list all)", stale_nodes.len() - limit, stage.name);
+        }
+    }
+    println!("{fresh} fresh, {stale} stale");
+    Ok(exit::SUCCESS)
+}
+
+pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Result<i32, Failure> {
+    let graph = load(ws, overrides)?;
+    let Some(idx) = graph.find(&args.node) else {
+        let ids = graph.nodes.iter().map(|n| n.id.as_str());
+        let help = match crate::pipeline::did_you_mean(&args.node, ids) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => "`vitgraph ls TARGET` lists node ids".into(),
+        };
+        return Err(usage(format!("unknown node `{}`", args.node), help));
+    };
+    let (graph, _, evals, states) = planned(ws, overrides, std::slice::from_ref(&args.node))?;
+    let node = &graph.nodes[idx];
+    let e = &evals[&idx];
+    let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
+    let recorded: Option<RecordedParts> = last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
+    let state = match &e.verdict {
+        Verdict::Fresh(_) => "fresh",
+        _ => "stale",
+    };
+    let current = e.key.as_ref().map(|(_, p)| p);
+    let mut diff = Vec::new();
+    if let (Some(cur), Some(rec)) = (current, &recorded) {
+        json_diff("", &serde_json::to_value(&rec.parts).unwrap_or_default(), &serde_json::to_value(cur).unwrap_or_default(), &mut diff);
+    }
+    if args.json {
+        let out = serde_json::json!({
+            "id": node.id,
+            "stage": node.stage,
+            "state": state,
+            "reasons": e.verdict.reasons(),
+            "key": { "current": e.key.as_ref().map(|(k, _)| k.to_hex()), "recorded": last.map(|r| r.key.to_hex()) },
+            "parts": { "current": current, "recorded": recorded.as_ref().map(|r| &r.parts) },
+            "diff": diff,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return Ok(exit::SUCCESS);
+    }
+    println!("{}  ({state})", node.id);
+    println!("  stage: {}", node.stage);
+    for r in e.verdict.reasons() {
+        println!("  stale: {}: {}", r.kind.as_str(), r.detail);
+    }
+    match &e.key {
+        Some((k, _)) => println!("  key: {}", k.to_hex()),
+        None => println!("  key: not known until upstream nodes are rebuilt"),
+    }
+    match last {
+        Some(r) => println!("  recorded key: {}", r.key.to_hex()),
+        None => println!("  recorded key: none"),
+    }
+    if let Some(p) = current {
+        println!("  parts:");
+        println!("    kind: {} v{}", p.kind, p.version);
+        println!("    spec: {}", p.spec);
+        for (path, h) in &p.inputs {
+            println!("    input {path}: {}", h.short());
+        }
+        for (id, h) in &p.upstream {
+            println!("    upstream {id}: {}", h.short());
+        }
+        for (f, v) in &p.env {
+            println!("    env {f}: {v}");
+        }
+    }
+    if !diff.is_empty() {
+        println!("  changed since the recorded run:");
+        for d in &diff {
+            println!("    {d}");
+        }
+    }
+    Ok(exit::SUCCESS)
+}

@@ -1,0 +1,37 @@
+//! The environment fingerprint as keys see it.
+//!
+//! Key-affecting facets (GPU model, driver major version, CUDA and libtorch
+//! versions, CPU model) enter the key of every node that measures hardware;
+//! record-only facets are stored with runs. Probing runs `nvidia-smi`, so it
+//! happens at most once per process and only when such a node is planned.
+//! `VITGRAPH_FAKE_ENV='{"gpu":"H100"}'` replaces the probe (tests, and
+//! rehearsing a study on a machine without the GPU).
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use super::plan::EnvProbe;
+
+#[derive(Default)]
+pub struct HostEnv {
+    facets: OnceLock<BTreeMap<String, String>>,
+}
+
+impl HostEnv {
+    pub fn new() -> HostEnv {
+        HostEnv::default()
+    }
+}
+
+impl EnvProbe for HostEnv {
+    fn facets(&self) -> &BTreeMap<String, String> {
+        self.facets.get_or_init(|| match std::env::var("VITGRAPH_FAKE_ENV") {
+            Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
+            Err(_) => crate::tasks::env::key_facets(),
+        })
+    }
+
+    fn record(&self) -> serde_json::Value {
+        serde_json::json!({ "key_facets": self.facets() })
+    }
+}

@@ -1,0 +1,114 @@
+//! A node's key: blake3 over a canonical encoding of its [`KeyParts`].
+//!
+//! The parts are a serializable struct with sorted maps, encoded as JSON, so
+//! the encoding is canonical and `explain` can diff the parts field by field.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::ContentHash;
+
+/// Everything a node's result may depend on — and nothing else (no mtimes,
+/// no absolute paths).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyParts {
+    /// Task kind (`Command`, `Vit`, …).
+    pub kind: String,
+    /// The task implementation's version number.
+    pub version: u32,
+    /// The fully substituted task spec (`${out}`/`${needs.S}` left symbolic).
+    pub spec: serde_json::Value,
+    /// Content hash of every declared workspace input, by path.
+    pub inputs: BTreeMap<String, ContentHash>,
+    /// Output manifest hash of every upstream node, by node id.
+    pub upstream: BTreeMap<String, ContentHash>,
+    /// Key-affecting environment facets (GPU model, driver major, …), for
+    /// tasks that measure hardware; empty otherwise.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+impl KeyParts {
+    pub fn key(&self) -> ContentHash {
+        // Serializing plain maps and strings cannot fail.
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        ContentHash::of_bytes(&bytes)
+    }
+}
+
+/// What is stored with a run besides its key: the parts, and the params the
+/// node had (for `spec_changed` diffs in terms users wrote).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedParts {
+    pub parts: KeyParts,
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+/// A difference between two JSON values, as `path: old → new` lines.
+pub fn json_diff(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value as J;
+    match (old, new) {
+        (J::Object(a), J::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => json_diff(&p, x, y, out),
+                    (Some(x), None) => out.push(format!("{p}: {} → (absent)", short(x))),
+                    (None, Some(y)) => out.push(format!("{p}: (absent) → {}", short(y))),
+                    (None, None) => {}
+                }
+            }
+        }
+        _ if old != new => out.push(format!("{}: {} → {}", if path.is_empty() { "value" } else { path }, short(old), short(new))),
+        _ => {}
+    }
+}
+
+fn short(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(79).collect::<String>())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> KeyParts {
+        KeyParts {
+            kind: "Command".into(),
+            version: 1,
+            spec: serde_json::json!({"run": "echo 1", "outputs": ["v.txt"]}),
+            inputs: BTreeMap::new(),
+            upstream: BTreeMap::new(),
+            env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn key_is_stable_and_sensitive() {
+        let a = parts();
+        assert_eq!(a.key(), parts().key());
+        let mut b = parts();
+        b.spec = serde_json::json!({"outputs": ["v.txt"], "run": "echo 1"});
+        assert_eq!(a.key(), b.key(), "object key order must not matter");
+        b.version = 2;
+        assert_ne!(a.key(), b.key());
+        let mut c = parts();
+        c.env.insert("driver".into(), "580".into());
+        assert_ne!(a.key(), c.key());
+    }
+
+    #[test]
+    fn diff_names_paths() {
+        let mut out = Vec::new();
+        json_diff("", &serde_json::json!({"a": 1, "b": {"c": "x"}}), &serde_json::json!({"a": 2, "b": {"c": "x"}, "d": true}), &mut out);
+        assert_eq!(out, ["a: 1 → 2", "d: (absent) → true"]);
+    }
+}

@@ -1,0 +1,220 @@
+//! Running one node's task in a child process.
+//!
+//! `Command` runs under `sh -c`; every built-in kind runs as
+//! `vitgraph exec-task JOB.json`, so all kinds are killed, logged and
+//! isolated the same way. Each child gets its own process group (SIGINT
+//! terminates the group) and dies with vitgraph (PR_SET_PDEATHSIG).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use crate::tasks::{TaskContext, TaskSpec, UpstreamNode};
+
+/// Everything needed to run one node, with paths resolved.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub node: String,
+    pub task: TaskSpec,
+    pub root: PathBuf,
+    pub staging: PathBuf,
+    /// Output directories of upstream nodes by stage (`${needs.S}`), id-sorted.
+    pub needs: BTreeMap<String, Vec<PathBuf>>,
+    pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
+    pub gpus: Vec<u32>,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Failed(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Process groups of running children, so SIGINT can terminate them all.
+#[derive(Clone, Default)]
+pub struct Children(Arc<Mutex<HashSet<i32>>>, Arc<std::sync::atomic::AtomicBool>);
+
+impl Children {
+    fn add(&self, pid: i32) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+    }
+
+    fn remove(&self, pid: i32) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+    }
+
+    /// Sends `signal` to every running child's process group.
+    pub fn signal_all(&self, signal: i32) {
+        for &pid in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, signal);
+            }
+        }
+    }
+
+    /// Terminates every running task (SIGTERM to its group); their results count as interrupted.
+    pub fn interrupt(&self) {
+        self.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.signal_all(libc::SIGTERM);
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+}
+
+/// Quotes a path for `sh` when it holds characters the shell would split or expand.
+fn sh_path(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=,+:@%".contains(c)) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Replaces `${out}`, `${needs.S}` and `$$` in one string (params were substituted at load time).
+pub fn substitute_runtime(text: &str, out: &Path, needs: &BTreeMap<String, Vec<PathBuf>>, quote: bool) -> String {
+    let show = |p: &Path| if quote { sh_path(p) } else { p.to_string_lossy().into_owned() };
+    let mut result = String::with_capacity(text.len() + 64);
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        result.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            result.push('$');
+            rest = r;
+        } else if let Some(r) = after.strip_prefix("{out}") {
+            result.push_str(&show(out));
+            rest = r;
+        } else if let Some((name, r)) = after.strip_prefix("{needs.").and_then(|r| r.split_once('}')) {
+            let dirs = needs.get(name).map(|d| d.iter().map(|p| show(p)).collect::<Vec<_>>().join(" ")).unwrap_or_default();
+            result.push_str(&dirs);
+            rest = r;
+        } else {
+            result.push('$');
+            rest = after;
+        }
+    }
+    result.push_str(rest);
+    result
+}
+
+fn substitute_json(v: &mut serde_json::Value, out: &Path, needs: &BTreeMap<String, Vec<PathBuf>>) {
+    match v {
+        serde_json::Value::String(s) => *s = substitute_runtime(s, out, needs, false),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|x| substitute_json(x, out, needs)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|x| substitute_json(x, out, needs)),
+        _ => {}
+    }
+}
+
+/// Runs the job's task to completion (or until its group is killed).
+pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
+    let log = std::fs::File::create(&job.log)
+        .map_err(|e| RunError::Failed(format!("cannot create the log file `{}`: {e}", job.log.display())))?;
+    let log2 = log.try_clone().map_err(|e| RunError::Failed(format!("cannot open the log file: {e}")))?;
+    let mut cmd = match &job.task {
+        TaskSpec::Command(c) => {
+            let script = substitute_runtime(&c.run, &job.staging, &job.needs, true);
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c").arg(script);
+            cmd
+        }
+        builtin => {
+            let mut spec = serde_json::to_value(builtin).unwrap_or_default();
+            substitute_json(&mut spec, &job.staging, &job.needs);
+            let ctx = TaskContext {
+                root: job.root.clone(),
+                out: job.staging.clone(),
+                needs: job.needs.clone(),
+                upstream: job.upstream.clone(),
+                gpus: job.gpus.clone(),
+                node: job.node.clone(),
+            };
+            let job_file = job.log.with_extension("job.json");
+            let body = serde_json::json!({ "spec": spec, "ctx": ctx });
+            std::fs::write(&job_file, serde_json::to_vec_pretty(&body).unwrap_or_default())
+                .map_err(|e| RunError::Failed(format!("cannot write `{}`: {e}", job_file.display())))?;
+            let exe = std::env::current_exe().map_err(|e| RunError::Failed(format!("cannot find the vitgraph executable: {e}")))?;
+            let mut argv: Vec<String> = crate::tasks::wrapper(builtin).map_err(|e| RunError::Failed(e.to_string()))?;
+            argv.push(exe.to_string_lossy().into_owned());
+            argv.push("exec-task".into());
+            argv.push(job_file.to_string_lossy().into_owned());
+            let mut cmd = tokio::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            cmd
+        }
+    };
+    cmd.current_dir(&job.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .env("VITGRAPH_NODE", &job.node)
+        .env("VITGRAPH_OUT", &job.staging)
+        .process_group(0)
+        .kill_on_drop(false);
+    if !job.gpus.is_empty() {
+        let list = job.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        cmd.env("CUDA_VISIBLE_DEVICES", list);
+    }
+    // SAFETY: prctl in the forked child before exec; async-signal-safe, touches no shared memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    children.add(pid);
+    let status = child.wait().await;
+    children.remove(pid);
+    let status = status.map_err(|e| RunError::Failed(format!("cannot wait for the task: {e}")))?;
+    if children.interrupted() {
+        return Err(RunError::Interrupted);
+    }
+    if status.success() {
+        return Ok(());
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let what = match (status.code(), status.signal()) {
+        (Some(127), _) if matches!(job.task, TaskSpec::Command(_)) => {
+            "the command exited with status 127 (command not found: check the program name and PATH)".to_string()
+        }
+        (Some(code), _) => format!("the task exited with status {code}"),
+        (None, Some(sig)) => format!("the task was killed by signal {sig}"),
+        _ => "the task failed".to_string(),
+    };
+    Err(RunError::Failed(what))
+}
+
+/// The last `n` lines of a log file, for error messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let Ok(bytes) = std::fs::read(path) else { return String::new() };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_substitution() {
+        let mut needs = BTreeMap::new();
+        needs.insert("gen".to_string(), vec![PathBuf::from("/w/out/gen/i=0"), PathBuf::from("/w s/out/gen/i=1")]);
+        let s = substitute_runtime("cat ${needs.gen} > ${out}/x $$HOME $(pwd) $x", Path::new("/w/st"), &needs, true);
+        assert_eq!(s, "cat /w/out/gen/i=0 '/w s/out/gen/i=1' > /w/st/x $HOME $(pwd) $x");
+    }
+}

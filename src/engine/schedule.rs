@@ -1,0 +1,524 @@
+//! The scheduler: runs the stale nodes of a selection, dependencies first,
+//! within CPU and GPU slots, and records each one as it completes.
+//!
+//! Each node is judged just before it would start, once its upstream nodes
+//! are done, so an upstream rebuilt with identical outputs leaves it fresh
+//! (early cutoff). A per-key lock makes two `vitgraph` processes share work
+//! instead of running a node twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::events::{Event, Reporter};
+use super::plan::{EnvProbe, Evaluator, Reason, Verdict};
+use super::run::{self, Children, Job, RunError};
+use crate::graph::{Graph, NodeIdx};
+use crate::hash::ContentHash;
+use crate::store::{NewRun, NodeState, RunRecord, Store};
+use crate::tasks::UpstreamNode;
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// CPU slots.
+    pub jobs: usize,
+    pub keep_going: bool,
+    /// Nodes to run even when fresh.
+    pub force: HashSet<NodeIdx>,
+    /// GPU ids available to GPU nodes.
+    pub gpus: Vec<u32>,
+    /// When set, only these nodes may run; any other stale node fails the
+    /// build ("upstream not built") — `run-node` executes exactly one node.
+    pub only: Option<HashSet<NodeIdx>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildStatus {
+    Success,
+    Failed,
+    Interrupted,
+}
+
+enum Done {
+    Ok(RunRecord),
+    Failed,
+    Skipped,
+}
+
+struct Pending {
+    idx: NodeIdx,
+    key: ContentHash,
+    parts: super::key::KeyParts,
+    reasons: Vec<Reason>,
+}
+
+enum Message {
+    Finished { idx: NodeIdx, result: Result<(RunRecord, bool), String>, started: Instant, log: Option<PathBuf>, record_ms: u64 },
+    Restored { idx: NodeIdx, result: Result<RunRecord, String> },
+}
+
+/// Slots in use.
+struct Slots {
+    cpu_free: usize,
+    gpu_free: Vec<u32>,
+    running: usize,
+    exclusive: bool,
+}
+
+pub struct Builder<'a> {
+    pub graph: &'a Graph,
+    pub root: PathBuf,
+    pub store: Arc<Store>,
+    pub env: &'a dyn EnvProbe,
+    pub options: BuildOptions,
+}
+
+impl<'a> Builder<'a> {
+    /// Builds `selection` (topologically ordered, closed under dependencies).
+    pub async fn build(&self, selection: &[NodeIdx], reporter: &mut dyn Reporter) -> BuildStatus {
+        let t0 = Instant::now();
+        let mut states: HashMap<String, NodeState> = match self.store.load_states() {
+            Ok(s) => s,
+            Err(e) => {
+                reporter.event(&Event::Failed { node: String::new(), error: e.to_string(), log: None, duration_ms: 0 });
+                return BuildStatus::Failed;
+            }
+        };
+        let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
+        let dependents = self.graph.dependents();
+        let mut remaining: HashMap<NodeIdx, usize> =
+            selection.iter().map(|&i| (i, self.graph.nodes[i].deps().len())).collect();
+        let mut done: HashMap<NodeIdx, Done> = HashMap::with_capacity(selection.len());
+        let mut ready: VecDeque<NodeIdx> = selection.iter().copied().filter(|i| remaining[i] == 0).collect();
+        let mut queue: VecDeque<Pending> = VecDeque::new();
+        let mut slots = Slots { cpu_free: self.options.jobs.max(1), gpu_free: self.options.gpus.clone(), running: 0, exclusive: false };
+        let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+        let children = Children::default();
+        let mut in_flight: HashMap<NodeIdx, Vec<u32>> = HashMap::new();
+        let (mut built, mut cached, mut failed, mut skipped) = (0, 0, 0, 0);
+        let mut stopping = false;
+        let mut interrupted = false;
+        reporter.event(&Event::Planned { total: selection.len(), stale: 0 });
+
+        let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+        loop {
+            // Judge every node whose upstream is done.
+            while let Some(i) = ready.pop_front() {
+                if stopping {
+                    continue;
+                }
+                let node = &self.graph.nodes[i];
+                let deps = node.deps();
+                if let Some(&bad) = deps.iter().find(|d| matches!(done.get(d), Some(Done::Failed | Done::Skipped))) {
+                    reporter.event(&Event::Skipped { node: node.id.clone(), because: format!("`{}` failed", self.graph.nodes[bad].id) });
+                    skipped += 1;
+                    done.insert(i, Done::Skipped);
+                    release(i, &dependents, &selected, &mut remaining, &mut ready);
+                    continue;
+                }
+                let upstream: Vec<(String, Option<ContentHash>)> = deps
+                    .iter()
+                    .map(|d| {
+                        let h = match done.get(d) {
+                            Some(Done::Ok(run)) => Some(run.manifest_hash()),
+                            _ => None,
+                        };
+                        (self.graph.nodes[*d].id.clone(), h)
+                    })
+                    .collect();
+                let ev = Evaluator { root: &self.root, store: Some(&self.store), states: &states, env: self.env };
+                let evaluation = match ev.evaluate(node, &upstream) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        reporter.event(&Event::Failed { node: node.id.clone(), error: e.to_string(), log: None, duration_ms: 0 });
+                        failed += 1;
+                        done.insert(i, Done::Failed);
+                        stopping |= !self.options.keep_going;
+                        release(i, &dependents, &selected, &mut remaining, &mut ready);
+                        continue;
+                    }
+                };
+                let forced = self.options.force.contains(&i);
+                let Some((key, parts)) = evaluation.key else {
+                    unreachable!("every upstream is done, so the key is known")
+                };
+                match evaluation.verdict {
+                    Verdict::Fresh(run) if !forced => {
+                        reporter.event(&Event::Cached { node: node.id.clone(), restored: false, shared: false });
+                        cached += 1;
+                        done.insert(i, Done::Ok(run));
+                        release(i, &dependents, &selected, &mut remaining, &mut ready);
+                    }
+                    Verdict::Restore(run, _) if !forced => {
+                        let store = self.store.clone();
+                        let dest = self.root.join(node.out_rel());
+                        let tx = tx.clone();
+                        in_flight.insert(i, Vec::new());
+                        tokio::task::spawn_blocking(move || {
+                            let result = store.materialize(&run, &dest).map(|_| run).map_err(|e| e.to_string());
+                            let _ = tx.send(Message::Restored { idx: i, result });
+                        });
+                    }
+                    _ if self.options.only.as_ref().is_some_and(|o| !o.contains(&i)) => {
+                        let error = format!("`{}` is not built; build it first (run-node executes one node whose upstream is built)", node.id);
+                        reporter.event(&Event::Failed { node: node.id.clone(), error, log: None, duration_ms: 0 });
+                        failed += 1;
+                        done.insert(i, Done::Failed);
+                        stopping = true;
+                        release(i, &dependents, &selected, &mut remaining, &mut ready);
+                    }
+                    verdict => {
+                        let reasons = if forced && verdict.reasons().is_empty() {
+                            vec![Reason { kind: super::plan::ReasonKind::SpecChanged, detail: "forced with --force".into() }]
+                        } else {
+                            verdict.reasons().to_vec()
+                        };
+                        queue.push_back(Pending { idx: i, key, parts, reasons });
+                    }
+                }
+            }
+
+            // Start what fits.
+            if !stopping {
+                let mut waiting = VecDeque::new();
+                while let Some(p) = queue.pop_front() {
+                    let res = self.graph.nodes[p.idx].task.resources();
+                    if res.gpus as usize > self.options.gpus.len() {
+                        let node = &self.graph.nodes[p.idx];
+                        let error = format!(
+                            "`{}` needs {} GPU(s) but {} are available; pass `--gpus 0,1,…` or run it on a machine with GPUs",
+                            node.id,
+                            res.gpus,
+                            self.options.gpus.len()
+                        );
+                        reporter.event(&Event::Failed { node: node.id.clone(), error, log: None, duration_ms: 0 });
+                        failed += 1;
+                        done.insert(p.idx, Done::Failed);
+                        stopping |= !self.options.keep_going;
+                        release(p.idx, &dependents, &selected, &mut remaining, &mut ready);
+                        continue;
+                    }
+                    let fits = !slots.exclusive
+                        && slots.cpu_free > 0
+                        && slots.gpu_free.len() >= res.gpus as usize
+                        && (!res.exclusive || slots.running == 0);
+                    if !fits {
+                        waiting.push_back(p);
+                        continue;
+                    }
+                    let gpus: Vec<u32> = slots.gpu_free.drain(..res.gpus as usize).collect();
+                    slots.cpu_free -= 1;
+                    slots.running += 1;
+                    slots.exclusive = res.exclusive;
+                    in_flight.insert(p.idx, gpus.clone());
+                    let node = &self.graph.nodes[p.idx];
+                    reporter.event(&Event::Started { node: node.id.clone(), reasons: p.reasons.clone(), gpus: gpus.clone() });
+                    self.spawn(p, gpus, &tx, &children);
+                }
+                queue = waiting;
+            }
+
+            if in_flight.is_empty() && (ready.is_empty() || stopping) && (queue.is_empty() || stopping) {
+                break;
+            }
+
+            tokio::select! {
+                msg = rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    match msg {
+                        Message::Restored { idx, result } => {
+                            in_flight.remove(&idx);
+                            let node = &self.graph.nodes[idx];
+                            match result {
+                                Ok(run) => {
+                                    reporter.event(&Event::Cached { node: node.id.clone(), restored: true, shared: false });
+                                    cached += 1;
+                                    states.entry(node.id.clone()).or_default().latest_success = Some(run.clone());
+                                    done.insert(idx, Done::Ok(run));
+                                }
+                                Err(error) => {
+                                    reporter.event(&Event::Failed { node: node.id.clone(), error, log: None, duration_ms: 0 });
+                                    failed += 1;
+                                    done.insert(idx, Done::Failed);
+                                    stopping |= !self.options.keep_going;
+                                }
+                            }
+                            release(idx, &dependents, &selected, &mut remaining, &mut ready);
+                        }
+                        Message::Finished { idx, result, started, log, record_ms } => {
+                            let gpus = in_flight.remove(&idx).unwrap_or_default();
+                            slots.gpu_free.extend(gpus);
+                            slots.gpu_free.sort_unstable();
+                            slots.cpu_free += 1;
+                            slots.running -= 1;
+                            slots.exclusive = false;
+                            let node = &self.graph.nodes[idx];
+                            let duration_ms = started.elapsed().as_millis() as u64;
+                            match result {
+                                Ok((run, shared)) => {
+                                    if shared {
+                                        reporter.event(&Event::Cached { node: node.id.clone(), restored: true, shared: true });
+                                        cached += 1;
+                                    } else {
+                                        reporter.event(&Event::Finished { node: node.id.clone(), duration_ms, record_ms });
+                                        built += 1;
+                                    }
+                                    states.entry(node.id.clone()).or_default().latest_success = Some(run.clone());
+                                    done.insert(idx, Done::Ok(run));
+                                }
+                                Err(_) if interrupted => {
+                                    done.insert(idx, Done::Failed);
+                                }
+                                Err(error) => {
+                                    reporter.event(&Event::Failed {
+                                        node: node.id.clone(),
+                                        error,
+                                        log: log.map(|p| p.to_string_lossy().into_owned()),
+                                        duration_ms,
+                                    });
+                                    failed += 1;
+                                    done.insert(idx, Done::Failed);
+                                    stopping |= !self.options.keep_going;
+                                }
+                            }
+                            release(idx, &dependents, &selected, &mut remaining, &mut ready);
+                        }
+                    }
+                }
+                _ = &mut ctrl_c, if !interrupted => {
+                    interrupted = true;
+                    stopping = true;
+                    let running: Vec<String> = in_flight.keys().map(|&i| self.graph.nodes[i].id.clone()).collect();
+                    reporter.event(&Event::Interrupted { running });
+                    children.interrupt();
+                    let kids = children.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        kids.signal_all(libc::SIGKILL);
+                    });
+                }
+            }
+        }
+        let _ = self.store.flush_stat_cache();
+        reporter.event(&Event::Done { built, cached, failed, skipped, duration_ms: t0.elapsed().as_millis() as u64 });
+        if interrupted {
+            BuildStatus::Interrupted
+        } else if failed > 0 || skipped > 0 {
+            BuildStatus::Failed
+        } else {
+            BuildStatus::Success
+        }
+    }
+
+    fn spawn(&self, p: Pending, gpus: Vec<u32>, tx: &mpsc::UnboundedSender<Message>, children: &Children) {
+        let node = &self.graph.nodes[p.idx];
+        let mut needs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        let mut upstream: BTreeMap<String, Vec<UpstreamNode>> = BTreeMap::new();
+        for need in &node.needs {
+            let mut dirs = Vec::new();
+            let mut ups = Vec::new();
+            for &d in &need.nodes {
+                let up = &self.graph.nodes[d];
+                let dir = self.root.join(up.out_rel());
+                dirs.push(dir.clone());
+                let params = up.params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect();
+                ups.push(UpstreamNode { id: up.id.clone(), params, dir });
+            }
+            needs.insert(need.stage.clone(), dirs);
+            upstream.insert(need.stage.clone(), ups);
+        }
+        let recorded = super::key::RecordedParts {
+            parts: p.parts,
+            params: node.params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect(),
+        };
+        let ctx = JobCtx {
+            store: self.store.clone(),
+            node_id: node.id.clone(),
+            stage: node.stage.clone(),
+            task: node.task.clone(),
+            outputs: node.task.outputs(),
+            dest: self.root.join(node.out_rel()),
+            log_dir: self.store.root().join("cache").join("logs").join(&node.stage),
+            log_name: node.dir_name(),
+            root: self.root.clone(),
+            key: p.key,
+            recorded: serde_json::to_value(&recorded).unwrap_or_default(),
+            env: if node.task.measures_hardware() { self.env.record() } else { serde_json::Value::Null },
+            needs,
+            upstream,
+            gpus,
+        };
+        let tx = tx.clone();
+        let children = children.clone();
+        let idx = p.idx;
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let (result, log, record_ms) = ctx.execute(&children).await;
+            let _ = tx.send(Message::Finished { idx, result, started, log, record_ms });
+        });
+    }
+}
+
+/// Marks `i` done: dependents whose upstream is now all done become ready.
+fn release(
+    i: NodeIdx,
+    dependents: &[Vec<NodeIdx>],
+    selected: &HashSet<NodeIdx>,
+    remaining: &mut HashMap<NodeIdx, usize>,
+    ready: &mut VecDeque<NodeIdx>,
+) {
+    for &d in &dependents[i] {
+        if !selected.contains(&d) {
+            continue;
+        }
+        if let Some(r) = remaining.get_mut(&d) {
+            *r -= 1;
+            if *r == 0 {
+                ready.push_back(d);
+            }
+        }
+    }
+}
+
+/// What one running node needs, owned so it can move into a task.
+struct JobCtx {
+    store: Arc<Store>,
+    node_id: String,
+    stage: String,
+    task: crate::tasks::TaskSpec,
+    outputs: Vec<String>,
+    dest: PathBuf,
+    log_dir: PathBuf,
+    log_name: String,
+    root: PathBuf,
+    key: ContentHash,
+    recorded: serde_json::Value,
+    env: serde_json::Value,
+    needs: BTreeMap<String, Vec<PathBuf>>,
+    upstream: BTreeMap<String, Vec<UpstreamNode>>,
+    gpus: Vec<u32>,
+}
+
+type Outcome = (Result<(RunRecord, bool), String>, Option<PathBuf>, u64);
+
+impl JobCtx {
+    /// Takes the key lock, runs the task unless another process recorded it
+    /// meanwhile, records and materializes. `Ok((run, true))` means shared.
+    async fn execute(self, children: &Children) -> Outcome {
+        let store = self.store.clone();
+        let key = self.key;
+        let lock = match store.try_lock_key(&key) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                let s = store.clone();
+                match tokio::task::spawn_blocking(move || s.lock_key(&key)).await {
+                    Ok(Ok(l)) => l,
+                    Ok(Err(e)) => return (Err(e.to_string()), None, 0),
+                    Err(e) => return (Err(e.to_string()), None, 0),
+                }
+            }
+            Err(e) => return (Err(e.to_string()), None, 0),
+        };
+        if let Ok(Some(run)) = store.run_for_key(&key) {
+            let dest = self.dest.clone();
+            let r = tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run)).await;
+            drop(lock);
+            return match r {
+                Ok(Ok(run)) => (Ok((run, true)), None, 0),
+                Ok(Err(e)) => (Err(e.to_string()), None, 0),
+                Err(e) => (Err(e.to_string()), None, 0),
+            };
+        }
+        let result = self.run_and_record(children).await;
+        drop(lock);
+        result
+    }
+
+    async fn run_and_record(self, children: &Children) -> Outcome {
+        let store = self.store.clone();
+        let attempt = match store.begin_attempt(&self.node_id, &self.key) {
+            Ok(a) => a,
+            Err(e) => return (Err(e.to_string()), None, 0),
+        };
+        let staging = match store.new_staging_dir() {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = store.commit_failure(attempt, &e.to_string());
+                return (Err(e.to_string()), None, 0);
+            }
+        };
+        if let Err(e) = std::fs::create_dir_all(&self.log_dir) {
+            let msg = format!("cannot create `{}`: {e}", self.log_dir.display());
+            let _ = store.commit_failure(attempt, &msg);
+            return (Err(msg), None, 0);
+        }
+        let log = self.log_dir.join(format!("{}.log", self.log_name));
+        let started_at_ms = now_ms();
+        let job = Job {
+            node: self.node_id.clone(),
+            task: self.task.clone(),
+            root: self.root.clone(),
+            staging: staging.clone(),
+            needs: self.needs.clone(),
+            upstream: self.upstream.clone(),
+            gpus: self.gpus.clone(),
+            log: log.clone(),
+        };
+        let t = Instant::now();
+        match run::run_job(&job, children).await {
+            Ok(()) => {}
+            Err(RunError::Interrupted) => {
+                let _ = store.commit_interrupted(attempt);
+                let _ = std::fs::remove_dir_all(&staging);
+                return (Err("interrupted".into()), Some(log), 0);
+            }
+            Err(RunError::Failed(msg)) => {
+                let tail = run::log_tail(&log, 15);
+                let full = if tail.is_empty() { msg } else { format!("{msg}\n{tail}") };
+                let _ = store.commit_failure(attempt, &full);
+                let _ = std::fs::remove_dir_all(&staging);
+                return (Err(full), Some(log), 0);
+            }
+        }
+        let duration_ms = t.elapsed().as_millis() as i64;
+        let record_start = Instant::now();
+        let result = tokio::task::spawn_blocking(move || {
+            let new = NewRun {
+                node_id: &self.node_id,
+                stage: &self.stage,
+                key: self.key,
+                key_parts: &self.recorded,
+                outputs: &self.outputs,
+                env: &self.env,
+                started_at_ms,
+                duration_ms,
+                log: Some(&log),
+            };
+            let run = match store.commit_success(attempt, new, &staging) {
+                Ok(run) => run,
+                Err(e) => {
+                    let _ = store.commit_failure(attempt, &e.to_string());
+                    let _ = std::fs::remove_dir_all(&staging);
+                    return (Err(e.to_string()), Some(log));
+                }
+            };
+            match store.materialize(&run, &self.dest) {
+                Ok(()) => (Ok((run, false)), Some(log)),
+                Err(e) => (Err(format!("recorded, but {e}")), Some(log)),
+            }
+        })
+        .await;
+        let record_ms = record_start.elapsed().as_millis() as u64;
+        match result {
+            Ok((r, log)) => (r, log, record_ms),
+            Err(e) => (Err(e.to_string()), None, record_ms),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

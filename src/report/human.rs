@@ -1,0 +1,147 @@
+//! The terminal reporter: a progress bar (done/total, running nodes, ETA)
+//! on a terminal; plain, escape-free lines in a pipe.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::engine::events::{Event, Reporter};
+
+pub struct Human {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+    running: BTreeSet<String>,
+    failures: Vec<(String, String, Option<String>)>,
+}
+
+impl Human {
+    /// A progress bar when stderr is a terminal, plain lines otherwise.
+    pub fn new() -> Human {
+        let tty = std::io::stderr().is_terminal() && std::env::var_os("VITGRAPH_NO_PROGRESS").is_none();
+        let bar = tty.then(|| {
+            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} [{elapsed_precise} ETA {eta}] {wide_msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Human { bar, total: 0, done: 0, running: BTreeSet::new(), failures: Vec::new() }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => {
+                let _ = writeln!(std::io::stderr(), "{text}");
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.done += 1;
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done as u64);
+        }
+    }
+
+    fn show_running(&self) {
+        if let Some(bar) = &self.bar {
+            let mut names: Vec<&str> = self.running.iter().map(String::as_str).take(3).collect();
+            let more = self.running.len().saturating_sub(names.len());
+            let extra = if more > 0 { format!(" +{more}") } else { String::new() };
+            if names.is_empty() {
+                names.push("");
+            }
+            bar.set_message(format!("{}{extra}", names.join(", ")));
+        }
+    }
+}
+
+impl Default for Human {
+    fn default() -> Self {
+        Human::new()
+    }
+}
+
+fn ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+impl Reporter for Human {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::Planned { total, .. } => {
+                self.total = *total;
+                if let Some(bar) = &self.bar {
+                    bar.set_length(*total as u64);
+                }
+            }
+            Event::Started { node, .. } => {
+                self.running.insert(node.clone());
+                self.show_running();
+            }
+            Event::Finished { node, duration_ms, .. } => {
+                self.running.remove(node);
+                self.step();
+                if self.bar.is_none() {
+                    self.line(&format!("[{}/{}] built {node} ({})", self.done, self.total, ms(*duration_ms)));
+                }
+                self.show_running();
+            }
+            Event::Cached { node, restored, shared } => {
+                self.running.remove(node);
+                self.step();
+                if *shared {
+                    self.line(&format!("[{}/{}] {node}: built by another vitgraph process", self.done, self.total));
+                } else if *restored {
+                    self.line(&format!("[{}/{}] restored {node} from the store", self.done, self.total));
+                }
+            }
+            Event::Failed { node, error, log, .. } => {
+                self.running.remove(node);
+                self.step();
+                let first = error.lines().next().unwrap_or("");
+                self.line(&format!("[{}/{}] FAILED {node}: {first}", self.done, self.total));
+                self.failures.push((node.clone(), error.clone(), log.clone()));
+                self.show_running();
+            }
+            Event::Skipped { node, because } => {
+                self.step();
+                self.line(&format!("[{}/{}] skipped {node}: {because}", self.done, self.total));
+            }
+            Event::Interrupted { running } => {
+                let list = if running.is_empty() { String::new() } else { format!("; terminating {}", running.join(", ")) };
+                self.line(&format!("interrupted{list}"));
+            }
+            Event::Done { built, cached, failed, skipped, duration_ms } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+                for (node, error, log) in &self.failures {
+                    let mut text = format!("\nerror: `{node}` failed: {error}");
+                    if let Some(log) = log {
+                        text.push_str(&format!("\n  full log: {log}"));
+                    }
+                    self.line(&text);
+                }
+                let mut parts = vec![format!("{built} built"), format!("{cached} fresh")];
+                if *failed > 0 {
+                    parts.push(format!("{failed} failed"));
+                }
+                if *skipped > 0 {
+                    parts.push(format!("{skipped} skipped"));
+                }
+                self.line(&format!("{} in {}", parts.join(", "), ms(*duration_ms)));
+            }
+        }
+    }
+}
