@@ -1,0 +1,148 @@
+//! Temp workspaces and a runner for the real `vitgraph` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_vitgraph");
+
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ws {
+    /// A workspace with `pipelines/NAME.ron` files.
+    pub fn new(pipelines: &[(&str, &str)]) -> Ws {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ws = Ws { dir };
+        for (name, text) in pipelines {
+            ws.write(&format!("pipelines/{name}"), text);
+        }
+        ws
+    }
+
+    /// A workspace rooted at an existing directory (e.g. a small tmpfs).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap_or_default()
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("-C").arg(self.path()).args(args).env("NO_COLOR", "1").env("VITGRAPH_NO_PROGRESS", "1");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run(self.cmd(args).output().expect("run vitgraph"))
+    }
+
+    /// `status --json`, parsed.
+    pub fn status(&self, extra: &[&str]) -> serde_json::Value {
+        let mut args = vec!["status", "--json"];
+        args.extend_from_slice(extra);
+        let r = self.run(&args);
+        assert_eq!(r.code(), 0, "status failed: {}", r.stderr());
+        serde_json::from_str(&r.stdout()).expect("status --json is JSON")
+    }
+
+    /// (kind, detail) reasons of one node in `status --json`.
+    pub fn reasons(&self, id: &str, extra: &[&str]) -> Vec<(String, String)> {
+        let s = self.status(extra);
+        let node = s["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap_or_else(|| panic!("no node {id} in {s}"));
+        node["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["kind"].as_str().unwrap().to_string(), r["detail"].as_str().unwrap().to_string()))
+            .collect()
+    }
+
+    /// Lines of the side-effect log the test pipelines append to.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.read("side.log").lines().map(str::to_string).collect()
+    }
+
+    /// Every object file in the store.
+    pub fn objects(&self) -> Vec<PathBuf> {
+        walkdir::WalkDir::new(self.path().join("cache/objects"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().to_path_buf())
+            .collect()
+    }
+}
+
+pub struct Run(pub Output);
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+
+    /// `build --json` events as parsed objects.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.stdout().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    /// Node ids of events of one kind.
+    pub fn nodes_with(&self, event: &str) -> Vec<String> {
+        let mut v: Vec<String> =
+            self.events().iter().filter(|e| e["event"] == event).map(|e| e["node"].as_str().unwrap_or("").to_string()).collect();
+        v.sort();
+        v
+    }
+}
+
+/// A sweep-shaped pipeline: `n` gens → doubles (for_each) → triples (for_each) → one total (needs).
+/// Every command appends its node's name to `side.log` before writing its output.
+pub fn sweep(n: usize, sleep: &str) -> String {
+    let values = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    format!(
+        r#"Pipeline(
+    stages: {{
+        "gen": Stage(
+            matrix: {{ "i": [{values}] }},
+            task: Command(run: "echo gen-${{i}} >> side.log; sleep {sleep}; echo ${{i}} > ${{out}}/v.txt", outputs: ["v.txt"]),
+        ),
+        "double": Stage(
+            for_each: "gen",
+            task: Command(run: "echo double-${{i}} >> side.log; sleep {sleep}; echo $(( $(cat ${{needs.gen}}/v.txt) * 2 )) > ${{out}}/v.txt", outputs: ["v.txt"]),
+        ),
+        "triple": Stage(
+            for_each: "double",
+            task: Command(run: "echo triple-${{i}} >> side.log; sleep {sleep}; echo $(( $(cat ${{needs.double}}/v.txt) * 3 )) > ${{out}}/v.txt", outputs: ["v.txt"]),
+        ),
+        "total": Stage(
+            needs: ["triple"],
+            task: Command(run: "echo total >> side.log; cat $(for d in ${{needs.triple}}; do echo $d/v.txt; done) | paste -sd+ | bc > ${{out}}/sum.txt", outputs: ["sum.txt"]),
+        ),
+    }},
+)"#
+    )
+}
+
+/// The node name each side-effect log line stands for, as a node id.
+pub fn log_node(line: &str) -> String {
+    match line.split_once('-') {
+        Some((stage, i)) => format!("{stage}[i={i}]"),
+        None => line.to_string(),
+    }
+}

@@ -1,0 +1,8 @@
+//! The integration tests: each builds temp workspaces and runs the real
+//! `vitgraph` binary.
+
+mod harness;
+
+mod crash;
+mod freshness;
+mod runtime_errors;
