@@ -1,1 +1,34 @@
-//! The content-addressed store: `cache/objects/`, `cache/state.sqlite`, locks.
+//! The content-addressed store: the only module that touches `cache/` and
+//! `cache/state.sqlite`.
+//!
+//! - [`Store`] opens `cache/` and cleans up after dead processes (`open`);
+//! - attempts and runs are recorded in SQLite (`runs`), outputs become
+//!   read-only objects named by their blake3 hash (`objects`);
+//! - the stat cache avoids hashing unchanged inputs and outputs (`stat_cache`);
+//! - per-key flocks keep two processes from building one key (`lock`);
+//! - `verify` and `gc` look after the objects (`maintenance`).
+//!
+//! The book chapter "The store" describes the layout and the guarantees.
+
+mod error;
+mod fileio;
+mod lock;
+mod maintenance;
+mod objects;
+mod open;
+mod owner;
+mod record;
+mod runs;
+mod schema;
+mod stat_cache;
+#[cfg(test)]
+mod test_support;
+
+pub use crate::hash::ContentHash;
+pub use error::StoreError;
+pub use lock::KeyLock;
+pub use open::Store;
+pub use record::{
+    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NodeState, NewRun,
+    OutputCheck, OutputEntry, RunRecord,
+};

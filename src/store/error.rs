@@ -1,0 +1,167 @@
+//! The store's error type. Every variant names the file or directory involved
+//! and says what to do next; I/O and SQLite errors are classified (disk full,
+//! permission denied, damaged database) so the advice fits the cause.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in `cache/`.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StoreError {
+    /// A file-system operation failed.
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    #[diagnostic(code(vitgraph::store::io))]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+        #[help]
+        help: String,
+    },
+
+    /// The state database reported an error.
+    #[error("state database `{}`: {source}", path.display())]
+    #[diagnostic(code(vitgraph::store::database))]
+    Database {
+        path: PathBuf,
+        source: rusqlite::Error,
+        #[help]
+        help: String,
+    },
+
+    /// A row of the state database cannot be decoded.
+    #[error("state database `{}` holds a damaged record: {detail}", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::damaged_record),
+        help("move `cache/state.sqlite` aside and rebuild; objects in `cache/objects/` are kept and re-used")
+    )]
+    DamagedRecord { path: PathBuf, detail: String },
+
+    /// The database was written by a newer vitgraph.
+    #[error("state database `{}` has schema version {found}; this vitgraph understands up to {supported}", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::schema_too_new),
+        help("use the vitgraph version that created this workspace's cache, or move `cache/` aside")
+    )]
+    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
+
+    /// A task succeeded but did not create one of its declared outputs.
+    #[error("node `{node_id}` did not create its declared output `{name}` (expected `{}`)", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::missing_output),
+        help("make the task write `{name}` into its output directory `${{out}}`, or remove it from `outputs`")
+    )]
+    MissingOutput { node_id: String, name: String, path: PathBuf },
+
+    /// A declared output is a directory or another non-file.
+    #[error("declared output `{name}` of node `{node_id}` is not a regular file (`{}`)", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::output_not_file),
+        help("declare the files inside it instead (e.g. `{name}/result.csv`)")
+    )]
+    OutputNotFile { node_id: String, name: String, path: PathBuf },
+
+    /// A declared output name escapes the output directory.
+    #[error("declared output `{name}` of node `{node_id}` is not a relative path inside `${{out}}`")]
+    #[diagnostic(
+        code(vitgraph::store::bad_output_name),
+        help("write outputs as relative paths without `..`, e.g. `plots/a.svg`")
+    )]
+    BadOutputName { node_id: String, name: String },
+
+    /// A recorded run refers to an object that is gone.
+    #[error("object `{}` of output `{name}` of node `{node_id}` is missing from the store", object.display())]
+    #[diagnostic(
+        code(vitgraph::store::missing_object),
+        help("run `vitgraph verify` to see the damage, then rebuild the node (its run cannot be restored)")
+    )]
+    MissingObject { node_id: String, name: String, object: PathBuf },
+
+    /// A path that must be a file (an input) is something else.
+    #[error("`{}` is not a regular file", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::not_a_file),
+        help("inputs must be files; list the files inside a directory one by one")
+    )]
+    NotAFile { path: PathBuf },
+
+    /// An attempt id that the database does not know.
+    #[error("attempt {id} is not recorded in `{}`", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::unknown_attempt),
+        help("the state database was replaced while vitgraph was running; run the build again")
+    )]
+    UnknownAttempt { id: i64, path: PathBuf },
+}
+
+impl StoreError {
+    /// An I/O error, with advice chosen from its kind.
+    pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> StoreError {
+        let help = io_help(&source, path);
+        StoreError::Io { action, path: path.to_path_buf(), source, help }
+    }
+
+    /// A SQLite error, with advice chosen from its code.
+    pub(crate) fn db(path: &Path, source: rusqlite::Error) -> StoreError {
+        let help = db_help(&source, path);
+        StoreError::Database { path: path.to_path_buf(), source, help }
+    }
+
+    /// Whether this error means the file system is full.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            StoreError::Database { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn io_help(err: &io::Error, path: &Path) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    match err.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            format!("the file system holding `{dir}` is full: free some space (`vitgraph gc` removes unreferenced objects) and run again")
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
+            format!("make `{dir}` writable by this user (the workspace's `cache/` and `out/` must be writable)")
+        }
+        Some(libc::EXDEV) => {
+            "`cache/staging/` and `cache/objects/` must be on one file system; do not mount or link them apart".to_string()
+        }
+        _ => format!("check that `{dir}` exists and is accessible, then run again"),
+    }
+}
+
+fn db_help(err: &rusqlite::Error, path: &Path) -> String {
+    use rusqlite::ErrorCode as C;
+    let shown = path.display();
+    match err.sqlite_error_code() {
+        Some(C::DiskFull) => format!(
+            "the file system holding `{shown}` is full: free some space (`vitgraph gc` removes unreferenced objects) and run again"
+        ),
+        Some(C::ReadOnly) | Some(C::PermissionDenied) | Some(C::CannotOpen) => format!(
+            "make `{shown}` and its directory writable by this user"
+        ),
+        Some(C::DatabaseCorrupt) | Some(C::NotADatabase) => format!(
+            "`{shown}` is damaged: move it aside and rebuild; objects in `cache/objects/` are kept and re-used"
+        ),
+        Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => {
+            "another vitgraph process held the database too long; wait for it to finish and run again".to_string()
+        }
+        _ => format!("if this persists, move `{shown}` aside and rebuild"),
+    }
+}
+
+/// Attaches a path to I/O results.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, action: &'static str, path: &Path) -> Result<T, StoreError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, action: &'static str, path: &Path) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::io(action, path, e))
+    }
+}

@@ -1,0 +1,125 @@
+//! Low-level file operations of the store: stat snapshots, content hashing,
+//! fsync of files and directories, and reflink-or-copy.
+
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::hash::ContentHash;
+
+/// Files at least this large are hashed through mmap with blake3's parallel mode.
+pub(crate) const LARGE_FILE: u64 = 1 << 20;
+
+/// The parts of a file's stat that change when its content may have changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+}
+
+impl Stat {
+    pub fn of(meta: &Metadata) -> Stat {
+        Stat {
+            size: meta.size(),
+            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
+            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+            inode: meta.ino(),
+        }
+    }
+}
+
+/// Hashes a file's content; `size` decides between a plain read and mmap + rayon.
+pub(crate) fn hash_contents(path: &Path, size: u64) -> io::Result<ContentHash> {
+    let mut hasher = blake3::Hasher::new();
+    if size >= LARGE_FILE {
+        hasher.update_mmap_rayon(path)?;
+    } else {
+        hasher.update(&fs::read(path)?);
+    }
+    Ok(ContentHash(*hasher.finalize().as_bytes()))
+}
+
+/// Flushes a file's data and metadata to disk.
+pub(crate) fn fsync_file(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
+/// Flushes a directory, so that names created or renamed in it survive a power cut.
+pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
+/// Creates `dst` (which must not exist) with `src`'s content: a reflink where
+/// the file system supports it (btrfs, XFS), else a copy. Never a hard link:
+/// users edit materialized outputs, and objects must stay intact.
+pub(crate) fn clone_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
+    let mut from = File::open(src)?;
+    let mut to = OpenOptions::new().write(true).create_new(true).mode(0o644).open(dst)?;
+    // SAFETY: both descriptors are open for the duration of the call; FICLONE
+    // takes the source descriptor as its argument.
+    let rc = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) };
+    if rc == 0 {
+        return Ok(());
+    }
+    // Not supported here (or across file systems): copy. std uses
+    // copy_file_range, which the kernel may still turn into a server-side copy.
+    io::copy(&mut from, &mut to)?;
+    Ok(())
+}
+
+/// Makes a file read-only for everyone (objects are never written after commit).
+pub(crate) fn make_read_only(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o444))
+}
+
+pub(crate) fn now_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+pub(crate) fn now_ms() -> i64 {
+    now_ns() / 1_000_000
+}
+
+/// Removes a directory tree, also when some files in it are read-only.
+pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_large_files_hash_like_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        for size in [0usize, 5, LARGE_FILE as usize + 3] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+            let path = dir.path().join(format!("f{size}"));
+            fs::write(&path, &bytes).unwrap();
+            assert_eq!(hash_contents(&path, size as u64).unwrap(), ContentHash::of_bytes(&bytes));
+        }
+    }
+
+    #[test]
+    fn clone_or_copy_gives_a_writable_independent_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let dst = dir.path().join("dst");
+        fs::write(&src, b"object").unwrap();
+        make_read_only(&src).unwrap();
+        clone_or_copy(&src, &dst).unwrap();
+        assert_eq!(fs::read(&dst).unwrap(), b"object");
+        fs::write(&dst, b"edited").unwrap();
+        assert_eq!(fs::read(&src).unwrap(), b"object");
+        assert!(clone_or_copy(&src, &dst).is_err(), "an existing destination is never overwritten");
+    }
+}

@@ -1,0 +1,203 @@
+//! The [`Store`] handle: opening `cache/`, cleaning up after dead processes,
+//! and staging directories.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{params, Connection, ErrorCode};
+
+use super::error::{IoContext, StoreError};
+use super::fileio::{now_ms, remove_tree};
+use super::owner::{Liveness, Owner};
+use super::schema;
+use super::stat_cache::{StatCache, RACY_WINDOW_NS};
+
+/// Tells backup and archiving tools that `cache/` can be skipped.
+const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This file marks vitgraph's content-addressed store; it can be rebuilt.\n";
+
+/// The content-addressed store of one workspace (`<root>/cache/`). One per
+/// process; shared between threads.
+pub struct Store {
+    pub(super) root: PathBuf,
+    pub(super) cache: PathBuf,
+    pub(super) db_path: PathBuf,
+    pub(super) db: Mutex<Connection>,
+    pub(super) stats: Mutex<StatCache>,
+    pub(super) owner: Owner,
+    pub(super) read_only: bool,
+    /// Files whose ctime is this close to when their stat was recorded are
+    /// hashed again: a write in the same timestamp tick leaves the stat unchanged.
+    pub(super) racy_window_ns: AtomicI64,
+    pub(super) hashes: AtomicU64,
+    staging_seq: AtomicU64,
+}
+
+impl Store {
+    /// Opens or creates `<root>/cache/`, then removes staging leftovers of dead
+    /// processes and marks the attempts they left `running` as `interrupted`.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        let cache = root.join("cache");
+        for dir in [cache.join("objects"), cache.join("staging"), cache.join("locks")] {
+            fs::create_dir_all(&dir).ctx("create directory", &dir)?;
+        }
+        let tag = cache.join("CACHEDIR.TAG");
+        if !tag.exists() {
+            fs::write(&tag, CACHEDIR_TAG).ctx("write", &tag)?;
+        }
+        let db_path = cache.join("state.sqlite");
+        let conn = schema::open_writable(&db_path, true)?;
+        let store = Store::with_connection(root, conn, false);
+        store.remove_dead_staging();
+        store.interrupt_dead_attempts()?;
+        Ok(store)
+    }
+
+    /// A view for `status` and `explain` that creates nothing; `Ok(None)` when
+    /// nothing was ever recorded. Falls back to a read-only connection when the
+    /// workspace is not writable.
+    pub fn open_existing(root: &Path) -> Result<Option<Store>, StoreError> {
+        let db_path = root.join("cache").join("state.sqlite");
+        if !db_path.is_file() {
+            return Ok(None);
+        }
+        let (conn, read_only) = match schema::open_writable(&db_path, false) {
+            Ok(conn) => (conn, false),
+            Err(StoreError::Database { source, .. })
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied)
+                ) =>
+            {
+                (schema::open_read_only(&db_path)?, true)
+            }
+            Err(other) => return Err(other),
+        };
+        Ok(Some(Store::with_connection(root, conn, read_only)))
+    }
+
+    fn with_connection(root: &Path, conn: Connection, read_only: bool) -> Store {
+        let cache = root.join("cache");
+        Store {
+            root: root.to_path_buf(),
+            db_path: cache.join("state.sqlite"),
+            cache,
+            db: Mutex::new(conn),
+            stats: Mutex::new(StatCache::default()),
+            owner: Owner::current(),
+            read_only,
+            racy_window_ns: AtomicI64::new(RACY_WINDOW_NS),
+            hashes: AtomicU64::new(0),
+            staging_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/cache/`.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache
+    }
+
+    /// Whether this handle cannot write (a read-only workspace opened with `open_existing`).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// How many files this handle has hashed (stat-cache misses and commits).
+    pub fn hashes_computed(&self) -> u64 {
+        self.hashes.load(Ordering::Relaxed)
+    }
+
+    /// A fresh, empty staging directory for one attempt:
+    /// `cache/staging/<host>/<pid>-<start>-<seq>/`. The owner is in the name so
+    /// that leftovers of a dead process can be told from a live one's.
+    pub fn new_staging_dir(&self) -> Result<PathBuf, StoreError> {
+        let host_dir = self.staging_host_dir();
+        fs::create_dir_all(&host_dir).ctx("create directory", &host_dir)?;
+        loop {
+            let seq = self.staging_seq.fetch_add(1, Ordering::Relaxed);
+            let dir = host_dir.join(format!("{}{seq}", self.owner.staging_prefix()));
+            match fs::create_dir(&dir) {
+                Ok(()) => return Ok(dir),
+                // Another handle in this process used the same number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(StoreError::io("create staging directory", &dir, e)),
+            }
+        }
+    }
+
+    pub(super) fn staging_host_dir(&self) -> PathBuf {
+        self.cache.join("staging").join(&self.owner.host)
+    }
+
+    /// The database connection; a panic in another thread does not make it unusable.
+    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn db_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::db(&self.db_path, e)
+    }
+
+    /// Removes this host's staging directories whose owner process is dead.
+    /// Best effort: a directory that cannot be removed now is retried next time.
+    pub(super) fn remove_dead_staging(&self) -> u64 {
+        let host_dir = self.staging_host_dir();
+        let Ok(entries) = fs::read_dir(&host_dir) else { return 0 };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(owner) = Owner::from_staging_name(&self.owner.host, &name.to_string_lossy()) else {
+                continue;
+            };
+            if owner.liveness(&self.owner.host) == Liveness::Dead && remove_tree(&entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Marks attempts left `running` by dead processes of this host as `interrupted`.
+    fn interrupt_dead_attempts(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let dead: Vec<(i64, Owner)> = {
+            let mut stmt = conn
+                .prepare_cached("SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'")
+                .map_err(|e| self.db_err(e))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((r.get::<_, i64>(0)?, Owner { host: r.get(1)?, pid: r.get(2)?, start: r.get(3)? }))
+                })
+                .map_err(|e| self.db_err(e))?;
+            let all: Vec<(i64, Owner)> = rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))?;
+            all.into_iter().filter(|(_, o)| o.liveness(&self.owner.host) == Liveness::Dead).collect()
+        };
+        if dead.is_empty() {
+            return Ok(());
+        }
+        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+        for (id, owner) in &dead {
+            let message = format!("process {} on `{}` ended without recording a result", owner.pid, owner.host);
+            tx.execute(
+                "UPDATE attempts SET status = 'interrupted', finished_at_ms = ?2, message = ?3
+                 WHERE id = ?1 AND status = 'running'",
+                params![id, now_ms(), message],
+            )
+            .map_err(|e| self.db_err(e))?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))
+    }
+
+    /// Sets the racy-timestamp window (tests use a short one instead of sleeping a second).
+    #[cfg(test)]
+    pub(crate) fn set_racy_window_ns(&self, ns: i64) {
+        self.racy_window_ns.store(ns, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,201 @@
+//! What the store records: runs (a successful build of one key), attempts (every
+//! time a node started), and the values the store's queries return.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::ContentHash;
+
+/// A successful run to record; see [`crate::store::Store::commit_success`].
+pub struct NewRun<'a> {
+    pub node_id: &'a str,
+    pub stage: &'a str,
+    pub key: ContentHash,
+    /// The key's parts (spec, inputs, upstream manifests, env...) for `explain` diffs.
+    pub key_parts: &'a serde_json::Value,
+    /// Declared outputs, relative to the staging directory.
+    pub outputs: &'a [String],
+    /// The full environment record (record-only facets too).
+    pub env: &'a serde_json::Value,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+    /// The task's combined stdout/stderr log in staging, stored as an object too.
+    pub log: Option<&'a Path>,
+}
+
+/// A recorded successful run. `node_id` and `stage` are those of the node the
+/// record was asked for: two nodes with one key share one run.
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    pub node_id: String,
+    pub stage: String,
+    pub key: ContentHash,
+    pub key_parts: serde_json::Value,
+    /// Sorted by name.
+    pub outputs: Vec<OutputEntry>,
+    pub env: serde_json::Value,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+    pub log: Option<ContentHash>,
+}
+
+impl RunRecord {
+    /// blake3 over the sorted (name, hash) list: what dependents' keys include.
+    /// Two runs whose outputs are byte-identical have the same manifest hash,
+    /// which is what gives early cutoff.
+    pub fn manifest_hash(&self) -> ContentHash {
+        manifest_hash(&self.outputs)
+    }
+}
+
+/// The manifest hash of an output list (sorted by name here, whatever the input order).
+pub fn manifest_hash(outputs: &[OutputEntry]) -> ContentHash {
+    let mut sorted: Vec<&OutputEntry> = outputs.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"vitgraph-manifest-v1\0");
+    for entry in sorted {
+        // Length-prefixed so that no two lists encode alike.
+        hasher.update(&(entry.name.len() as u64).to_le_bytes());
+        hasher.update(entry.name.as_bytes());
+        hasher.update(&entry.hash.0);
+    }
+    ContentHash(*hasher.finalize().as_bytes())
+}
+
+/// One output file of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputEntry {
+    pub name: String,
+    pub hash: ContentHash,
+    pub size: u64,
+}
+
+/// Everything recorded about one node id.
+#[derive(Clone, Debug, Default)]
+pub struct NodeState {
+    /// The node's current successful run (any key): the latest committed or
+    /// materialized for this node id.
+    pub latest_success: Option<RunRecord>,
+    /// The most recent attempt.
+    pub last_attempt: Option<Attempt>,
+}
+
+/// One start of a node's task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    pub key: ContentHash,
+    pub status: AttemptStatus,
+    pub started_at_ms: i64,
+    /// The failure message, for failed attempts.
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttemptStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Running => "running",
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+            AttemptStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AttemptStatus> {
+        match text {
+            "running" => Some(AttemptStatus::Running),
+            "succeeded" => Some(AttemptStatus::Succeeded),
+            "failed" => Some(AttemptStatus::Failed),
+            "interrupted" => Some(AttemptStatus::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+/// Identifies an attempt between `begin_attempt` and its commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttemptId(pub i64);
+
+/// The state of a node's materialized outputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputCheck {
+    Intact,
+    /// The first declared output (by name) that is absent.
+    Missing(String),
+    /// The first declared output (by name) whose content differs from the run's.
+    Modified(String),
+}
+
+/// One damaged object found by `verify`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The object's path.
+    pub object: String,
+    pub kind: DamageKind,
+    /// Node ids whose recorded runs refer to the object.
+    pub runs: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DamageKind {
+    /// The content no longer hashes to the object's name.
+    Corrupt { actual: ContentHash },
+    /// A recorded run refers to it but it is absent.
+    Missing,
+    /// It exists but cannot be read.
+    Unreadable(String),
+}
+
+/// What `gc` removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcStats {
+    pub objects_removed: u64,
+    pub bytes_freed: u64,
+    pub staging_removed: u64,
+    pub locks_removed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, content: &[u8]) -> OutputEntry {
+        OutputEntry { name: name.into(), hash: ContentHash::of_bytes(content), size: content.len() as u64 }
+    }
+
+    #[test]
+    fn manifest_hash_ignores_order_and_sizes_but_not_names_or_content() {
+        let a = entry("a.txt", b"1");
+        let b = entry("b.txt", b"2");
+        assert_eq!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[b.clone(), a.clone()]));
+        let renamed = entry("c.txt", b"2");
+        assert_ne!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[a.clone(), renamed]));
+        let changed = entry("b.txt", b"3");
+        assert_ne!(manifest_hash(&[a.clone(), b]), manifest_hash(&[a, changed]));
+    }
+
+    #[test]
+    fn manifest_hash_is_unambiguous_about_name_boundaries() {
+        let h = ContentHash::of_bytes(b"x");
+        let one = [OutputEntry { name: "ab".into(), hash: h, size: 1 }];
+        let two = [OutputEntry { name: "a".into(), hash: h, size: 1 }];
+        assert_ne!(manifest_hash(&one), manifest_hash(&two));
+    }
+
+    #[test]
+    fn attempt_status_round_trips() {
+        for s in [AttemptStatus::Running, AttemptStatus::Succeeded, AttemptStatus::Failed, AttemptStatus::Interrupted] {
+            assert_eq!(AttemptStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(AttemptStatus::parse("done"), None);
+    }
+}

@@ -1,0 +1,266 @@
+//! Recording attempts and runs, and reading them back.
+//!
+//! `load_states` is the engine's one read per command: two scans (each node's
+//! current run, each node's latest attempt) into a HashMap.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, Row, TransactionBehavior};
+
+use super::error::StoreError;
+use super::fileio::now_ms;
+use super::open::Store;
+use super::owner::{Liveness, Owner};
+use super::record::{Attempt, AttemptId, AttemptStatus, NodeState, OutputEntry, RunRecord};
+use crate::hash::ContentHash;
+
+/// The columns `decode_run` reads, in order (after the node id and stage).
+pub(super) const RUN_COLUMNS: &str =
+    "r.key, r.key_parts, r.env, r.outputs, r.log, r.started_at_ms, r.duration_ms";
+
+impl Store {
+    /// Everything recorded, by node id, in one pass. An attempt left `running`
+    /// by a dead process of this host reads as `Interrupted`.
+    pub fn load_states(&self) -> Result<HashMap<String, NodeState>, StoreError> {
+        // Materialization stats come along, so check_outputs never queries.
+        drop(self.stat_cache()?);
+        let conn = self.conn();
+        let mut states: HashMap<String, NodeState> = HashMap::new();
+        let sql = format!(
+            "SELECT n.node_id, n.stage, {RUN_COLUMNS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq"
+        );
+        let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let run = self.decode_run(row)?;
+            let node_id = run.node_id.clone();
+            states.entry(node_id).or_default().latest_success = Some(run);
+        }
+        drop(rows);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start
+                 FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts GROUP BY node_id)",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let (node_id, attempt) = self.decode_attempt(row)?;
+            states.entry(node_id).or_default().last_attempt = Some(attempt);
+        }
+        Ok(states)
+    }
+
+    /// The successful run recorded for `key`, if any (its `node_id` is the node
+    /// that recorded it).
+    pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
+        let conn = self.conn();
+        self.query_run(&conn, key)
+    }
+
+    /// Records that an attempt started (`running`, with this process as owner).
+    pub fn begin_attempt(&self, node_id: &str, key: &ContentHash) -> Result<AttemptId, StoreError> {
+        self.begin_attempt_as(&self.owner, node_id, key)
+    }
+
+    pub(super) fn begin_attempt_as(
+        &self,
+        owner: &Owner,
+        node_id: &str,
+        key: &ContentHash,
+    ) -> Result<AttemptId, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "INSERT INTO attempts (node_id, key, status, host, pid, pid_start, started_at_ms)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
+            )
+            .map_err(|e| self.db_err(e))?;
+        stmt.execute(params![node_id, &key.0[..], owner.host, owner.pid, owner.start as i64, now_ms()])
+            .map_err(|e| self.db_err(e))?;
+        Ok(AttemptId(conn.last_insert_rowid()))
+    }
+
+    /// Records a failed attempt with its message.
+    pub fn commit_failure(&self, attempt: AttemptId, message: &str) -> Result<(), StoreError> {
+        self.finish_attempt(attempt, AttemptStatus::Failed, Some(message))
+    }
+
+    /// Records an attempt stopped by SIGINT or a lost device.
+    pub fn commit_interrupted(&self, attempt: AttemptId) -> Result<(), StoreError> {
+        self.finish_attempt(attempt, AttemptStatus::Interrupted, None)
+    }
+
+    fn finish_attempt(
+        &self,
+        attempt: AttemptId,
+        status: AttemptStatus,
+        message: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let changed = set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+        }
+        Ok(())
+    }
+
+    /// Records `run` (whose objects are already durable in `cache/objects/`),
+    /// points the node at it and marks the attempt succeeded, in one
+    /// transaction. A key recorded before is kept as it is and returned.
+    pub(super) fn record_run(
+        &self,
+        attempt: AttemptId,
+        run: &RunRecord,
+    ) -> Result<RunRecord, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let outputs = serde_json::to_string(&run.outputs).map_err(|e| self.damaged(e.to_string()))?;
+        tx.prepare_cached(
+            "INSERT INTO runs (key, node_id, stage, key_parts, env, outputs, log, started_at_ms, duration_ms, committed_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                &run.key.0[..],
+                run.node_id,
+                run.stage,
+                run.key_parts.to_string(),
+                run.env.to_string(),
+                outputs,
+                run.log.map(|h| h.0.to_vec()),
+                run.started_at_ms,
+                run.duration_ms,
+                now_ms()
+            ])
+        })
+        .map_err(|e| self.db_err(e))?;
+        point_node_at(&tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
+        let changed =
+            set_attempt_status(&tx, attempt, AttemptStatus::Succeeded, None).map_err(|e| self.db_err(e))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+        }
+        let mut recorded = self.query_run(&tx, &run.key)?.ok_or_else(|| self.damaged("run vanished".into()))?;
+        tx.commit().map_err(|e| self.db_err(e))?;
+        recorded.node_id = run.node_id.clone();
+        recorded.stage = run.stage.clone();
+        Ok(recorded)
+    }
+
+    pub(super) fn query_run(&self, conn: &Connection, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
+        let sql = format!("SELECT r.node_id, r.stage, {RUN_COLUMNS} FROM runs r WHERE r.key = ?1");
+        let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([&key.0[..]]).map_err(|e| self.db_err(e))?;
+        match rows.next().map_err(|e| self.db_err(e))? {
+            Some(row) => Ok(Some(self.decode_run(row)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Decodes `node_id, stage, RUN_COLUMNS`.
+    fn decode_run(&self, row: &Row<'_>) -> Result<RunRecord, StoreError> {
+        let db = |e| self.db_err(e);
+        let key_parts: String = row.get(3).map_err(db)?;
+        let env: String = row.get(4).map_err(db)?;
+        let outputs: String = row.get(5).map_err(db)?;
+        let log: Option<Vec<u8>> = row.get(6).map_err(db)?;
+        Ok(RunRecord {
+            node_id: row.get(0).map_err(db)?,
+            stage: row.get(1).map_err(db)?,
+            key: self.hash_column(row.get(2).map_err(db)?)?,
+            key_parts: serde_json::from_str(&key_parts).map_err(|e| self.damaged(format!("key parts: {e}")))?,
+            env: serde_json::from_str(&env).map_err(|e| self.damaged(format!("environment: {e}")))?,
+            outputs: serde_json::from_str::<Vec<OutputEntry>>(&outputs)
+                .map_err(|e| self.damaged(format!("outputs: {e}")))?,
+            log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
+            started_at_ms: row.get(7).map_err(db)?,
+            duration_ms: row.get(8).map_err(db)?,
+        })
+    }
+
+    fn decode_attempt(&self, row: &Row<'_>) -> Result<(String, Attempt), StoreError> {
+        let db = |e| self.db_err(e);
+        let status: String = row.get(2).map_err(db)?;
+        let mut status =
+            AttemptStatus::parse(&status).ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
+        if status == AttemptStatus::Running {
+            let owner = Owner {
+                host: row.get(5).map_err(db)?,
+                pid: row.get(6).map_err(db)?,
+                start: row.get::<_, i64>(7).map_err(db)? as u64,
+            };
+            if owner.liveness(&self.owner.host) == Liveness::Dead {
+                status = AttemptStatus::Interrupted;
+            }
+        }
+        let attempt = Attempt {
+            key: self.hash_column(row.get(1).map_err(db)?)?,
+            status,
+            started_at_ms: row.get(3).map_err(db)?,
+            message: row.get(4).map_err(db)?,
+        };
+        Ok((row.get(0).map_err(db)?, attempt))
+    }
+
+    pub(super) fn hash_column(&self, bytes: Vec<u8>) -> Result<ContentHash, StoreError> {
+        <[u8; 32]>::try_from(bytes.as_slice())
+            .map(ContentHash)
+            .map_err(|_| self.damaged(format!("a hash of {} bytes", bytes.len())))
+    }
+
+    pub(super) fn damaged(&self, detail: String) -> StoreError {
+        StoreError::DamagedRecord { path: self.db_path.clone(), detail }
+    }
+}
+
+/// Makes `key`'s run the node's current one.
+pub(super) fn point_node_at(conn: &Connection, node_id: &str, stage: &str, key: &ContentHash) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO node_runs (node_id, stage, run_seq) SELECT ?1, ?2, seq FROM runs WHERE key = ?3
+         ON CONFLICT(node_id) DO UPDATE SET stage = excluded.stage, run_seq = excluded.run_seq",
+    )?
+    .execute(params![node_id, stage, &key.0[..]])?;
+    Ok(())
+}
+
+fn set_attempt_status(
+    conn: &Connection,
+    attempt: AttemptId,
+    status: AttemptStatus,
+    message: Option<&str>,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached("UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1")?
+        .execute(params![attempt.0, status.as_str(), now_ms(), message])
+}
+
+/// The node ids whose records refer to each object (runs' outputs and logs).
+pub(super) fn object_references(store: &Store) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
+    let conn = store.conn();
+    let mut stmt = conn
+        .prepare("SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r")
+        .map_err(|e| store.db_err(e))?;
+    let mut rows = stmt.query([]).map_err(|e| store.db_err(e))?;
+    let mut refs: HashMap<ContentHash, Vec<String>> = HashMap::new();
+    while let Some(row) = rows.next().map_err(|e| store.db_err(e))? {
+        let db = |e| store.db_err(e);
+        let mut nodes = vec![row.get::<_, String>(0).map_err(db)?];
+        if let Some(current) = row.get::<_, Option<String>>(3).map_err(db)? {
+            nodes.extend(current.split('\n').map(str::to_string));
+        }
+        nodes.sort();
+        nodes.dedup();
+        let outputs: String = row.get(1).map_err(db)?;
+        let outputs: Vec<OutputEntry> =
+            serde_json::from_str(&outputs).map_err(|e| store.damaged(format!("outputs: {e}")))?;
+        let log: Option<Vec<u8>> = row.get(2).map_err(db)?;
+        let log = log.map(|bytes| store.hash_column(bytes)).transpose()?;
+        for hash in outputs.iter().map(|o| o.hash).chain(log) {
+            let list = refs.entry(hash).or_default();
+            list.extend(nodes.iter().cloned());
+            list.sort();
+            list.dedup();
+        }
+    }
+    Ok(refs)
+}

@@ -1,0 +1,129 @@
+//! The state database's schema and connection settings.
+//!
+//! - `runs`: one row per recorded key (a key is recorded once); `seq` is the
+//!   commit order. Outputs are a JSON list of `{name, hash, size}` sorted by name.
+//! - `node_runs`: each node id's current run (the one last committed or
+//!   materialized for it). Two nodes with one key share a run.
+//! - `attempts`: every start of a task, with its owner process, so that attempts
+//!   left `running` by a dead process can be reported as `interrupted`.
+//! - `file_stats`: the stat cache (inputs and materialized outputs): a file whose
+//!   stat is unchanged since it was hashed is not hashed again.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::error::StoreError;
+
+/// `PRAGMA user_version` of the schema below.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    key             BLOB NOT NULL UNIQUE,
+    node_id         TEXT NOT NULL,
+    stage           TEXT NOT NULL,
+    key_parts       TEXT NOT NULL,
+    env             TEXT NOT NULL,
+    outputs         TEXT NOT NULL,
+    log             BLOB,
+    started_at_ms   INTEGER NOT NULL,
+    duration_ms     INTEGER NOT NULL,
+    committed_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS node_runs (
+    node_id TEXT PRIMARY KEY,
+    stage   TEXT NOT NULL,
+    run_seq INTEGER NOT NULL REFERENCES runs(seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS attempts (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    node_id        TEXT NOT NULL,
+    key            BLOB NOT NULL,
+    status         TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'interrupted')),
+    host           TEXT NOT NULL,
+    pid            INTEGER NOT NULL,
+    pid_start      INTEGER NOT NULL,
+    started_at_ms  INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    message        TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_by_node ON attempts(node_id, id);
+CREATE INDEX IF NOT EXISTS attempts_running ON attempts(status) WHERE status = 'running';
+CREATE TABLE IF NOT EXISTS file_stats (
+    path        TEXT PRIMARY KEY,
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    ctime_ns    INTEGER NOT NULL,
+    inode       INTEGER NOT NULL,
+    hash        BLOB NOT NULL,
+    recorded_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Opens (creating if asked) the database and brings its schema up to date.
+pub(crate) fn open_writable(db_path: &Path, create: bool) -> Result<Connection, StoreError> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let err = |e| StoreError::db(db_path, e);
+    let mut conn = Connection::open_with_flags(db_path, flags).map_err(err)?;
+    configure(&conn).map_err(err)?;
+    // WAL lets readers (`status`) run beside a writer. It is persistent in the
+    // file. Some network file systems refuse it; SQLite then keeps its rollback
+    // journal, which is slower but equally safe, so the answer is not checked.
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(err)?;
+    migrate(&mut conn, db_path)?;
+    Ok(conn)
+}
+
+/// Opens the database without writing to it (for a read-only workspace).
+pub(crate) fn open_read_only(db_path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let err = |e| StoreError::db(db_path, e);
+    let conn = Connection::open_with_flags(db_path, flags).map_err(err)?;
+    configure(&conn).map_err(err)?;
+    check_version(&conn, db_path)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    // Two vitgraph processes share the database: wait for the other's write
+    // transaction instead of failing at once.
+    conn.busy_timeout(Duration::from_secs(60))?;
+    // In WAL mode NORMAL syncs at checkpoints only: a power cut may lose the
+    // last transactions but never corrupts, and a lost run is simply rebuilt.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+fn check_version(conn: &Connection, db_path: &Path) -> Result<i64, StoreError> {
+    let found: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| StoreError::db(db_path, e))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            path: db_path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
+}
+
+fn migrate(conn: &mut Connection, db_path: &Path) -> Result<(), StoreError> {
+    if check_version(conn, db_path)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let err = |e| StoreError::db(db_path, e);
+    // IMMEDIATE: two processes creating the schema at once take turns.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
+    tx.execute_batch(SCHEMA).map_err(err)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
+    tx.commit().map_err(err)
+}

@@ -1,0 +1,250 @@
+//! The stat cache: a file whose (size, mtime, ctime, inode) is unchanged since
+//! it was hashed is not hashed again. It serves inputs (`hash_file`) and
+//! materialized outputs (`check_outputs`) alike, keyed by the path relative to
+//! the workspace root. The whole table is loaded into memory on first use, so a
+//! lookup is a `stat` plus a HashMap probe; new entries are written back in one
+//! transaction by `flush_stat_cache`.
+//!
+//! A write that lands in the same timestamp tick as the stat we recorded leaves
+//! the stat unchanged ("racy" files, as git calls them). So an entry is trusted
+//! only when the file's ctime is older than the moment the entry was recorded by
+//! more than [`RACY_WINDOW_NS`]; a racy file is hashed again, and once the hash
+//! is re-recorded later it becomes trusted.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+use rusqlite::{params, TransactionBehavior};
+
+use super::error::StoreError;
+use super::fileio::{hash_contents, now_ns, Stat};
+use super::open::Store;
+use super::record::{OutputCheck, RunRecord};
+use super::runs::point_node_at;
+use crate::hash::ContentHash;
+
+/// Timestamp granularity covered: local Linux file systems tick every few
+/// milliseconds; a second also covers coarse network and FAT-like mounts.
+pub(crate) const RACY_WINDOW_NS: i64 = 1_000_000_000;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub stat: Stat,
+    pub hash: ContentHash,
+    pub recorded_ns: i64,
+}
+
+#[derive(Default)]
+pub(crate) struct StatCache {
+    loaded: bool,
+    entries: HashMap<String, Entry>,
+    /// Learned since the last flush.
+    dirty: HashMap<String, Entry>,
+}
+
+impl StatCache {
+    pub(super) fn entries_keys(&self) -> impl Iterator<Item = &String> {
+        self.entries.keys()
+    }
+}
+
+impl Store {
+    /// Content hash of a workspace file through the stat cache; `Ok(None)` if
+    /// it does not exist. Large files are hashed with mmap and blake3's rayon mode.
+    pub fn hash_file(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
+        let recorded_ns = now_ns();
+        let meta = match fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("read metadata of", path, e)),
+        };
+        if !meta.is_file() {
+            return Err(StoreError::NotAFile { path: path.to_path_buf() });
+        }
+        let stat = Stat::of(&meta);
+        let key = self.stat_key(path);
+        if let Some(hash) = self.trusted_hash(&key, &stat)? {
+            return Ok(Some(hash));
+        }
+        let hash = self.hash_uncached(path, stat.size)?;
+        self.remember(key, Entry { stat, hash, recorded_ns }, true);
+        Ok(Some(hash))
+    }
+
+    /// Writes the entries learned since the last flush, in one transaction.
+    pub fn flush_stat_cache(&self) -> Result<(), StoreError> {
+        let dirty = std::mem::take(&mut self.stat_cache()?.dirty);
+        if dirty.is_empty() || self.read_only {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        for (path, entry) in &dirty {
+            upsert_stat(&tx, path, entry).map_err(|e| self.db_err(e))?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))
+    }
+
+    /// Whether `dest` holds `run`'s outputs: a `stat` per file, hashing only
+    /// the files whose stat differs from the one recorded when they were
+    /// materialized (or last checked).
+    pub fn check_outputs(&self, run: &RunRecord, dest: &Path) -> Result<OutputCheck, StoreError> {
+        for output in &run.outputs {
+            let path = dest.join(&output.name);
+            let recorded_ns = now_ns();
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutputCheck::Missing(output.name.clone())),
+                Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
+            };
+            if !meta.is_file() {
+                return Ok(OutputCheck::Modified(output.name.clone()));
+            }
+            let stat = Stat::of(&meta);
+            let key = self.stat_key(&path);
+            let hash = match self.trusted_hash(&key, &stat)? {
+                Some(hash) => hash,
+                None => {
+                    let hash = self.hash_uncached(&path, stat.size)?;
+                    self.remember(key, Entry { stat, hash, recorded_ns }, true);
+                    hash
+                }
+            };
+            if hash != output.hash {
+                return Ok(OutputCheck::Modified(output.name.clone()));
+            }
+        }
+        Ok(OutputCheck::Intact)
+    }
+
+    /// Records the stat of each file `materialize` just wrote, and makes the
+    /// run the node's current one, in one transaction.
+    pub(super) fn record_materialized(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
+        let recorded_ns = now_ns();
+        let mut learned = Vec::with_capacity(run.outputs.len());
+        for output in &run.outputs {
+            let path = dest.join(&output.name);
+            let meta = fs::symlink_metadata(&path).map_err(|e| StoreError::io("read metadata of", &path, e))?;
+            learned.push((self.stat_key(&path), Entry { stat: Stat::of(&meta), hash: output.hash, recorded_ns }));
+        }
+        if !self.read_only {
+            let mut conn = self.conn();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+            for (key, entry) in &learned {
+                upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
+            }
+            point_node_at(&tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
+            tx.commit().map_err(|e| self.db_err(e))?;
+        }
+        for (key, entry) in learned {
+            self.remember(key, entry, false);
+        }
+        Ok(())
+    }
+
+    /// The cache key of a path: relative to the workspace root when inside it,
+    /// so that moving the workspace keeps the entries meaningful.
+    pub(super) fn stat_key(&self, path: &Path) -> String {
+        let relative = path.strip_prefix(&self.root).unwrap_or(path);
+        relative.to_string_lossy().into_owned()
+    }
+
+    /// The path a stat key names.
+    pub(super) fn stat_key_path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+
+    pub(super) fn hash_uncached(&self, path: &Path, size: u64) -> Result<ContentHash, StoreError> {
+        self.hashes.fetch_add(1, Ordering::Relaxed);
+        hash_contents(path, size).map_err(|e| StoreError::io("read", path, e))
+    }
+
+    fn trusted_hash(&self, key: &str, stat: &Stat) -> Result<Option<ContentHash>, StoreError> {
+        let window = self.racy_window_ns.load(Ordering::Relaxed);
+        let cache = self.stat_cache()?;
+        Ok(cache.entries.get(key).and_then(|entry| {
+            let settled = stat.ctime_ns.max(stat.mtime_ns) < entry.recorded_ns - window;
+            (entry.stat == *stat && settled).then_some(entry.hash)
+        }))
+    }
+
+    /// Adds an entry in memory; `dirty` ones are written by the next flush.
+    pub(super) fn remember(&self, key: String, entry: Entry, dirty: bool) {
+        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        if dirty {
+            cache.dirty.insert(key.clone(), entry);
+        }
+        cache.entries.insert(key, entry);
+    }
+
+    pub(super) fn forget_stats(&self, keys: &[String]) {
+        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        for key in keys {
+            cache.entries.remove(key);
+            cache.dirty.remove(key);
+        }
+    }
+
+    /// The in-memory cache, loaded from the database on first use (one query).
+    /// Lock order: the stat cache before the connection, never the reverse.
+    pub(super) fn stat_cache(&self) -> Result<MutexGuard<'_, StatCache>, StoreError> {
+        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        if !cache.loaded {
+            cache.entries = self.load_stat_rows()?;
+            cache.loaded = true;
+        }
+        Ok(cache)
+    }
+
+    fn load_stat_rows(&self) -> Result<HashMap<String, Entry>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats")
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let mut entries = HashMap::new();
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let hash: Vec<u8> = row.get(5).map_err(|e| self.db_err(e))?;
+            // A damaged row only costs a re-hash.
+            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else { continue };
+            let entry = (|| {
+                Ok::<_, rusqlite::Error>(Entry {
+                    stat: Stat {
+                        size: row.get::<_, i64>(1)? as u64,
+                        mtime_ns: row.get(2)?,
+                        ctime_ns: row.get(3)?,
+                        inode: row.get::<_, i64>(4)? as u64,
+                    },
+                    hash: ContentHash(hash),
+                    recorded_ns: row.get(6)?,
+                })
+            })()
+            .map_err(|e| self.db_err(e))?;
+            entries.insert(row.get(0).map_err(|e| self.db_err(e))?, entry);
+        }
+        Ok(entries)
+    }
+}
+
+pub(super) fn upsert_stat(conn: &rusqlite::Connection, path: &str, entry: &Entry) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO file_stats (path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(path) DO UPDATE SET size = ?2, mtime_ns = ?3, ctime_ns = ?4, inode = ?5,
+             hash = ?6, recorded_ns = ?7",
+    )?;
+    stmt.execute(params![
+        path,
+        entry.stat.size as i64,
+        entry.stat.mtime_ns,
+        entry.stat.ctime_ns,
+        entry.stat.inode as i64,
+        &entry.hash.0[..],
+        entry.recorded_ns
+    ])?;
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! Helpers for the store's unit tests: a workspace in a temp dir and a way to
+//! commit a node's outputs in one line.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{ContentHash, NewRun, RunRecord, Store};
+
+pub(crate) fn workspace() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).expect("open store");
+    (dir, store)
+}
+
+pub(crate) fn key(seed: &str) -> ContentHash {
+    ContentHash::of_bytes(seed.as_bytes())
+}
+
+/// Stages `files` (name, content) and commits them as a run of `node_id` with key `key(key_seed)`.
+pub(crate) fn commit(store: &Store, node_id: &str, key_seed: &str, files: &[(&str, &str)]) -> RunRecord {
+    let staging = stage(store, files);
+    let names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
+    let attempt = store.begin_attempt(node_id, &key(key_seed)).expect("begin attempt");
+    let parts = json!({ "spec": key_seed });
+    let env = json!({ "host": "test" });
+    store.commit_success(attempt, new_run(node_id, key(key_seed), &parts, &names, &env), &staging).expect("commit")
+}
+
+pub(crate) fn stage(store: &Store, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let staging = store.new_staging_dir().expect("staging dir");
+    for (name, content) in files {
+        write(&staging.join(name), content);
+    }
+    staging
+}
+
+pub(crate) fn new_run<'a>(
+    node_id: &'a str,
+    key: ContentHash,
+    parts: &'a serde_json::Value,
+    outputs: &'a [String],
+    env: &'a serde_json::Value,
+) -> NewRun<'a> {
+    let stage = node_id.split('[').next().unwrap_or(node_id);
+    NewRun { node_id, stage, key, key_parts: parts, outputs, env, started_at_ms: 1, duration_ms: 2, log: None }
+}
+
+pub(crate) fn write(path: &Path, content: &str) {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).expect("create parent");
+    }
+    fs::write(path, content).expect("write file");
+}
