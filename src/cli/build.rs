@@ -75,18 +75,37 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         HashSet::new()
     };
     let options = BuildOptions {
-        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
         keep_going: args.keep_going,
         force,
         gpus: args.gpus.unwrap_or_else(detect_gpus),
         only: None,
     };
-    let builder = Builder { graph: &graph, root: ws.root.clone(), store, env: &env, options };
-    let mut reporter: Box<dyn Reporter> = if args.json { Box::new(JsonLines::new(std::io::stdout())) } else { Box::new(Human::new()) };
+    let builder = Builder {
+        graph: &graph,
+        root: ws.root.clone(),
+        store,
+        env: &env,
+        options,
+    };
+    let mut reporter: Box<dyn Reporter> = if args.json {
+        Box::new(JsonLines::new(std::io::stdout()))
+    } else {
+        Box::new(Human::new())
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| usage(format!("cannot start the scheduler: {e}"), "this is a system resource problem"))?;
+        .map_err(|e| {
+            usage(
+                format!("cannot start the scheduler: {e}"),
+                "this is a system resource problem",
+            )
+        })?;
     let status = runtime.block_on(builder.build(&selection, reporter.as_mut()));
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(match status {
@@ -97,19 +116,35 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
 }
 
 /// `build -n`: the static plan, printed.
-fn dry_run(ws: &Workspace, graph: &crate::graph::Graph, selection: &[usize], env: &HostEnv) -> Result<i32, Failure> {
+fn dry_run(
+    ws: &Workspace,
+    graph: &crate::graph::Graph,
+    selection: &[usize],
+    env: &HostEnv,
+) -> Result<i32, Failure> {
     let store = Store::open_existing(&ws.root)?;
     let states = match &store {
         Some(s) => s.load_states()?,
         None => Default::default(),
     };
-    let ev = Evaluator { root: &ws.root, store: store.as_ref(), states: &states, env };
+    let ev = Evaluator {
+        root: &ws.root,
+        store: store.as_ref(),
+        states: &states,
+        env,
+    };
     let planned = plan(&ev, graph, selection)?;
     let mut would_run = 0;
     let mut would_restore = 0;
     for &i in selection {
         let e = &planned[&i];
-        let reasons = e.verdict.reasons().iter().map(|r| format!("{}: {}", r.kind.as_str(), r.detail)).collect::<Vec<_>>().join("; ");
+        let reasons = e
+            .verdict
+            .reasons()
+            .iter()
+            .map(|r| format!("{}: {}", r.kind.as_str(), r.detail))
+            .collect::<Vec<_>>()
+            .join("; ");
         match &e.verdict {
             Verdict::Fresh(_) => {}
             Verdict::Restore(..) => {
@@ -122,18 +157,27 @@ fn dry_run(ws: &Workspace, graph: &crate::graph::Graph, selection: &[usize], env
             }
         }
     }
-    println!("{would_run} to run, {would_restore} to restore, {} fresh", selection.len() - would_run - would_restore);
+    println!(
+        "{would_run} to run, {would_restore} to restore, {} fresh",
+        selection.len() - would_run - would_restore
+    );
     Ok(exit::SUCCESS)
 }
 
 /// GPUs visible to this process: `CUDA_VISIBLE_DEVICES` if set, else `nvidia-smi -L`.
 fn detect_gpus() -> Vec<u32> {
     if let Ok(list) = std::env::var("CUDA_VISIBLE_DEVICES") {
-        return list.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        return list
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
     }
     match std::process::Command::new("nvidia-smi").arg("-L").output() {
         Ok(out) if out.status.success() => {
-            let n = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("GPU ")).count();
+            let n = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.starts_with("GPU "))
+                .count();
             (0..n as u32).collect()
         }
         _ => Vec::new(),

@@ -22,8 +22,18 @@ struct JobFile {
 }
 
 pub fn exec_task(job: &Path) -> Result<i32, Failure> {
-    let text = std::fs::read_to_string(job).map_err(|e| usage(format!("cannot read `{}`: {e}", job.display()), "exec-task is run by vitgraph itself"))?;
-    let file: JobFile = serde_json::from_str(&text).map_err(|e| usage(format!("invalid job file `{}`: {e}", job.display()), "exec-task is run by vitgraph itself"))?;
+    let text = std::fs::read_to_string(job).map_err(|e| {
+        usage(
+            format!("cannot read `{}`: {e}", job.display()),
+            "exec-task is run by vitgraph itself",
+        )
+    })?;
+    let file: JobFile = serde_json::from_str(&text).map_err(|e| {
+        usage(
+            format!("invalid job file `{}`: {e}", job.display()),
+            "exec-task is run by vitgraph itself",
+        )
+    })?;
     match crate::tasks::run_builtin(&file.spec, &file.ctx) {
         Ok(()) => Ok(exit::SUCCESS),
         Err(e) => Err(Failure::Report(miette::Report::new(e), exit::NODE_FAILED)),
@@ -33,7 +43,10 @@ pub fn exec_task(job: &Path) -> Result<i32, Failure> {
 pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(idx) = graph.find(node) else {
-        return Err(usage(format!("unknown node `{node}`"), "`vitgraph ls TARGET` lists node ids"));
+        return Err(usage(
+            format!("unknown node `{node}`"),
+            "`vitgraph ls TARGET` lists node ids",
+        ));
     };
     let selection = crate::graph::select(&graph, &[node.to_string()])?;
     let store = Arc::new(Store::open(&ws.root)?);
@@ -47,12 +60,23 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
             .unwrap_or_default(),
         only: Some([idx].into_iter().collect()),
     };
-    let builder = Builder { graph: &graph, root: ws.root.clone(), store, env: &env, options };
+    let builder = Builder {
+        graph: &graph,
+        root: ws.root.clone(),
+        store,
+        env: &env,
+        options,
+    };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| usage(format!("cannot start the scheduler: {e}"), "a system resource problem"))?;
+        .map_err(|e| {
+            usage(
+                format!("cannot start the scheduler: {e}"),
+                "a system resource problem",
+            )
+        })?;
     let status = runtime.block_on(builder.build(&selection, &mut reporter));
     Ok(match status {
         BuildStatus::Success => exit::SUCCESS,

@@ -45,7 +45,10 @@ pub fn graph(ws: &Workspace, overrides: &[Override], args: GraphArgs) -> Result<
         GraphFormat::Mermaid => {
             out.push_str("graph LR\n");
             for &i in &selection {
-                out.push_str(&format!("  n{i}[\"{}\"]\n", graph.nodes[i].id.replace('"', "#quot;")));
+                out.push_str(&format!(
+                    "  n{i}[\"{}\"]\n",
+                    graph.nodes[i].id.replace('"', "#quot;")
+                ));
             }
             for &i in &selection {
                 for d in graph.nodes[i].deps() {
@@ -78,8 +81,18 @@ pub fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, F
     let graph = load(ws, overrides)?;
     if args.targets.is_empty() {
         for s in &graph.stages {
-            let kind = s.nodes.first().map(|&i| graph.nodes[i].task.kind()).unwrap_or("-");
-            println!("{:<28} {:>6} nodes  {:<10} {}", s.name, s.nodes.len(), kind, s.file.display());
+            let kind = s
+                .nodes
+                .first()
+                .map(|&i| graph.nodes[i].task.kind())
+                .unwrap_or("-");
+            println!(
+                "{:<28} {:>6} nodes  {:<10} {}",
+                s.name,
+                s.nodes.len(),
+                kind,
+                s.file.display()
+            );
         }
         return Ok(exit::SUCCESS);
     }
@@ -92,7 +105,10 @@ pub fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, F
 pub fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(i) = graph.find(&args.node) else {
-        let help = match crate::pipeline::did_you_mean(&args.node, graph.nodes.iter().map(|n| n.id.as_str())) {
+        let help = match crate::pipeline::did_you_mean(
+            &args.node,
+            graph.nodes.iter().map(|n| n.id.as_str()),
+        ) {
             Some(s) => format!("did you mean `{s}`?"),
             None => "`vitgraph ls TARGET` lists node ids".into(),
         };
@@ -101,15 +117,28 @@ pub fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i3
     let n = &graph.nodes[i];
     let stage = graph.stage(&n.stage);
     println!("node:   {}", n.id);
-    println!("stage:  {}  ({})", n.stage, stage.map(|s| s.file.display().to_string()).unwrap_or_default());
+    println!(
+        "stage:  {}  ({})",
+        n.stage,
+        stage
+            .map(|s| s.file.display().to_string())
+            .unwrap_or_default()
+    );
     println!("kind:   {} v{}", n.task.kind(), n.task.version());
     println!("params:");
     for (k, v) in &n.params {
         println!("  {k} = {v}");
     }
-    println!("task:   {}", serde_json::to_string_pretty(&n.task).unwrap_or_default());
+    println!(
+        "task:   {}",
+        serde_json::to_string_pretty(&n.task).unwrap_or_default()
+    );
     for need in &n.needs {
-        let ids: Vec<&str> = need.nodes.iter().map(|&d| graph.nodes[d].id.as_str()).collect();
+        let ids: Vec<&str> = need
+            .nodes
+            .iter()
+            .map(|&d| graph.nodes[d].id.as_str())
+            .collect();
         println!("needs {}: {}", need.stage, ids.join(" "));
     }
     println!("outputs: {}", n.out_rel().display());
@@ -120,13 +149,24 @@ pub fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i3
         let states = store.load_states()?;
         if let Some(state) = states.get(&n.id) {
             if let Some(run) = &state.latest_success {
-                println!("last run: key {} took {} ms", run.key.short(), run.duration_ms);
+                println!(
+                    "last run: key {} took {} ms",
+                    run.key.short(),
+                    run.duration_ms
+                );
                 for o in &run.outputs {
                     println!("  {}  {} bytes  {}", o.name, o.size, o.hash.short());
                 }
             }
             if let Some(a) = &state.last_attempt {
-                println!("last attempt: {:?}{}", a.status, a.message.as_ref().map(|m| format!(": {m}")).unwrap_or_default());
+                println!(
+                    "last attempt: {:?}{}",
+                    a.status,
+                    a.message
+                        .as_ref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                );
             }
         }
     }

@@ -43,11 +43,23 @@ pub fn init(start: &Path, args: InitArgs) -> Result<i32, Failure> {
     let pipelines = dir.join("pipelines");
     let example = pipelines.join("example.ron");
     if example.exists() {
-        return Err(usage(format!("`{}` already exists", example.display()), "init creates a new workspace; this one is set up"));
+        return Err(usage(
+            format!("`{}` already exists", example.display()),
+            "init creates a new workspace; this one is set up",
+        ));
     }
-    std::fs::create_dir_all(&pipelines)
-        .map_err(|e| usage(format!("cannot create `{}`: {e}", pipelines.display()), "check the directory's permissions"))?;
-    std::fs::write(&example, EXAMPLE).map_err(|e| usage(format!("cannot write `{}`: {e}", example.display()), "check permissions"))?;
+    std::fs::create_dir_all(&pipelines).map_err(|e| {
+        usage(
+            format!("cannot create `{}`: {e}", pipelines.display()),
+            "check the directory's permissions",
+        )
+    })?;
+    std::fs::write(&example, EXAMPLE).map_err(|e| {
+        usage(
+            format!("cannot write `{}`: {e}", example.display()),
+            "check permissions",
+        )
+    })?;
     let ignore = dir.join(".gitignore");
     if !ignore.exists() {
         let _ = std::fs::write(&ignore, "/cache\n/out\n");
@@ -62,7 +74,10 @@ pub fn gc(ws: &Workspace) -> Result<i32, Failure> {
         return Ok(exit::SUCCESS);
     };
     let stats = store.gc()?;
-    println!("removed {} objects, freed {} bytes", stats.objects_removed, stats.bytes_freed);
+    println!(
+        "removed {} objects, freed {} bytes",
+        stats.objects_removed, stats.bytes_freed
+    );
     Ok(exit::SUCCESS)
 }
 
@@ -77,9 +92,16 @@ pub fn verify(ws: &Workspace) -> Result<i32, Failure> {
         return Ok(exit::SUCCESS);
     }
     for d in &damage {
-        let runs = if d.runs.is_empty() { String::new() } else { format!(" (used by {})", d.runs.join(", ")) };
+        let runs = if d.runs.is_empty() {
+            String::new()
+        } else {
+            format!(" (used by {})", d.runs.join(", "))
+        };
         println!("damaged: {} {:?}{runs}", d.object, d.kind);
     }
-    println!("{} damaged objects; rebuild the nodes that use them with `vitgraph build --force NODE`", damage.len());
+    println!(
+        "{} damaged objects; rebuild the nodes that use them with `vitgraph build --force NODE`",
+        damage.len()
+    );
     Ok(exit::NODE_FAILED)
 }

@@ -100,7 +100,10 @@ impl From<crate::store::StoreError> for Failure {
 
 /// A usage problem (exit 2) with a hint.
 pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Failure {
-    Failure::Report(miette::miette!(help = help.into(), "{}", message.into()), exit::USAGE)
+    Failure::Report(
+        miette::miette!(help = help.into(), "{}", message.into()),
+        exit::USAGE,
+    )
 }
 
 pub fn main() -> i32 {
@@ -119,7 +122,11 @@ pub fn main() -> i32 {
 fn install_error_hook() {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = miette::set_hook(Box::new(move |_| {
-        let theme = if color { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
+        let theme = if color {
+            miette::GraphicalTheme::unicode()
+        } else {
+            miette::GraphicalTheme::unicode_nocolor()
+        };
         Box::new(miette::GraphicalReportHandler::new_themed(theme).with_width(100))
     }));
 }
@@ -161,7 +168,10 @@ fn find_workspace(start: &std::path::Path, explicit: bool) -> Result<Workspace, 
 }
 
 fn parse_overrides(params: &[String]) -> Result<Vec<Override>, Failure> {
-    params.iter().map(|p| Override::parse(p).map_err(|m| usage(m, "write `-p KEY=VALUE`"))).collect()
+    params
+        .iter()
+        .map(|p| Override::parse(p).map_err(|m| usage(m, "write `-p KEY=VALUE`")))
+        .collect()
 }
 
 /// Loads the workspace's pipelines.

@@ -49,7 +49,15 @@ fn planned(
     ws: &Workspace,
     overrides: &[Override],
     targets: &[String],
-) -> Result<(Graph, Vec<usize>, HashMap<usize, Evaluation>, HashMap<String, NodeState>), Failure> {
+) -> Result<
+    (
+        Graph,
+        Vec<usize>,
+        HashMap<usize, Evaluation>,
+        HashMap<String, NodeState>,
+    ),
+    Failure,
+> {
     let graph = load(ws, overrides)?;
     let selection = crate::graph::select(&graph, targets)?;
     let store = Store::open_existing(&ws.root)?;
@@ -58,7 +66,12 @@ fn planned(
         None => HashMap::new(),
     };
     let env = HostEnv::new();
-    let ev = Evaluator { root: &ws.root, store: store.as_ref(), states: &states, env: &env };
+    let ev = Evaluator {
+        root: &ws.root,
+        store: store.as_ref(),
+        states: &states,
+        env: &env,
+    };
     let evals = plan(&ev, &graph, &selection)?;
     if let Some(s) = &store {
         let _ = s.flush_stat_cache();
@@ -68,7 +81,10 @@ fn planned(
 
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
     let (graph, selection, evals, _) = planned(ws, overrides, &args.targets)?;
-    let fresh = selection.iter().filter(|i| evals[i].verdict.is_fresh()).count();
+    let fresh = selection
+        .iter()
+        .filter(|i| evals[i].verdict.is_fresh())
+        .count();
     let stale = selection.len() - fresh;
     if args.json {
         let nodes: Vec<NodeStatus> = selection
@@ -76,28 +92,52 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
             .map(|i| {
                 let n = &graph.nodes[*i];
                 let e = &evals[i];
-                NodeStatus { id: &n.id, stage: &n.stage, state: if e.verdict.is_fresh() { "fresh" } else { "stale" }, reasons: e.verdict.reasons() }
+                NodeStatus {
+                    id: &n.id,
+                    stage: &n.stage,
+                    state: if e.verdict.is_fresh() {
+                        "fresh"
+                    } else {
+                        "stale"
+                    },
+                    reasons: e.verdict.reasons(),
+                }
             })
             .collect();
-        let out = serde_json::json!({ "nodes": nodes, "summary": { "fresh": fresh, "stale": stale } });
+        let out =
+            serde_json::json!({ "nodes": nodes, "summary": { "fresh": fresh, "stale": stale } });
         println!("{out}");
         return Ok(exit::SUCCESS);
     }
     let mut per_stage: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for &i in &selection {
         if !evals[&i].verdict.is_fresh() {
-            per_stage.entry(graph.nodes[i].stage.as_str()).or_default().push(i);
+            per_stage
+                .entry(graph.nodes[i].stage.as_str())
+                .or_default()
+                .push(i);
         }
     }
     for stage in &graph.stages {
-        let Some(stale_nodes) = per_stage.get(stage.name.as_str()) else { continue };
+        let Some(stale_nodes) = per_stage.get(stage.name.as_str()) else {
+            continue;
+        };
         let limit = if args.verbose { usize::MAX } else { 10 };
         for &i in stale_nodes.iter().take(limit) {
-            let reasons: Vec<String> = evals[&i].verdict.reasons().iter().map(|r| format!("{}: {}", r.kind.as_str(), r.detail)).collect();
+            let reasons: Vec<String> = evals[&i]
+                .verdict
+                .reasons()
+                .iter()
+                .map(|r| format!("{}: {}", r.kind.as_str(), r.detail))
+                .collect();
             println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
         }
         if stale_nodes.len() > limit {
-            println!("       … and {} more stale nodes in `{}` (use -v or --json to list all)", stale_nodes.len() - limit, stage.name);
+            println!(
+                "       … and {} more stale nodes in `{}` (use -v or --json to list all)",
+                stale_nodes.len() - limit,
+                stage.name
+            );
         }
     }
     println!("{fresh} fresh, {stale} stale");
@@ -118,7 +158,8 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let node = &graph.nodes[idx];
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
-    let recorded: Option<RecordedParts> = last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
+    let recorded: Option<RecordedParts> =
+        last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
         _ => "stale",
@@ -126,7 +167,12 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let current = e.key.as_ref().map(|(_, p)| p);
     let mut diff = Vec::new();
     if let (Some(cur), Some(rec)) = (current, &recorded) {
-        json_diff("", &serde_json::to_value(&rec.parts).unwrap_or_default(), &serde_json::to_value(cur).unwrap_or_default(), &mut diff);
+        json_diff(
+            "",
+            &serde_json::to_value(&rec.parts).unwrap_or_default(),
+            &serde_json::to_value(cur).unwrap_or_default(),
+            &mut diff,
+        );
     }
     if args.json {
         let out = serde_json::json!({

@@ -25,10 +25,11 @@ impl HostEnv {
 
 impl EnvProbe for HostEnv {
     fn facets(&self) -> &BTreeMap<String, String> {
-        self.facets.get_or_init(|| match std::env::var("VITGRAPH_FAKE_ENV") {
-            Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
-            Err(_) => crate::tasks::env::key_facets(),
-        })
+        self.facets
+            .get_or_init(|| match std::env::var("VITGRAPH_FAKE_ENV") {
+                Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
+                Err(_) => crate::tasks::env::key_facets(),
+            })
     }
 
     fn record(&self) -> serde_json::Value {

@@ -11,19 +11,42 @@ pub enum Event {
     /// The build begins: `total` selected nodes, `stale` of them not fresh now.
     Planned { total: usize, stale: usize },
     /// A node started running.
-    Started { node: String, reasons: Vec<Reason>, gpus: Vec<u32> },
+    Started {
+        node: String,
+        reasons: Vec<Reason>,
+        gpus: Vec<u32>,
+    },
     /// A node ran and was recorded.
-    Finished { node: String, duration_ms: u64, record_ms: u64 },
+    Finished {
+        node: String,
+        duration_ms: u64,
+        record_ms: u64,
+    },
     /// A node was fresh, or its stored run was restored into `out/` without running.
-    Cached { node: String, restored: bool, shared: bool },
+    Cached {
+        node: String,
+        restored: bool,
+        shared: bool,
+    },
     /// A node failed; `log` holds its output.
-    Failed { node: String, error: String, log: Option<String>, duration_ms: u64 },
+    Failed {
+        node: String,
+        error: String,
+        log: Option<String>,
+        duration_ms: u64,
+    },
     /// A node did not run because an upstream node failed.
     Skipped { node: String, because: String },
     /// SIGINT: scheduling stopped and running tasks were terminated.
     Interrupted { running: Vec<String> },
     /// The build ended.
-    Done { built: usize, cached: usize, failed: usize, skipped: usize, duration_ms: u64 },
+    Done {
+        built: usize,
+        cached: usize,
+        failed: usize,
+        skipped: usize,
+        duration_ms: u64,
+    },
 }
 
 /// A consumer of engine events.

@@ -47,13 +47,22 @@ pub struct RecordedParts {
 }
 
 /// A difference between two JSON values, as `path: old → new` lines.
-pub fn json_diff(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: &mut Vec<String>) {
+pub fn json_diff(
+    path: &str,
+    old: &serde_json::Value,
+    new: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
     use serde_json::Value as J;
     match (old, new) {
         (J::Object(a), J::Object(b)) => {
             let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             for k in keys {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match (a.get(k), b.get(k)) {
                     (Some(x), Some(y)) => json_diff(&p, x, y, out),
                     (Some(x), None) => out.push(format!("{p}: {} → (absent)", short(x))),
@@ -62,7 +71,12 @@ pub fn json_diff(path: &str, old: &serde_json::Value, new: &serde_json::Value, o
                 }
             }
         }
-        _ if old != new => out.push(format!("{}: {} → {}", if path.is_empty() { "value" } else { path }, short(old), short(new))),
+        _ if old != new => out.push(format!(
+            "{}: {} → {}",
+            if path.is_empty() { "value" } else { path },
+            short(old),
+            short(new)
+        )),
         _ => {}
     }
 }
@@ -108,7 +122,12 @@ mod tests {
     #[test]
     fn diff_names_paths() {
         let mut out = Vec::new();
-        json_diff("", &serde_json::json!({"a": 1, "b": {"c": "x"}}), &serde_json::json!({"a": 2, "b": {"c": "x"}, "d": true}), &mut out);
+        json_diff(
+            "",
+            &serde_json::json!({"a": 1, "b": {"c": "x"}}),
+            &serde_json::json!({"a": 2, "b": {"c": "x"}, "d": true}),
+            &mut out,
+        );
         assert_eq!(out, ["a: 1 → 2", "d: (absent) → true"]);
     }
 }

@@ -9,5 +9,6 @@ pub mod env;
 pub mod events;
 pub mod key;
 pub mod plan;
+pub mod recorder;
 pub mod run;
 pub mod schedule;

@@ -56,7 +56,10 @@ pub struct Reason {
 
 impl Reason {
     fn new(kind: ReasonKind, detail: impl Into<String>) -> Reason {
-        Reason { kind, detail: detail.into() }
+        Reason {
+            kind,
+            detail: detail.into(),
+        }
     }
 }
 
@@ -114,13 +117,21 @@ pub struct Evaluator<'a> {
 
 impl<'a> Evaluator<'a> {
     /// The key parts of `node` given its upstream manifests.
-    pub fn key_parts(&self, node: &Node, upstream: BTreeMap<String, ContentHash>) -> Result<KeyParts, StoreError> {
+    pub fn key_parts(
+        &self,
+        node: &Node,
+        upstream: BTreeMap<String, ContentHash>,
+    ) -> Result<KeyParts, StoreError> {
         let mut inputs = BTreeMap::new();
         for rel in node.task.inputs() {
             let hash = self.hash_input(&self.root.join(&rel))?;
             inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
         }
-        let env = if node.task.measures_hardware() { self.env.facets().clone() } else { BTreeMap::new() };
+        let env = if node.task.measures_hardware() {
+            self.env.facets().clone()
+        } else {
+            BTreeMap::new()
+        };
         Ok(KeyParts {
             kind: node.task.kind().to_string(),
             version: node.task.version(),
@@ -135,7 +146,11 @@ impl<'a> Evaluator<'a> {
     fn hash_input(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
         if path.is_dir() {
             let mut h = blake3::Hasher::new();
-            for entry in walkdir::WalkDir::new(path).sort_by_file_name().into_iter().flatten() {
+            for entry in walkdir::WalkDir::new(path)
+                .sort_by_file_name()
+                .into_iter()
+                .flatten()
+            {
                 if entry.file_type().is_file() {
                     let rel = entry.path().strip_prefix(path).unwrap_or(entry.path());
                     h.update(rel.to_string_lossy().as_bytes());
@@ -162,17 +177,32 @@ impl<'a> Evaluator<'a> {
 
     /// Judges `node`. `upstream` holds each upstream node's manifest hash, or
     /// `Err(id)` for an upstream node that is stale (its outputs unknown yet).
-    pub fn evaluate(&self, node: &Node, upstream: &[(String, Option<ContentHash>)]) -> Result<Evaluation, StoreError> {
+    pub fn evaluate(
+        &self,
+        node: &Node,
+        upstream: &[(String, Option<ContentHash>)],
+    ) -> Result<Evaluation, StoreError> {
         let state = self.states.get(&node.id);
         let last = state.and_then(|s| s.latest_success.as_ref());
-        let recorded: Option<RecordedParts> = last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
-        let pending: Vec<&String> = upstream.iter().filter(|(_, h)| h.is_none()).map(|(id, _)| id).collect();
+        let recorded: Option<RecordedParts> =
+            last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
+        let pending: Vec<&String> = upstream
+            .iter()
+            .filter(|(_, h)| h.is_none())
+            .map(|(id, _)| id)
+            .collect();
 
         // Upstream manifests; a pending upstream borrows its recorded value so the
         // other parts can still be compared.
         let mut manifests = BTreeMap::new();
         for (id, h) in upstream {
-            let value = h.or_else(|| recorded.as_ref().and_then(|r| r.parts.upstream.get(id).copied())).unwrap_or(ContentHash([0; 32]));
+            let value = h
+                .or_else(|| {
+                    recorded
+                        .as_ref()
+                        .and_then(|r| r.parts.upstream.get(id).copied())
+                })
+                .unwrap_or(ContentHash([0; 32]));
             manifests.insert(id.clone(), value);
         }
         let parts = self.key_parts(node, manifests)?;
@@ -180,32 +210,55 @@ impl<'a> Evaluator<'a> {
 
         let mut reasons = Vec::new();
         if let Some(attempt) = state.and_then(|s| s.last_attempt.as_ref()) {
-            let superseded = last.is_some_and(|r| r.key == attempt.key && attempt.status == AttemptStatus::Succeeded);
+            let superseded = last.is_some_and(|r| {
+                r.key == attempt.key && attempt.status == AttemptStatus::Succeeded
+            });
             if attempt.key == key && !superseded {
                 match attempt.status {
                     AttemptStatus::Failed => reasons.push(Reason::new(
                         ReasonKind::Failed,
-                        attempt.message.clone().unwrap_or_else(|| "the last attempt failed".into()),
+                        attempt
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| "the last attempt failed".into()),
                     )),
-                    AttemptStatus::Interrupted => reasons.push(Reason::new(ReasonKind::Interrupted, "the last attempt was interrupted")),
+                    AttemptStatus::Interrupted => reasons.push(Reason::new(
+                        ReasonKind::Interrupted,
+                        "the last attempt was interrupted",
+                    )),
                     _ => {}
                 }
             }
         }
         for id in &pending {
-            reasons.push(Reason::new(ReasonKind::UpstreamChanged, format!("{id} (stale)")));
+            reasons.push(Reason::new(
+                ReasonKind::UpstreamChanged,
+                format!("{id} (stale)"),
+            ));
         }
 
         let Some(last) = last else {
-            if reasons.iter().all(|r| r.kind == ReasonKind::UpstreamChanged) {
-                reasons.insert(0, Reason::new(ReasonKind::NeverBuilt, "no successful run recorded"));
+            if reasons
+                .iter()
+                .all(|r| r.kind == ReasonKind::UpstreamChanged)
+            {
+                reasons.insert(
+                    0,
+                    Reason::new(ReasonKind::NeverBuilt, "no successful run recorded"),
+                );
             }
             return Ok(self.finish(node, parts, key, pending.is_empty(), reasons));
         };
         if last.key == key && pending.is_empty() {
             return Ok(match self.check_outputs(node, last)? {
-                None => Evaluation { key: Some((key, parts)), verdict: Verdict::Fresh(last.clone()) },
-                Some(r) => Evaluation { key: Some((key, parts)), verdict: Verdict::Restore(last.clone(), vec![r]) },
+                None => Evaluation {
+                    key: Some((key, parts)),
+                    verdict: Verdict::Fresh(last.clone()),
+                },
+                Some(r) => Evaluation {
+                    key: Some((key, parts)),
+                    verdict: Verdict::Restore(last.clone(), vec![r]),
+                },
             });
         }
         if let Some(rec) = &recorded {
@@ -213,32 +266,56 @@ impl<'a> Evaluator<'a> {
         }
         if reasons.is_empty() {
             // Different key with identical parts: the encoding itself changed.
-            reasons.push(Reason::new(ReasonKind::TaskVersionChanged, "the key encoding changed"));
+            reasons.push(Reason::new(
+                ReasonKind::TaskVersionChanged,
+                "the key encoding changed",
+            ));
         }
         Ok(self.finish(node, parts, key, pending.is_empty(), reasons))
     }
 
     /// A stale node whose key is known may still have a stored run for it
     /// (built under another node id, by another process, or an earlier spec).
-    fn finish(&self, _node: &Node, parts: KeyParts, key: ContentHash, key_known: bool, reasons: Vec<Reason>) -> Evaluation {
+    fn finish(
+        &self,
+        _node: &Node,
+        parts: KeyParts,
+        key: ContentHash,
+        key_known: bool,
+        reasons: Vec<Reason>,
+    ) -> Evaluation {
         if !key_known {
-            return Evaluation { key: None, verdict: Verdict::Stale(reasons) };
+            return Evaluation {
+                key: None,
+                verdict: Verdict::Stale(reasons),
+            };
         }
         let stored = self.store.and_then(|s| s.run_for_key(&key).ok().flatten());
         let verdict = match stored {
             Some(run) => Verdict::Restore(run, reasons),
             None => Verdict::Stale(reasons),
         };
-        Evaluation { key: Some((key, parts)), verdict }
+        Evaluation {
+            key: Some((key, parts)),
+            verdict,
+        }
     }
 
     fn check_outputs(&self, node: &Node, run: &RunRecord) -> Result<Option<Reason>, StoreError> {
-        let Some(store) = self.store else { return Ok(None) };
+        let Some(store) = self.store else {
+            return Ok(None);
+        };
         let dest = self.root.join(node.out_rel());
         Ok(match store.check_outputs(run, &dest)? {
             OutputCheck::Intact => None,
-            OutputCheck::Missing(f) => Some(Reason::new(ReasonKind::OutputMissing, rel_display(&node.out_rel().join(f)))),
-            OutputCheck::Modified(f) => Some(Reason::new(ReasonKind::OutputModified, rel_display(&node.out_rel().join(f)))),
+            OutputCheck::Missing(f) => Some(Reason::new(
+                ReasonKind::OutputMissing,
+                rel_display(&node.out_rel().join(f)),
+            )),
+            OutputCheck::Modified(f) => Some(Reason::new(
+                ReasonKind::OutputModified,
+                rel_display(&node.out_rel().join(f)),
+            )),
         })
     }
 }
@@ -248,21 +325,42 @@ fn rel_display(p: &PathBuf) -> String {
 }
 
 /// The reasons a node's current parts differ from its recorded run's.
-fn diff_parts(node: &Node, rec: &RecordedParts, now: &KeyParts, pending: &[&String], out: &mut Vec<Reason>) {
+fn diff_parts(
+    node: &Node,
+    rec: &RecordedParts,
+    now: &KeyParts,
+    pending: &[&String],
+    out: &mut Vec<Reason>,
+) {
     let old = &rec.parts;
     if old.kind != now.kind || old.version != now.version {
-        out.push(Reason::new(ReasonKind::TaskVersionChanged, format!("{} {} → {} {}", old.kind, old.version, now.kind, now.version)));
+        out.push(Reason::new(
+            ReasonKind::TaskVersionChanged,
+            format!(
+                "{} {} → {} {}",
+                old.kind, old.version, now.kind, now.version
+            ),
+        ));
     } else if old.spec != now.spec {
-        let params_now: BTreeMap<String, serde_json::Value> =
-            node.params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect();
+        let params_now: BTreeMap<String, serde_json::Value> = node
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+            .collect();
         let mut lines = Vec::new();
-        json_diff("", &serde_json::to_value(&rec.params).unwrap_or_default(), &serde_json::to_value(&params_now).unwrap_or_default(), &mut lines);
+        json_diff(
+            "",
+            &serde_json::to_value(&rec.params).unwrap_or_default(),
+            &serde_json::to_value(&params_now).unwrap_or_default(),
+            &mut lines,
+        );
         if lines.is_empty() {
             json_diff("", &old.spec, &now.spec, &mut lines);
         }
         out.push(Reason::new(ReasonKind::SpecChanged, lines.join("; ")));
     }
-    let paths: std::collections::BTreeSet<&String> = old.inputs.keys().chain(now.inputs.keys()).collect();
+    let paths: std::collections::BTreeSet<&String> =
+        old.inputs.keys().chain(now.inputs.keys()).collect();
     for p in paths {
         if old.inputs.get(p) != now.inputs.get(p) {
             let detail = match now.inputs.get(p) {
@@ -273,7 +371,8 @@ fn diff_parts(node: &Node, rec: &RecordedParts, now: &KeyParts, pending: &[&Stri
             out.push(Reason::new(ReasonKind::InputChanged, detail));
         }
     }
-    let ids: std::collections::BTreeSet<&String> = old.upstream.keys().chain(now.upstream.keys()).collect();
+    let ids: std::collections::BTreeSet<&String> =
+        old.upstream.keys().chain(now.upstream.keys()).collect();
     for id in ids {
         if pending.contains(&id) {
             continue;
@@ -282,12 +381,16 @@ fn diff_parts(node: &Node, rec: &RecordedParts, now: &KeyParts, pending: &[&Stri
             out.push(Reason::new(ReasonKind::UpstreamChanged, id.clone()));
         }
     }
-    let facets: std::collections::BTreeSet<&String> = old.env.keys().chain(now.env.keys()).collect();
+    let facets: std::collections::BTreeSet<&String> =
+        old.env.keys().chain(now.env.keys()).collect();
     for f in facets {
         let (a, b) = (old.env.get(f), now.env.get(f));
         if a != b {
             let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
-            out.push(Reason::new(ReasonKind::EnvChanged, format!("{f} {} → {}", show(a), show(b))));
+            out.push(Reason::new(
+                ReasonKind::EnvChanged,
+                format!("{f} {} → {}", show(a), show(b)),
+            ));
         }
     }
 }
@@ -295,7 +398,11 @@ fn diff_parts(node: &Node, rec: &RecordedParts, now: &KeyParts, pending: &[&Stri
 /// The static plan of a selection: every node judged in topological order.
 /// A node below a stale node is stale with `upstream_changed`; the build may
 /// still find it fresh once that upstream is rebuilt with identical outputs.
-pub fn plan(ev: &Evaluator<'_>, graph: &Graph, selection: &[NodeIdx]) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
+pub fn plan(
+    ev: &Evaluator<'_>,
+    graph: &Graph,
+    selection: &[NodeIdx],
+) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
     let mut out: HashMap<NodeIdx, Evaluation> = HashMap::with_capacity(selection.len());
     for &i in selection {
         let node = &graph.nodes[i];
@@ -303,7 +410,10 @@ pub fn plan(ev: &Evaluator<'_>, graph: &Graph, selection: &[NodeIdx]) -> Result<
             .deps()
             .into_iter()
             .map(|d| {
-                let h = out.get(&d).and_then(|e| e.verdict.run()).map(RunRecord::manifest_hash);
+                let h = out
+                    .get(&d)
+                    .and_then(|e| e.verdict.run())
+                    .map(RunRecord::manifest_hash);
                 (graph.nodes[d].id.clone(), h)
             })
             .collect();

@@ -44,7 +44,10 @@ impl Children {
     }
 
     fn remove(&self, pid: i32) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
     }
 
     /// Sends `signal` to every running child's process group.
@@ -75,7 +78,9 @@ impl Children {
 /// Quotes a path for `sh` when it holds characters the shell would split or expand.
 fn sh_path(p: &Path) -> String {
     let s = p.to_string_lossy();
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=,+:@%".contains(c)) {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-=,+:@%".contains(c))
+    {
         s.into_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -83,8 +88,19 @@ fn sh_path(p: &Path) -> String {
 }
 
 /// Replaces `${out}`, `${needs.S}` and `$$` in one string (params were substituted at load time).
-pub fn substitute_runtime(text: &str, out: &Path, needs: &BTreeMap<String, Vec<PathBuf>>, quote: bool) -> String {
-    let show = |p: &Path| if quote { sh_path(p) } else { p.to_string_lossy().into_owned() };
+pub fn substitute_runtime(
+    text: &str,
+    out: &Path,
+    needs: &BTreeMap<String, Vec<PathBuf>>,
+    quote: bool,
+) -> String {
+    let show = |p: &Path| {
+        if quote {
+            sh_path(p)
+        } else {
+            p.to_string_lossy().into_owned()
+        }
+    };
     let mut result = String::with_capacity(text.len() + 64);
     let mut rest = text;
     while let Some(i) = rest.find('$') {
@@ -96,8 +112,14 @@ pub fn substitute_runtime(text: &str, out: &Path, needs: &BTreeMap<String, Vec<P
         } else if let Some(r) = after.strip_prefix("{out}") {
             result.push_str(&show(out));
             rest = r;
-        } else if let Some((name, r)) = after.strip_prefix("{needs.").and_then(|r| r.split_once('}')) {
-            let dirs = needs.get(name).map(|d| d.iter().map(|p| show(p)).collect::<Vec<_>>().join(" ")).unwrap_or_default();
+        } else if let Some((name, r)) = after
+            .strip_prefix("{needs.")
+            .and_then(|r| r.split_once('}'))
+        {
+            let dirs = needs
+                .get(name)
+                .map(|d| d.iter().map(|p| show(p)).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default();
             result.push_str(&dirs);
             rest = r;
         } else {
@@ -112,17 +134,27 @@ pub fn substitute_runtime(text: &str, out: &Path, needs: &BTreeMap<String, Vec<P
 fn substitute_json(v: &mut serde_json::Value, out: &Path, needs: &BTreeMap<String, Vec<PathBuf>>) {
     match v {
         serde_json::Value::String(s) => *s = substitute_runtime(s, out, needs, false),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|x| substitute_json(x, out, needs)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|x| substitute_json(x, out, needs)),
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .for_each(|x| substitute_json(x, out, needs)),
+        serde_json::Value::Object(map) => map
+            .values_mut()
+            .for_each(|x| substitute_json(x, out, needs)),
         _ => {}
     }
 }
 
 /// Runs the job's task to completion (or until its group is killed).
 pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
-    let log = std::fs::File::create(&job.log)
-        .map_err(|e| RunError::Failed(format!("cannot create the log file `{}`: {e}", job.log.display())))?;
-    let log2 = log.try_clone().map_err(|e| RunError::Failed(format!("cannot open the log file: {e}")))?;
+    let log = std::fs::File::create(&job.log).map_err(|e| {
+        RunError::Failed(format!(
+            "cannot create the log file `{}`: {e}",
+            job.log.display()
+        ))
+    })?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| RunError::Failed(format!("cannot open the log file: {e}")))?;
     let mut cmd = match &job.task {
         TaskSpec::Command(c) => {
             let script = substitute_runtime(&c.run, &job.staging, &job.needs, true);
@@ -143,10 +175,16 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             };
             let job_file = job.log.with_extension("job.json");
             let body = serde_json::json!({ "spec": spec, "ctx": ctx });
-            std::fs::write(&job_file, serde_json::to_vec_pretty(&body).unwrap_or_default())
-                .map_err(|e| RunError::Failed(format!("cannot write `{}`: {e}", job_file.display())))?;
-            let exe = std::env::current_exe().map_err(|e| RunError::Failed(format!("cannot find the vitgraph executable: {e}")))?;
-            let mut argv: Vec<String> = crate::tasks::wrapper(builtin).map_err(|e| RunError::Failed(e.to_string()))?;
+            std::fs::write(
+                &job_file,
+                serde_json::to_vec_pretty(&body).unwrap_or_default(),
+            )
+            .map_err(|e| RunError::Failed(format!("cannot write `{}`: {e}", job_file.display())))?;
+            let exe = std::env::current_exe().map_err(|e| {
+                RunError::Failed(format!("cannot find the vitgraph executable: {e}"))
+            })?;
+            let mut argv: Vec<String> =
+                crate::tasks::wrapper(builtin).map_err(|e| RunError::Failed(e.to_string()))?;
             argv.push(exe.to_string_lossy().into_owned());
             argv.push("exec-task".into());
             argv.push(job_file.to_string_lossy().into_owned());
@@ -164,7 +202,12 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
         .process_group(0)
         .kill_on_drop(false);
     if !job.gpus.is_empty() {
-        let list = job.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let list = job
+            .gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         cmd.env("CUDA_VISIBLE_DEVICES", list);
     }
     // SAFETY: prctl in the forked child before exec; async-signal-safe, touches no shared memory.
@@ -174,7 +217,9 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
     children.add(pid);
     let status = child.wait().await;
@@ -200,7 +245,9 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
 
 /// The last `n` lines of a log file, for error messages.
 pub fn log_tail(path: &Path, n: usize) -> String {
-    let Ok(bytes) = std::fs::read(path) else { return String::new() };
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::new();
+    };
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -213,8 +260,22 @@ mod tests {
     #[test]
     fn runtime_substitution() {
         let mut needs = BTreeMap::new();
-        needs.insert("gen".to_string(), vec![PathBuf::from("/w/out/gen/i=0"), PathBuf::from("/w s/out/gen/i=1")]);
-        let s = substitute_runtime("cat ${needs.gen} > ${out}/x $$HOME $(pwd) $x", Path::new("/w/st"), &needs, true);
-        assert_eq!(s, "cat /w/out/gen/i=0 '/w s/out/gen/i=1' > /w/st/x $HOME $(pwd) $x");
+        needs.insert(
+            "gen".to_string(),
+            vec![
+                PathBuf::from("/w/out/gen/i=0"),
+                PathBuf::from("/w s/out/gen/i=1"),
+            ],
+        );
+        let s = substitute_runtime(
+            "cat ${needs.gen} > ${out}/x $$HOME $(pwd) $x",
+            Path::new("/w/st"),
+            &needs,
+            true,
+        );
+        assert_eq!(
+            s,
+            "cat /w/out/gen/i=0 '/w s/out/gen/i=1' > /w/st/x $HOME $(pwd) $x"
+        );
     }
 }

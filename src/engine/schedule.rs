@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::events::{Event, Reporter};
 use super::plan::{EnvProbe, Evaluator, Reason, Verdict};
+use super::recorder::Recorder;
 use super::run::{self, Children, Job, RunError};
 use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
@@ -56,8 +57,19 @@ struct Pending {
 }
 
 enum Message {
-    Finished { idx: NodeIdx, result: Result<(RunRecord, bool), String>, started: Instant, log: Option<PathBuf>, record_ms: u64 },
-    Restored { idx: NodeIdx, result: Result<RunRecord, String> },
+    /// Outputs are in `out/`: dependents may start; the record is still being committed.
+    Ready { idx: NodeIdx, run: RunRecord },
+    Finished {
+        idx: NodeIdx,
+        result: Result<(RunRecord, bool), String>,
+        started: Instant,
+        log: Option<PathBuf>,
+        record_ms: u64,
+    },
+    Restored {
+        idx: NodeIdx,
+        result: Result<RunRecord, String>,
+    },
 }
 
 /// Slots in use.
@@ -66,6 +78,16 @@ struct Slots {
     gpu_free: Vec<u32>,
     running: usize,
     exclusive: bool,
+}
+
+impl Slots {
+    fn release(&mut self, gpus: Vec<u32>) {
+        self.gpu_free.extend(gpus);
+        self.gpu_free.sort_unstable();
+        self.cpu_free += 1;
+        self.running -= 1;
+        self.exclusive = false;
+    }
 }
 
 pub struct Builder<'a> {
@@ -83,25 +105,46 @@ impl<'a> Builder<'a> {
         let mut states: HashMap<String, NodeState> = match self.store.load_states() {
             Ok(s) => s,
             Err(e) => {
-                reporter.event(&Event::Failed { node: String::new(), error: e.to_string(), log: None, duration_ms: 0 });
+                reporter.event(&Event::Failed {
+                    node: String::new(),
+                    error: e.to_string(),
+                    log: None,
+                    duration_ms: 0,
+                });
                 return BuildStatus::Failed;
             }
         };
         let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
         let dependents = self.graph.dependents();
-        let mut remaining: HashMap<NodeIdx, usize> =
-            selection.iter().map(|&i| (i, self.graph.nodes[i].deps().len())).collect();
+        let mut remaining: HashMap<NodeIdx, usize> = selection
+            .iter()
+            .map(|&i| (i, self.graph.nodes[i].deps().len()))
+            .collect();
         let mut done: HashMap<NodeIdx, Done> = HashMap::with_capacity(selection.len());
-        let mut ready: VecDeque<NodeIdx> = selection.iter().copied().filter(|i| remaining[i] == 0).collect();
+        let mut ready: VecDeque<NodeIdx> = selection
+            .iter()
+            .copied()
+            .filter(|i| remaining[i] == 0)
+            .collect();
         let mut queue: VecDeque<Pending> = VecDeque::new();
-        let mut slots = Slots { cpu_free: self.options.jobs.max(1), gpu_free: self.options.gpus.clone(), running: 0, exclusive: false };
+        let mut slots = Slots {
+            cpu_free: self.options.jobs.max(1),
+            gpu_free: self.options.gpus.clone(),
+            running: 0,
+            exclusive: false,
+        };
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+        let recorder = Recorder::start(self.store.clone());
+        let mut holding_slot: HashSet<NodeIdx> = HashSet::new();
         let children = Children::default();
         let mut in_flight: HashMap<NodeIdx, Vec<u32>> = HashMap::new();
         let (mut built, mut cached, mut failed, mut skipped) = (0, 0, 0, 0);
         let mut stopping = false;
         let mut interrupted = false;
-        reporter.event(&Event::Planned { total: selection.len(), stale: 0 });
+        reporter.event(&Event::Planned {
+            total: selection.len(),
+            stale: 0,
+        });
 
         let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
         loop {
@@ -112,8 +155,14 @@ impl<'a> Builder<'a> {
                 }
                 let node = &self.graph.nodes[i];
                 let deps = node.deps();
-                if let Some(&bad) = deps.iter().find(|d| matches!(done.get(d), Some(Done::Failed | Done::Skipped))) {
-                    reporter.event(&Event::Skipped { node: node.id.clone(), because: format!("`{}` failed", self.graph.nodes[bad].id) });
+                if let Some(&bad) = deps
+                    .iter()
+                    .find(|d| matches!(done.get(d), Some(Done::Failed | Done::Skipped)))
+                {
+                    reporter.event(&Event::Skipped {
+                        node: node.id.clone(),
+                        because: format!("`{}` failed", self.graph.nodes[bad].id),
+                    });
                     skipped += 1;
                     done.insert(i, Done::Skipped);
                     release(i, &dependents, &selected, &mut remaining, &mut ready);
@@ -129,11 +178,21 @@ impl<'a> Builder<'a> {
                         (self.graph.nodes[*d].id.clone(), h)
                     })
                     .collect();
-                let ev = Evaluator { root: &self.root, store: Some(&self.store), states: &states, env: self.env };
+                let ev = Evaluator {
+                    root: &self.root,
+                    store: Some(&self.store),
+                    states: &states,
+                    env: self.env,
+                };
                 let evaluation = match ev.evaluate(node, &upstream) {
                     Ok(e) => e,
                     Err(e) => {
-                        reporter.event(&Event::Failed { node: node.id.clone(), error: e.to_string(), log: None, duration_ms: 0 });
+                        reporter.event(&Event::Failed {
+                            node: node.id.clone(),
+                            error: e.to_string(),
+                            log: None,
+                            duration_ms: 0,
+                        });
                         failed += 1;
                         done.insert(i, Done::Failed);
                         stopping |= !self.options.keep_going;
@@ -147,7 +206,11 @@ impl<'a> Builder<'a> {
                 };
                 match evaluation.verdict {
                     Verdict::Fresh(run) if !forced => {
-                        reporter.event(&Event::Cached { node: node.id.clone(), restored: false, shared: false });
+                        reporter.event(&Event::Cached {
+                            node: node.id.clone(),
+                            restored: false,
+                            shared: false,
+                        });
                         cached += 1;
                         done.insert(i, Done::Ok(run));
                         release(i, &dependents, &selected, &mut remaining, &mut ready);
@@ -158,13 +221,21 @@ impl<'a> Builder<'a> {
                         let tx = tx.clone();
                         in_flight.insert(i, Vec::new());
                         tokio::task::spawn_blocking(move || {
-                            let result = store.materialize(&run, &dest).map(|_| run).map_err(|e| e.to_string());
+                            let result = store
+                                .materialize(&run, &dest)
+                                .map(|_| run)
+                                .map_err(|e| e.to_string());
                             let _ = tx.send(Message::Restored { idx: i, result });
                         });
                     }
                     _ if self.options.only.as_ref().is_some_and(|o| !o.contains(&i)) => {
                         let error = format!("`{}` is not built; build it first (run-node executes one node whose upstream is built)", node.id);
-                        reporter.event(&Event::Failed { node: node.id.clone(), error, log: None, duration_ms: 0 });
+                        reporter.event(&Event::Failed {
+                            node: node.id.clone(),
+                            error,
+                            log: None,
+                            duration_ms: 0,
+                        });
                         failed += 1;
                         done.insert(i, Done::Failed);
                         stopping = true;
@@ -172,11 +243,19 @@ impl<'a> Builder<'a> {
                     }
                     verdict => {
                         let reasons = if forced && verdict.reasons().is_empty() {
-                            vec![Reason { kind: super::plan::ReasonKind::SpecChanged, detail: "forced with --force".into() }]
+                            vec![Reason {
+                                kind: super::plan::ReasonKind::SpecChanged,
+                                detail: "forced with --force".into(),
+                            }]
                         } else {
                             verdict.reasons().to_vec()
                         };
-                        queue.push_back(Pending { idx: i, key, parts, reasons });
+                        queue.push_back(Pending {
+                            idx: i,
+                            key,
+                            parts,
+                            reasons,
+                        });
                     }
                 }
             }
@@ -194,7 +273,12 @@ impl<'a> Builder<'a> {
                             res.gpus,
                             self.options.gpus.len()
                         );
-                        reporter.event(&Event::Failed { node: node.id.clone(), error, log: None, duration_ms: 0 });
+                        reporter.event(&Event::Failed {
+                            node: node.id.clone(),
+                            error,
+                            log: None,
+                            duration_ms: 0,
+                        });
                         failed += 1;
                         done.insert(p.idx, Done::Failed);
                         stopping |= !self.options.keep_going;
@@ -214,14 +298,22 @@ impl<'a> Builder<'a> {
                     slots.running += 1;
                     slots.exclusive = res.exclusive;
                     in_flight.insert(p.idx, gpus.clone());
+                    holding_slot.insert(p.idx);
                     let node = &self.graph.nodes[p.idx];
-                    reporter.event(&Event::Started { node: node.id.clone(), reasons: p.reasons.clone(), gpus: gpus.clone() });
-                    self.spawn(p, gpus, &tx, &children);
+                    reporter.event(&Event::Started {
+                        node: node.id.clone(),
+                        reasons: p.reasons.clone(),
+                        gpus: gpus.clone(),
+                    });
+                    self.spawn(p, gpus, &tx, &children, &recorder);
                 }
                 queue = waiting;
             }
 
-            if in_flight.is_empty() && (ready.is_empty() || stopping) && (queue.is_empty() || stopping) {
+            if in_flight.is_empty()
+                && (ready.is_empty() || stopping)
+                && (queue.is_empty() || stopping)
+            {
                 break;
             }
 
@@ -248,13 +340,20 @@ impl<'a> Builder<'a> {
                             }
                             release(idx, &dependents, &selected, &mut remaining, &mut ready);
                         }
+                        Message::Ready { idx, run } => {
+                            if holding_slot.remove(&idx) {
+                                let gpus = in_flight.get(&idx).cloned().unwrap_or_default();
+                                slots.release(gpus);
+                            }
+                            done.insert(idx, Done::Ok(run));
+                            release(idx, &dependents, &selected, &mut remaining, &mut ready);
+                        }
                         Message::Finished { idx, result, started, log, record_ms } => {
                             let gpus = in_flight.remove(&idx).unwrap_or_default();
-                            slots.gpu_free.extend(gpus);
-                            slots.gpu_free.sort_unstable();
-                            slots.cpu_free += 1;
-                            slots.running -= 1;
-                            slots.exclusive = false;
+                            let was_ready = !holding_slot.remove(&idx);
+                            if !was_ready {
+                                slots.release(gpus);
+                            }
                             let node = &self.graph.nodes[idx];
                             let duration_ms = started.elapsed().as_millis() as u64;
                             match result {
@@ -267,7 +366,9 @@ impl<'a> Builder<'a> {
                                         built += 1;
                                     }
                                     states.entry(node.id.clone()).or_default().latest_success = Some(run.clone());
-                                    done.insert(idx, Done::Ok(run));
+                                    if !was_ready {
+                                        done.insert(idx, Done::Ok(run));
+                                    }
                                 }
                                 Err(_) if interrupted => {
                                     done.insert(idx, Done::Failed);
@@ -280,11 +381,15 @@ impl<'a> Builder<'a> {
                                         duration_ms,
                                     });
                                     failed += 1;
-                                    done.insert(idx, Done::Failed);
+                                    if !was_ready {
+                                        done.insert(idx, Done::Failed);
+                                    }
                                     stopping |= !self.options.keep_going;
                                 }
                             }
-                            release(idx, &dependents, &selected, &mut remaining, &mut ready);
+                            if !was_ready {
+                                release(idx, &dependents, &selected, &mut remaining, &mut ready);
+                            }
                         }
                     }
                 }
@@ -303,7 +408,13 @@ impl<'a> Builder<'a> {
             }
         }
         let _ = self.store.flush_stat_cache();
-        reporter.event(&Event::Done { built, cached, failed, skipped, duration_ms: t0.elapsed().as_millis() as u64 });
+        reporter.event(&Event::Done {
+            built,
+            cached,
+            failed,
+            skipped,
+            duration_ms: t0.elapsed().as_millis() as u64,
+        });
         if interrupted {
             BuildStatus::Interrupted
         } else if failed > 0 || skipped > 0 {
@@ -313,7 +424,14 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn spawn(&self, p: Pending, gpus: Vec<u32>, tx: &mpsc::UnboundedSender<Message>, children: &Children) {
+    fn spawn(
+        &self,
+        p: Pending,
+        gpus: Vec<u32>,
+        tx: &mpsc::UnboundedSender<Message>,
+        children: &Children,
+        recorder: &Recorder,
+    ) {
         let node = &self.graph.nodes[p.idx];
         let mut needs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
         let mut upstream: BTreeMap<String, Vec<UpstreamNode>> = BTreeMap::new();
@@ -324,15 +442,27 @@ impl<'a> Builder<'a> {
                 let up = &self.graph.nodes[d];
                 let dir = self.root.join(up.out_rel());
                 dirs.push(dir.clone());
-                let params = up.params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect();
-                ups.push(UpstreamNode { id: up.id.clone(), params, dir });
+                let params = up
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+                    .collect();
+                ups.push(UpstreamNode {
+                    id: up.id.clone(),
+                    params,
+                    dir,
+                });
             }
             needs.insert(need.stage.clone(), dirs);
             upstream.insert(need.stage.clone(), ups);
         }
         let recorded = super::key::RecordedParts {
             parts: p.parts,
-            params: node.params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect(),
+            params: node
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+                .collect(),
         };
         let ctx = JobCtx {
             store: self.store.clone(),
@@ -341,15 +471,27 @@ impl<'a> Builder<'a> {
             task: node.task.clone(),
             outputs: node.task.outputs(),
             dest: self.root.join(node.out_rel()),
-            log_dir: self.store.root().join("cache").join("logs").join(&node.stage),
+            log_dir: self
+                .store
+                .root()
+                .join("cache")
+                .join("logs")
+                .join(&node.stage),
             log_name: node.dir_name(),
             root: self.root.clone(),
             key: p.key,
             recorded: serde_json::to_value(&recorded).unwrap_or_default(),
-            env: if node.task.measures_hardware() { self.env.record() } else { serde_json::Value::Null },
+            env: if node.task.measures_hardware() {
+                self.env.record()
+            } else {
+                serde_json::Value::Null
+            },
             needs,
             upstream,
             gpus,
+            recorder: recorder.clone(),
+            ready: tx.clone(),
+            idx: p.idx,
         };
         let tx = tx.clone();
         let children = children.clone();
@@ -357,7 +499,13 @@ impl<'a> Builder<'a> {
         tokio::spawn(async move {
             let started = Instant::now();
             let (result, log, record_ms) = ctx.execute(&children).await;
-            let _ = tx.send(Message::Finished { idx, result, started, log, record_ms });
+            let _ = tx.send(Message::Finished {
+                idx,
+                result,
+                started,
+                log,
+                record_ms,
+            });
         });
     }
 }
@@ -400,6 +548,9 @@ struct JobCtx {
     needs: BTreeMap<String, Vec<PathBuf>>,
     upstream: BTreeMap<String, Vec<UpstreamNode>>,
     gpus: Vec<u32>,
+    recorder: Recorder,
+    ready: mpsc::UnboundedSender<Message>,
+    idx: NodeIdx,
 }
 
 type Outcome = (Result<(RunRecord, bool), String>, Option<PathBuf>, u64);
@@ -424,7 +575,9 @@ impl JobCtx {
         };
         if let Ok(Some(run)) = store.run_for_key(&key) {
             let dest = self.dest.clone();
-            let r = tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run)).await;
+            let r =
+                tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run))
+                    .await;
             drop(lock);
             return match r {
                 Ok(Ok(run)) => (Ok((run, true)), None, 0),
@@ -477,7 +630,11 @@ impl JobCtx {
             }
             Err(RunError::Failed(msg)) => {
                 let tail = run::log_tail(&log, 15);
-                let full = if tail.is_empty() { msg } else { format!("{msg}\n{tail}") };
+                let full = if tail.is_empty() {
+                    msg
+                } else {
+                    format!("{msg}\n{tail}")
+                };
                 let _ = store.commit_failure(attempt, &full);
                 let _ = std::fs::remove_dir_all(&staging);
                 return (Err(full), Some(log), 0);
@@ -485,7 +642,15 @@ impl JobCtx {
         }
         let duration_ms = t.elapsed().as_millis() as i64;
         let record_start = Instant::now();
-        let result = tokio::task::spawn_blocking(move || {
+        let (recorder, ready, idx, dest) = (
+            self.recorder.clone(),
+            self.ready.clone(),
+            self.idx,
+            self.dest.clone(),
+        );
+        let log2 = log.clone();
+        let store_for_failure = store.clone();
+        let staged = tokio::task::spawn_blocking(move || {
             let new = NewRun {
                 node_id: &self.node_id,
                 stage: &self.stage,
@@ -495,30 +660,43 @@ impl JobCtx {
                 env: &self.env,
                 started_at_ms,
                 duration_ms,
-                log: Some(&log),
+                log: Some(&log2),
             };
-            let run = match store.commit_success(attempt, new, &staging) {
-                Ok(run) => run,
-                Err(e) => {
-                    let _ = store.commit_failure(attempt, &e.to_string());
-                    let _ = std::fs::remove_dir_all(&staging);
-                    return (Err(e.to_string()), Some(log));
-                }
-            };
-            match store.materialize(&run, &self.dest) {
-                Ok(()) => (Ok((run, false)), Some(log)),
-                Err(e) => (Err(format!("recorded, but {e}")), Some(log)),
-            }
+            let staged = store
+                .stage_run(attempt, new, &staging)
+                .map_err(|e| (e.to_string(), staging.clone()))?;
+            let materialized = store
+                .materialize_files(&staged.run, &dest)
+                .map_err(|e| (e.to_string(), staging.clone()))?;
+            Ok::<_, (String, PathBuf)>((staged, materialized, store))
         })
         .await;
+        let (staged, materialized) = match staged {
+            Ok(Ok((staged, materialized, _))) => (staged, materialized),
+            Ok(Err((msg, staging))) => {
+                let _ = store_for_failure.commit_failure(attempt, &msg);
+                let _ = std::fs::remove_dir_all(&staging);
+                return (
+                    Err(msg),
+                    Some(log),
+                    record_start.elapsed().as_millis() as u64,
+                );
+            }
+            Err(e) => return (Err(e.to_string()), Some(log), 0),
+        };
+        let _ = ready.send(Message::Ready {
+            idx,
+            run: staged.run.clone(),
+        });
+        let result = recorder.record(staged, materialized).await;
         let record_ms = record_start.elapsed().as_millis() as u64;
-        match result {
-            Ok((r, log)) => (r, log, record_ms),
-            Err(e) => (Err(e.to_string()), None, record_ms),
-        }
+        (result.map(|run| (run, false)), Some(log), record_ms)
     }
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

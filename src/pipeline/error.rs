@@ -37,7 +37,12 @@ impl Sources {
     }
 
     /// An error at `span`, labelled `label`.
-    pub fn error(&self, message: impl Into<String>, span: Span, label: impl Into<String>) -> PipelineError {
+    pub fn error(
+        &self,
+        message: impl Into<String>,
+        span: Span,
+        label: impl Into<String>,
+    ) -> PipelineError {
         let (name, text) = &self.files[span.src as usize];
         PipelineError {
             message: message.into(),
@@ -63,7 +68,13 @@ pub struct PipelineError {
 impl PipelineError {
     /// An error not tied to a place in a file.
     pub fn plain(message: impl Into<String>) -> PipelineError {
-        PipelineError { message: message.into(), source: None, labels: Vec::new(), help: None, related: Vec::new() }
+        PipelineError {
+            message: message.into(),
+            source: None,
+            labels: Vec::new(),
+            help: None,
+            related: Vec::new(),
+        }
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> PipelineError {
@@ -102,7 +113,9 @@ impl Diagnostic for PipelineError {
     }
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
@@ -113,14 +126,16 @@ impl Diagnostic for PipelineError {
         if self.labels.is_empty() {
             return None;
         }
-        Some(Box::new(self.labels.iter().enumerate().map(|(i, (span, label))| {
-            let ss = SourceSpan::new((span.start as usize).into(), span.len().max(1));
-            if i == 0 {
-                LabeledSpan::new_primary_with_span(Some(label.clone()), ss)
-            } else {
-                LabeledSpan::new_with_span(Some(label.clone()), ss)
-            }
-        })))
+        Some(Box::new(self.labels.iter().enumerate().map(
+            |(i, (span, label))| {
+                let ss = SourceSpan::new((span.start as usize).into(), span.len().max(1));
+                if i == 0 {
+                    LabeledSpan::new_primary_with_span(Some(label.clone()), ss)
+                } else {
+                    LabeledSpan::new_with_span(Some(label.clone()), ss)
+                }
+            },
+        )))
     }
 
     fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {

@@ -29,14 +29,21 @@ pub fn expand(
     for axis in axes {
         if axis.values.is_empty() {
             return Err(sources
-                .error(format!("matrix axis `{}` of stage `{stage}` is empty", axis.name), axis.key.span, "this axis has no values")
+                .error(
+                    format!("matrix axis `{}` of stage `{stage}` is empty", axis.name),
+                    axis.key.span,
+                    "this axis has no values",
+                )
                 .with_help("give it at least one value, or remove the axis"));
         }
         let mut next = Vec::with_capacity(combos.len() * axis.values.len());
         for combo in &combos {
             for v in &axis.values {
                 let mut c = combo.clone();
-                c.push(Param { name: axis.name.clone(), node: v.clone() });
+                c.push(Param {
+                    name: axis.name.clone(),
+                    node: v.clone(),
+                });
                 next.push(c);
             }
         }
@@ -49,10 +56,25 @@ pub fn expand(
         for (k, _) in &pairs {
             if !axis_names.contains(&k.name.as_str()) {
                 let help = match super::did_you_mean(&k.name, axis_names.iter().copied()) {
-                    Some(s) => format!("did you mean `{s}`? an exclude entry may only name matrix axes"),
-                    None => format!("the axes are: {}", axis_names.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")),
+                    Some(s) => {
+                        format!("did you mean `{s}`? an exclude entry may only name matrix axes")
+                    }
+                    None => format!(
+                        "the axes are: {}",
+                        axis_names
+                            .iter()
+                            .map(|a| format!("`{a}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 };
-                return Err(sources.error(format!("`exclude` names `{}`, which is not a matrix axis", k.name), k.node.span, "not an axis").with_help(help));
+                return Err(sources
+                    .error(
+                        format!("`exclude` names `{}`, which is not a matrix axis", k.name),
+                        k.node.span,
+                        "not an axis",
+                    )
+                    .with_help(help));
             }
         }
         let before = combos.len();
@@ -66,7 +88,11 @@ pub fn expand(
     if combos.is_empty() && !axes.is_empty() {
         let span = matrix_span.unwrap_or(axes[0].key.span);
         return Err(sources
-            .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
+            .error(
+                format!("the matrix of stage `{stage}` has no combinations left after `exclude`"),
+                span,
+                "empty matrix",
+            )
             .with_help("remove an exclude entry or add values to an axis"));
     }
 
@@ -105,10 +131,18 @@ struct Key {
     node: Node,
 }
 
-fn entry_pairs(sources: &Sources, entry: &Node, what: &str) -> Result<Vec<(Key, Node)>, PipelineError> {
+fn entry_pairs(
+    sources: &Sources,
+    entry: &Node,
+    what: &str,
+) -> Result<Vec<(Key, Node)>, PipelineError> {
     let Kind::Map(entries) = &entry.kind else {
         return Err(sources
-            .error(format!("each `{what}` entry must be a map"), entry.span, format!("found {}", entry.kind.describe()))
+            .error(
+                format!("each `{what}` entry must be a map"),
+                entry.span,
+                format!("found {}", entry.kind.describe()),
+            )
             .with_help(format!("write it as `{{\"axis\": value, …}}`")));
     };
     let mut out = Vec::new();
@@ -117,24 +151,43 @@ fn entry_pairs(sources: &Sources, entry: &Node, what: &str) -> Result<Vec<(Key, 
             Kind::Str { value, .. } => value.clone(),
             Kind::Unit(i) => i.name.clone(),
             other => {
-                return Err(sources.error(format!("a `{what}` key must be a string"), k.span, format!("found {}", other.describe())))
+                return Err(sources.error(
+                    format!("a `{what}` key must be a string"),
+                    k.span,
+                    format!("found {}", other.describe()),
+                ))
             }
         };
         if value_of(v).is_none() {
-            return Err(sources.error(format!("a `{what}` value must be a scalar or a list"), v.span, format!("found {}", v.kind.describe())));
+            return Err(sources.error(
+                format!("a `{what}` value must be a scalar or a list"),
+                v.span,
+                format!("found {}", v.kind.describe()),
+            ));
         }
-        out.push((Key { name, node: k.clone() }, v.clone()));
+        out.push((
+            Key {
+                name,
+                node: k.clone(),
+            },
+            v.clone(),
+        ));
     }
     Ok(out)
 }
 
 fn matches(combo: &Combo, name: &str, v: &Node) -> bool {
-    combo.iter().any(|p| p.name == name && value_of(&p.node) == value_of(v))
+    combo
+        .iter()
+        .any(|p| p.name == name && value_of(&p.node) == value_of(v))
 }
 
 fn set(combo: &mut Combo, name: &str, v: &Node) {
     match combo.iter_mut().find(|p| p.name == name) {
         Some(p) => p.node = v.clone(),
-        None => combo.push(Param { name: name.to_string(), node: v.clone() }),
+        None => combo.push(Param {
+            name: name.to_string(),
+            node: v.clone(),
+        }),
     }
 }

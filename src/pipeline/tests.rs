@@ -15,7 +15,10 @@ fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 fn load_ok(files: &[(&str, &str)], overrides: &[&str]) -> crate::graph::Graph {
     let ws = workspace(files);
-    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let o: Vec<Override> = overrides
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
     match load(ws.path(), &o) {
         Ok(g) => g,
         Err(e) => panic!("{e:?}"),
@@ -24,7 +27,10 @@ fn load_ok(files: &[(&str, &str)], overrides: &[&str]) -> crate::graph::Graph {
 
 fn load_err(files: &[(&str, &str)], overrides: &[&str]) -> PipelineError {
     let ws = workspace(files);
-    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let o: Vec<Override> = overrides
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
     load(ws.path(), &o).expect_err("expected a pipeline error")
 }
 
@@ -65,11 +71,28 @@ fn run_of(g: &crate::graph::Graph, id: &str) -> String {
 fn design_example_expands() {
     let g = load_ok(&[("ex.ron", DESIGN_EXAMPLE)], &[]);
     let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(ids, ["gen[i=0]", "gen[i=1]", "gen[i=2]", "double[i=0]", "double[i=1]", "double[i=2]", "total"]);
+    assert_eq!(
+        ids,
+        [
+            "gen[i=0]",
+            "gen[i=1]",
+            "gen[i=2]",
+            "double[i=0]",
+            "double[i=1]",
+            "double[i=2]",
+            "total"
+        ]
+    );
     assert_eq!(run_of(&g, "gen[i=1]"), "echo 1 2000 > ${out}/v.txt");
     assert_eq!(g.nodes[g.find("double[i=2]").unwrap()].deps(), vec![2]);
     assert_eq!(g.nodes[g.find("total").unwrap()].deps(), vec![3, 4, 5]);
-    assert_eq!(g.stages.iter().map(|s| s.pipeline.as_str()).collect::<Vec<_>>(), ["ex", "ex", "ex"]);
+    assert_eq!(
+        g.stages
+            .iter()
+            .map(|s| s.pipeline.as_str())
+            .collect::<Vec<_>>(),
+        ["ex", "ex", "ex"]
+    );
 }
 
 #[test]
@@ -89,12 +112,17 @@ fn whole_string_param_takes_typed_value() {
     assert_eq!(g.nodes[0].task.resources().gpus, 2);
     let e = load_err(&[("a.ron", text)], &["g=lots"]);
     assert!(e.message.contains("expected u32"), "{}", e.message);
-    assert!(e.help.as_deref().unwrap().contains("param `g`"), "{:?}", e.help);
+    assert!(
+        e.help.as_deref().unwrap().contains("param `g`"),
+        "{:?}",
+        e.help
+    );
 }
 
 #[test]
 fn dollar_escapes_and_shell_syntax_are_kept() {
-    let text = r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo $$HOME $(date) $x ${out}"))})"#;
+    let text =
+        r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo $$HOME $(date) $x ${out}"))})"#;
     let g = load_ok(&[("a.ron", text)], &[]);
     assert_eq!(run_of(&g, "a"), "echo $$HOME $(date) $x ${out}");
 }
@@ -108,7 +136,15 @@ fn include_and_exclude_follow_github_semantics() {
         task: Command(run: "${a}${b}"))})"#;
     let g = load_ok(&[("s.ron", text)], &[]);
     let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(ids, ["s[a=1,b=x,extra=true]", "s[a=1,b=y,extra=true]", "s[a=2,b=x]", "s[a=3,b=z]"]);
+    assert_eq!(
+        ids,
+        [
+            "s[a=1,b=x,extra=true]",
+            "s[a=1,b=y,extra=true]",
+            "s[a=2,b=x]",
+            "s[a=3,b=z]"
+        ]
+    );
 }
 
 #[test]
@@ -128,22 +164,41 @@ fn errors_carry_spans_and_hints() {
     let at = text.find("${nope}").unwrap() as u32;
     assert_eq!((span.start, span.end), (at, at + 7));
 
-    let e = load_err(&[("a.ron", r#"Pipeline(stages: {"a": Stage(task: Command(rn: "x"))})"#)], &[]);
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(rn: "x"))})"#,
+        )],
+        &[],
+    );
     assert_eq!(e.help.as_deref(), Some("did you mean `run`?"));
 }
 
 #[test]
 fn cycles_and_duplicates_name_every_place() {
     let e = load_err(
-        &[("a.ron", r#"Pipeline(stages: {"a": Stage(needs: ["b"], task: Command(run: "x")), "b": Stage(for_each: "a", task: Command(run: "x"))})"#)],
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(needs: ["b"], task: Command(run: "x")), "b": Stage(for_each: "a", task: Command(run: "x"))})"#,
+        )],
         &[],
     );
-    assert!(e.message.starts_with("dependency cycle: `a` → `b` → `a`"), "{}", e.message);
+    assert!(
+        e.message.starts_with("dependency cycle: `a` → `b` → `a`"),
+        "{}",
+        e.message
+    );
     assert_eq!(e.related.len(), 1);
     let e = load_err(
         &[
-            ("a.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "1"))})"#),
-            ("b.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "2"))})"#),
+            (
+                "a.ron",
+                r#"Pipeline(stages: {"x": Stage(task: Command(run: "1"))})"#,
+            ),
+            (
+                "b.ron",
+                r#"Pipeline(stages: {"x": Stage(task: Command(run: "2"))})"#,
+            ),
         ],
         &[],
     );

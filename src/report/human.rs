@@ -20,17 +20,27 @@ pub struct Human {
 impl Human {
     /// A progress bar when stderr is a terminal, plain lines otherwise.
     pub fn new() -> Human {
-        let tty = std::io::stderr().is_terminal() && std::env::var_os("VITGRAPH_NO_PROGRESS").is_none();
+        let tty =
+            std::io::stderr().is_terminal() && std::env::var_os("VITGRAPH_NO_PROGRESS").is_none();
         let bar = tty.then(|| {
-            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
+            let bar =
+                ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
             bar.set_style(
-                ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} [{elapsed_precise} ETA {eta}] {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{bar:30.cyan/blue} {pos}/{len} [{elapsed_precise} ETA {eta}] {wide_msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
-        Human { bar, total: 0, done: 0, running: BTreeSet::new(), failures: Vec::new() }
+        Human {
+            bar,
+            total: 0,
+            done: 0,
+            running: BTreeSet::new(),
+            failures: Vec::new(),
+        }
     }
 
     fn line(&self, text: &str) {
@@ -53,7 +63,11 @@ impl Human {
         if let Some(bar) = &self.bar {
             let mut names: Vec<&str> = self.running.iter().map(String::as_str).take(3).collect();
             let more = self.running.len().saturating_sub(names.len());
-            let extra = if more > 0 { format!(" +{more}") } else { String::new() };
+            let extra = if more > 0 {
+                format!(" +{more}")
+            } else {
+                String::new()
+            };
             if names.is_empty() {
                 names.push("");
             }
@@ -89,40 +103,76 @@ impl Reporter for Human {
                 self.running.insert(node.clone());
                 self.show_running();
             }
-            Event::Finished { node, duration_ms, .. } => {
+            Event::Finished {
+                node, duration_ms, ..
+            } => {
                 self.running.remove(node);
                 self.step();
                 if self.bar.is_none() {
-                    self.line(&format!("[{}/{}] built {node} ({})", self.done, self.total, ms(*duration_ms)));
+                    self.line(&format!(
+                        "[{}/{}] built {node} ({})",
+                        self.done,
+                        self.total,
+                        ms(*duration_ms)
+                    ));
                 }
                 self.show_running();
             }
-            Event::Cached { node, restored, shared } => {
+            Event::Cached {
+                node,
+                restored,
+                shared,
+            } => {
                 self.running.remove(node);
                 self.step();
                 if *shared {
-                    self.line(&format!("[{}/{}] {node}: built by another vitgraph process", self.done, self.total));
+                    self.line(&format!(
+                        "[{}/{}] {node}: built by another vitgraph process",
+                        self.done, self.total
+                    ));
                 } else if *restored {
-                    self.line(&format!("[{}/{}] restored {node} from the store", self.done, self.total));
+                    self.line(&format!(
+                        "[{}/{}] restored {node} from the store",
+                        self.done, self.total
+                    ));
                 }
             }
-            Event::Failed { node, error, log, .. } => {
+            Event::Failed {
+                node, error, log, ..
+            } => {
                 self.running.remove(node);
                 self.step();
                 let first = error.lines().next().unwrap_or("");
-                self.line(&format!("[{}/{}] FAILED {node}: {first}", self.done, self.total));
-                self.failures.push((node.clone(), error.clone(), log.clone()));
+                self.line(&format!(
+                    "[{}/{}] FAILED {node}: {first}",
+                    self.done, self.total
+                ));
+                self.failures
+                    .push((node.clone(), error.clone(), log.clone()));
                 self.show_running();
             }
             Event::Skipped { node, because } => {
                 self.step();
-                self.line(&format!("[{}/{}] skipped {node}: {because}", self.done, self.total));
+                self.line(&format!(
+                    "[{}/{}] skipped {node}: {because}",
+                    self.done, self.total
+                ));
             }
             Event::Interrupted { running } => {
-                let list = if running.is_empty() { String::new() } else { format!("; terminating {}", running.join(", ")) };
+                let list = if running.is_empty() {
+                    String::new()
+                } else {
+                    format!("; terminating {}", running.join(", "))
+                };
                 self.line(&format!("interrupted{list}"));
             }
-            Event::Done { built, cached, failed, skipped, duration_ms } => {
+            Event::Done {
+                built,
+                cached,
+                failed,
+                skipped,
+                duration_ms,
+            } => {
                 if let Some(bar) = self.bar.take() {
                     bar.finish_and_clear();
                 }

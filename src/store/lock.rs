@@ -28,7 +28,7 @@ impl KeyLock {
 }
 
 /// A lock on `cache/store.lock`, released on drop.
-pub(super) struct StoreLock {
+pub struct StoreLock {
     _file: File,
 }
 
@@ -50,13 +50,19 @@ impl Store {
     }
 
     fn key_lock_path(&self, key: &ContentHash) -> PathBuf {
-        self.cache.join("locks").join(format!("{}.lock", key.to_hex()))
+        self.cache
+            .join("locks")
+            .join(format!("{}.lock", key.to_hex()))
     }
 
     /// Shared for commits, exclusive for gc; blocks until held.
     pub(super) fn store_lock(&self, exclusive: bool) -> Result<StoreLock, StoreError> {
         let path = self.cache.join("store.lock");
-        let mode = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+        let mode = if exclusive {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_SH
+        };
         loop {
             if let Some(file) = acquire(&path, mode, true)? {
                 return Ok(StoreLock { _file: file });

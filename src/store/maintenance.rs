@@ -33,12 +33,20 @@ impl Store {
                 Ok(actual) => DamageKind::Corrupt { actual },
                 Err(e) => DamageKind::Unreadable(e.to_string()),
             };
-            damage.push(Damage { object: path.display().to_string(), kind, runs });
+            damage.push(Damage {
+                object: path.display().to_string(),
+                kind,
+                runs,
+            });
         }
         for (hash, runs) in refs {
             if !seen.contains(&hash) {
                 let object = self.object_path(&hash).display().to_string();
-                damage.push(Damage { object, kind: DamageKind::Missing, runs });
+                damage.push(Damage {
+                    object,
+                    kind: DamageKind::Missing,
+                    runs,
+                });
             }
         }
         damage.sort_by(|a, b| a.object.cmp(&b.object));
@@ -97,9 +105,15 @@ impl Store {
 
     fn remove_unheld_locks(&self) -> u64 {
         let dir = self.cache.join("locks");
-        let Ok(entries) = fs::read_dir(&dir) else { return 0 };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return 0;
+        };
         let is_lock = |p: &Path| p.extension().is_some_and(|e| e == "lock");
-        entries.flatten().map(|e| e.path()).filter(|p| is_lock(p) && remove_if_unheld(p)).count() as u64
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| is_lock(p) && remove_if_unheld(p))
+            .count() as u64
     }
 
     /// Keeps each node's latest attempt (and running ones) and the stat-cache
@@ -107,11 +121,15 @@ impl Store {
     fn forget_stale_rows(&self) -> Result<(), StoreError> {
         let keys: Vec<String> = {
             let cache = self.stat_cache()?;
-            let gone = cache.entries_keys().filter(|k| !self.stat_key_path(k).exists());
+            let gone = cache
+                .entries_keys()
+                .filter(|k| !self.stat_key_path(k).exists());
             gone.cloned().collect()
         };
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         tx.execute(
             "DELETE FROM attempts WHERE status != 'running'
              AND id NOT IN (SELECT MAX(id) FROM attempts GROUP BY node_id)",
@@ -119,7 +137,8 @@ impl Store {
         )
         .map_err(|e| self.db_err(e))?;
         for key in &keys {
-            tx.execute("DELETE FROM file_stats WHERE path = ?1", [key]).map_err(|e| self.db_err(e))?;
+            tx.execute("DELETE FROM file_stats WHERE path = ?1", [key])
+                .map_err(|e| self.db_err(e))?;
         }
         tx.commit().map_err(|e| self.db_err(e))?;
         drop(conn);

@@ -10,6 +10,7 @@
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
+mod batch;
 mod error;
 mod fileio;
 mod lock;
@@ -25,10 +26,11 @@ mod stat_cache;
 mod test_support;
 
 pub use crate::hash::ContentHash;
+pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub use lock::KeyLock;
 pub use open::Store;
 pub use record::{
-    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NodeState, NewRun,
-    OutputCheck, OutputEntry, RunRecord,
+    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
+    NodeState, OutputCheck, OutputEntry, RunRecord,
 };

@@ -51,11 +51,15 @@ impl Store {
         let mut touched = BTreeSet::new();
         let mut outputs = Vec::with_capacity(staged.len());
         for (name, path) in &staged {
-            let (hash, size) = self.ingest(path, &mut touched)?;
-            outputs.push(OutputEntry { name: name.clone(), hash, size });
+            let (hash, size) = self.ingest(path, &mut touched, true)?;
+            outputs.push(OutputEntry {
+                name: name.clone(),
+                hash,
+                size,
+            });
         }
         let log = match new.log {
-            Some(path) if path.is_file() => Some(self.ingest(path, &mut touched)?.0),
+            Some(path) if path.is_file() => Some(self.ingest(path, &mut touched, true)?.0),
             _ => None,
         };
         for dir in &touched {
@@ -81,14 +85,16 @@ impl Store {
     }
 
     /// Points the node at a run recorded before and closes the attempt.
-    fn adopt_existing(
+    pub(super) fn adopt_existing(
         &self,
         attempt: AttemptId,
         mut existing: RunRecord,
         new: &NewRun<'_>,
     ) -> Result<RunRecord, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         point_node_at(&tx, new.node_id, new.stage, &new.key).map_err(|e| self.db_err(e))?;
         tx.execute(
             "UPDATE attempts SET status = 'succeeded', finished_at_ms = ?2 WHERE id = ?1",
@@ -103,16 +109,28 @@ impl Store {
 
     /// Moves one staged file into `objects/` (or drops it when the object
     /// exists), adding the directories to fsync to `touched`.
-    fn ingest(&self, staged: &Path, touched: &mut BTreeSet<PathBuf>) -> Result<(ContentHash, u64), StoreError> {
+    pub(super) fn ingest(
+        &self,
+        staged: &Path,
+        touched: &mut BTreeSet<PathBuf>,
+        sync: bool,
+    ) -> Result<(ContentHash, u64), StoreError> {
         let source = self.regular_source(staged)?;
-        let size = fs::metadata(&source).ctx("read metadata of", &source)?.len();
+        let size = fs::metadata(&source)
+            .ctx("read metadata of", &source)?
+            .len();
         let hash = self.hash_uncached(&source, size)?;
         let object = self.object_path(&hash);
-        if fs::metadata(&object).map(|m| m.len() == size).unwrap_or(false) {
+        if fs::metadata(&object)
+            .map(|m| m.len() == size)
+            .unwrap_or(false)
+        {
             return Ok((hash, size)); // same content committed before
         }
         make_read_only(&source).ctx("make read-only", &source)?;
-        fsync_file(&source).ctx("flush", &source)?;
+        if sync {
+            fsync_file(&source).ctx("flush", &source)?;
+        }
         let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
             Ok(()) => {
@@ -133,7 +151,10 @@ impl Store {
         if !meta.file_type().is_symlink() {
             return Ok(staged.to_path_buf());
         }
-        let name = staged.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = staged
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let copy = staged.with_file_name(format!(".vitgraph-resolved-{name}"));
         let _ = fs::remove_file(&copy);
         clone_or_copy(staged, &copy).ctx("copy", staged)?;
@@ -147,7 +168,13 @@ impl Store {
     pub fn materialize(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
         let (parent, name) = match (dest.parent(), dest.file_name()) {
             (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
-            _ => return Err(StoreError::io("materialize into", dest, io::ErrorKind::InvalidInput.into())),
+            _ => {
+                return Err(StoreError::io(
+                    "materialize into",
+                    dest,
+                    io::ErrorKind::InvalidInput.into(),
+                ))
+            }
         };
         fs::create_dir_all(parent).ctx("create directory", parent)?;
         let tmp = parent.join(format!("{name}.vitgraph-tmp-{}", std::process::id()));
@@ -161,7 +188,7 @@ impl Store {
         self.record_materialized(run, dest)
     }
 
-    fn fill(&self, run: &RunRecord, dir: &Path) -> Result<(), StoreError> {
+    pub(super) fn fill(&self, run: &RunRecord, dir: &Path) -> Result<(), StoreError> {
         for output in &run.outputs {
             check_name(&run.node_id, &output.name)?;
             let object = self.object_path(&output.hash);
@@ -185,7 +212,10 @@ impl Store {
 }
 
 /// The staged path of each declared output, sorted and deduplicated by name.
-fn declared_files(new: &NewRun<'_>, staging: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
+pub(super) fn declared_files(
+    new: &NewRun<'_>,
+    staging: &Path,
+) -> Result<Vec<(String, PathBuf)>, StoreError> {
     let mut names: Vec<&String> = new.outputs.iter().collect();
     names.sort();
     names.dedup();
@@ -196,9 +226,17 @@ fn declared_files(new: &NewRun<'_>, staging: &Path) -> Result<Vec<(String, PathB
         let error = |missing: bool| {
             let (node_id, name, path) = (new.node_id.to_string(), name.clone(), path.clone());
             if missing {
-                StoreError::MissingOutput { node_id, name, path }
+                StoreError::MissingOutput {
+                    node_id,
+                    name,
+                    path,
+                }
             } else {
-                StoreError::OutputNotFile { node_id, name, path }
+                StoreError::OutputNotFile {
+                    node_id,
+                    name,
+                    path,
+                }
             }
         };
         match fs::metadata(&path) {
@@ -218,15 +256,25 @@ pub(super) fn check_name(node_id: &str, name: &str) -> Result<(), StoreError> {
     if inside {
         Ok(())
     } else {
-        Err(StoreError::BadOutputName { node_id: node_id.to_string(), name: name.to_string() })
+        Err(StoreError::BadOutputName {
+            node_id: node_id.to_string(),
+            name: name.to_string(),
+        })
     }
 }
 
 /// Replaces `dest` by `tmp`: an atomic exchange where the kernel has it, else
 /// two renames (dest is briefly absent, never half-written).
-fn swap_into_place(tmp: &Path, dest: &Path, parent: &Path, name: &str) -> Result<(), StoreError> {
+pub(super) fn swap_into_place(
+    tmp: &Path,
+    dest: &Path,
+    parent: &Path,
+    name: &str,
+) -> Result<(), StoreError> {
     match fs::symlink_metadata(dest) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return fs::rename(tmp, dest).ctx("move into place", dest),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return fs::rename(tmp, dest).ctx("move into place", dest)
+        }
         Err(e) => return Err(StoreError::io("read metadata of", dest, e)),
         Ok(_) => {}
     }
@@ -248,7 +296,13 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     let b = CString::new(b.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: both paths are NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
     };
     if rc == 0 {
         Ok(())
@@ -263,7 +317,7 @@ fn exchange(_a: &Path, _b: &Path) -> io::Result<()> {
 }
 
 /// Removes a file or a directory tree; absent is fine.
-fn remove_any(path: &Path) -> io::Result<()> {
+pub(super) fn remove_any(path: &Path) -> io::Result<()> {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => remove_tree(path),
         Ok(_) => fs::remove_file(path),

@@ -41,7 +41,11 @@ impl Store {
     /// processes and marks the attempts they left `running` as `interrupted`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
         let cache = root.join("cache");
-        for dir in [cache.join("objects"), cache.join("staging"), cache.join("locks")] {
+        for dir in [
+            cache.join("objects"),
+            cache.join("staging"),
+            cache.join("locks"),
+        ] {
             fs::create_dir_all(&dir).ctx("create directory", &dir)?;
         }
         let tag = cache.join("CACHEDIR.TAG");
@@ -139,7 +143,9 @@ impl Store {
 
     /// The database connection; a panic in another thread does not make it unusable.
     pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.db
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(super) fn db_err(&self, e: rusqlite::Error) -> StoreError {
@@ -150,14 +156,19 @@ impl Store {
     /// Best effort: a directory that cannot be removed now is retried next time.
     pub(super) fn remove_dead_staging(&self) -> u64 {
         let host_dir = self.staging_host_dir();
-        let Ok(entries) = fs::read_dir(&host_dir) else { return 0 };
+        let Ok(entries) = fs::read_dir(&host_dir) else {
+            return 0;
+        };
         let mut removed = 0;
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(owner) = Owner::from_staging_name(&self.owner.host, &name.to_string_lossy()) else {
+            let Some(owner) = Owner::from_staging_name(&self.owner.host, &name.to_string_lossy())
+            else {
                 continue;
             };
-            if owner.liveness(&self.owner.host) == Liveness::Dead && remove_tree(&entry.path()).is_ok() {
+            if owner.liveness(&self.owner.host) == Liveness::Dead
+                && remove_tree(&entry.path()).is_ok()
+            {
                 removed += 1;
             }
         }
@@ -169,22 +180,37 @@ impl Store {
         let mut conn = self.conn();
         let dead: Vec<(i64, Owner)> = {
             let mut stmt = conn
-                .prepare_cached("SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'")
+                .prepare_cached(
+                    "SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'",
+                )
                 .map_err(|e| self.db_err(e))?;
             let rows = stmt
                 .query_map([], |r| {
-                    Ok((r.get::<_, i64>(0)?, Owner { host: r.get(1)?, pid: r.get(2)?, start: r.get(3)? }))
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        Owner {
+                            host: r.get(1)?,
+                            pid: r.get(2)?,
+                            start: r.get(3)?,
+                        },
+                    ))
                 })
                 .map_err(|e| self.db_err(e))?;
-            let all: Vec<(i64, Owner)> = rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))?;
-            all.into_iter().filter(|(_, o)| o.liveness(&self.owner.host) == Liveness::Dead).collect()
+            let all: Vec<(i64, Owner)> =
+                rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))?;
+            all.into_iter()
+                .filter(|(_, o)| o.liveness(&self.owner.host) == Liveness::Dead)
+                .collect()
         };
         if dead.is_empty() {
             return Ok(());
         }
         let tx = conn.transaction().map_err(|e| self.db_err(e))?;
         for (id, owner) in &dead {
-            let message = format!("process {} on `{}` ended without recording a result", owner.pid, owner.host);
+            let message = format!(
+                "process {} on `{}` ended without recording a result",
+                owner.pid, owner.host
+            );
             tx.execute(
                 "UPDATE attempts SET status = 'interrupted', finished_at_ms = ?2, message = ?3
                  WHERE id = ?1 AND status = 'running'",

@@ -169,16 +169,26 @@ mod tests {
     use super::*;
 
     fn entry(name: &str, content: &[u8]) -> OutputEntry {
-        OutputEntry { name: name.into(), hash: ContentHash::of_bytes(content), size: content.len() as u64 }
+        OutputEntry {
+            name: name.into(),
+            hash: ContentHash::of_bytes(content),
+            size: content.len() as u64,
+        }
     }
 
     #[test]
     fn manifest_hash_ignores_order_and_sizes_but_not_names_or_content() {
         let a = entry("a.txt", b"1");
         let b = entry("b.txt", b"2");
-        assert_eq!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[b.clone(), a.clone()]));
+        assert_eq!(
+            manifest_hash(&[a.clone(), b.clone()]),
+            manifest_hash(&[b.clone(), a.clone()])
+        );
         let renamed = entry("c.txt", b"2");
-        assert_ne!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[a.clone(), renamed]));
+        assert_ne!(
+            manifest_hash(&[a.clone(), b.clone()]),
+            manifest_hash(&[a.clone(), renamed])
+        );
         let changed = entry("b.txt", b"3");
         assert_ne!(manifest_hash(&[a.clone(), b]), manifest_hash(&[a, changed]));
     }
@@ -186,14 +196,27 @@ mod tests {
     #[test]
     fn manifest_hash_is_unambiguous_about_name_boundaries() {
         let h = ContentHash::of_bytes(b"x");
-        let one = [OutputEntry { name: "ab".into(), hash: h, size: 1 }];
-        let two = [OutputEntry { name: "a".into(), hash: h, size: 1 }];
+        let one = [OutputEntry {
+            name: "ab".into(),
+            hash: h,
+            size: 1,
+        }];
+        let two = [OutputEntry {
+            name: "a".into(),
+            hash: h,
+            size: 1,
+        }];
         assert_ne!(manifest_hash(&one), manifest_hash(&two));
     }
 
     #[test]
     fn attempt_status_round_trips() {
-        for s in [AttemptStatus::Running, AttemptStatus::Succeeded, AttemptStatus::Failed, AttemptStatus::Interrupted] {
+        for s in [
+            AttemptStatus::Running,
+            AttemptStatus::Succeeded,
+            AttemptStatus::Failed,
+            AttemptStatus::Interrupted,
+        ] {
             assert_eq!(AttemptStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(AttemptStatus::parse("done"), None);

@@ -76,8 +76,15 @@ impl Store {
                  VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
             )
             .map_err(|e| self.db_err(e))?;
-        stmt.execute(params![node_id, &key.0[..], owner.host, owner.pid, owner.start as i64, now_ms()])
-            .map_err(|e| self.db_err(e))?;
+        stmt.execute(params![
+            node_id,
+            &key.0[..],
+            owner.host,
+            owner.pid,
+            owner.start as i64,
+            now_ms()
+        ])
+        .map_err(|e| self.db_err(e))?;
         Ok(AttemptId(conn.last_insert_rowid()))
     }
 
@@ -98,9 +105,13 @@ impl Store {
         message: Option<&str>,
     ) -> Result<(), StoreError> {
         let conn = self.conn();
-        let changed = set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
+        let changed =
+            set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
         if changed == 0 {
-            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+            return Err(StoreError::UnknownAttempt {
+                id: attempt.0,
+                path: self.db_path.clone(),
+            });
         }
         Ok(())
     }
@@ -114,8 +125,24 @@ impl Store {
         run: &RunRecord,
     ) -> Result<RunRecord, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
-        let outputs = serde_json::to_string(&run.outputs).map_err(|e| self.damaged(e.to_string()))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
+        let recorded = self.insert_run(&tx, attempt, run)?;
+        tx.commit().map_err(|e| self.db_err(e))?;
+        Ok(recorded)
+    }
+
+    /// Inserts a run (a key is recorded once), points its node at it and marks
+    /// the attempt succeeded, inside the caller's transaction.
+    pub(super) fn insert_run(
+        &self,
+        tx: &Connection,
+        attempt: AttemptId,
+        run: &RunRecord,
+    ) -> Result<RunRecord, StoreError> {
+        let outputs =
+            serde_json::to_string(&run.outputs).map_err(|e| self.damaged(e.to_string()))?;
         tx.prepare_cached(
             "INSERT INTO runs (key, node_id, stage, key_parts, env, outputs, log, started_at_ms, duration_ms, committed_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING",
@@ -135,20 +162,28 @@ impl Store {
             ])
         })
         .map_err(|e| self.db_err(e))?;
-        point_node_at(&tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
-        let changed =
-            set_attempt_status(&tx, attempt, AttemptStatus::Succeeded, None).map_err(|e| self.db_err(e))?;
+        point_node_at(tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
+        let changed = set_attempt_status(tx, attempt, AttemptStatus::Succeeded, None)
+            .map_err(|e| self.db_err(e))?;
         if changed == 0 {
-            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+            return Err(StoreError::UnknownAttempt {
+                id: attempt.0,
+                path: self.db_path.clone(),
+            });
         }
-        let mut recorded = self.query_run(&tx, &run.key)?.ok_or_else(|| self.damaged("run vanished".into()))?;
-        tx.commit().map_err(|e| self.db_err(e))?;
+        let mut recorded = self
+            .query_run(tx, &run.key)?
+            .ok_or_else(|| self.damaged("run vanished".into()))?;
         recorded.node_id = run.node_id.clone();
         recorded.stage = run.stage.clone();
         Ok(recorded)
     }
 
-    pub(super) fn query_run(&self, conn: &Connection, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
+    pub(super) fn query_run(
+        &self,
+        conn: &Connection,
+        key: &ContentHash,
+    ) -> Result<Option<RunRecord>, StoreError> {
         let sql = format!("SELECT r.node_id, r.stage, {RUN_COLUMNS} FROM runs r WHERE r.key = ?1");
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
         let mut rows = stmt.query([&key.0[..]]).map_err(|e| self.db_err(e))?;
@@ -169,8 +204,10 @@ impl Store {
             node_id: row.get(0).map_err(db)?,
             stage: row.get(1).map_err(db)?,
             key: self.hash_column(row.get(2).map_err(db)?)?,
-            key_parts: serde_json::from_str(&key_parts).map_err(|e| self.damaged(format!("key parts: {e}")))?,
-            env: serde_json::from_str(&env).map_err(|e| self.damaged(format!("environment: {e}")))?,
+            key_parts: serde_json::from_str(&key_parts)
+                .map_err(|e| self.damaged(format!("key parts: {e}")))?,
+            env: serde_json::from_str(&env)
+                .map_err(|e| self.damaged(format!("environment: {e}")))?,
             outputs: serde_json::from_str::<Vec<OutputEntry>>(&outputs)
                 .map_err(|e| self.damaged(format!("outputs: {e}")))?,
             log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
@@ -182,8 +219,8 @@ impl Store {
     fn decode_attempt(&self, row: &Row<'_>) -> Result<(String, Attempt), StoreError> {
         let db = |e| self.db_err(e);
         let status: String = row.get(2).map_err(db)?;
-        let mut status =
-            AttemptStatus::parse(&status).ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
+        let mut status = AttemptStatus::parse(&status)
+            .ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
         if status == AttemptStatus::Running {
             let owner = Owner {
                 host: row.get(5).map_err(db)?,
@@ -210,12 +247,20 @@ impl Store {
     }
 
     pub(super) fn damaged(&self, detail: String) -> StoreError {
-        StoreError::DamagedRecord { path: self.db_path.clone(), detail }
+        StoreError::DamagedRecord {
+            path: self.db_path.clone(),
+            detail,
+        }
     }
 }
 
 /// Makes `key`'s run the node's current one.
-pub(super) fn point_node_at(conn: &Connection, node_id: &str, stage: &str, key: &ContentHash) -> rusqlite::Result<()> {
+pub(super) fn point_node_at(
+    conn: &Connection,
+    node_id: &str,
+    stage: &str,
+    key: &ContentHash,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO node_runs (node_id, stage, run_seq) SELECT ?1, ?2, seq FROM runs WHERE key = ?3
          ON CONFLICT(node_id) DO UPDATE SET stage = excluded.stage, run_seq = excluded.run_seq",
@@ -224,18 +269,27 @@ pub(super) fn point_node_at(conn: &Connection, node_id: &str, stage: &str, key: 
     Ok(())
 }
 
+/// Marks an attempt succeeded (it adopted a run recorded before).
+pub(super) fn mark_succeeded(conn: &Connection, attempt: AttemptId) -> rusqlite::Result<usize> {
+    set_attempt_status(conn, attempt, AttemptStatus::Succeeded, None)
+}
+
 fn set_attempt_status(
     conn: &Connection,
     attempt: AttemptId,
     status: AttemptStatus,
     message: Option<&str>,
 ) -> rusqlite::Result<usize> {
-    conn.prepare_cached("UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1")?
-        .execute(params![attempt.0, status.as_str(), now_ms(), message])
+    conn.prepare_cached(
+        "UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1",
+    )?
+    .execute(params![attempt.0, status.as_str(), now_ms(), message])
 }
 
 /// The node ids whose records refer to each object (runs' outputs and logs).
-pub(super) fn object_references(store: &Store) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
+pub(super) fn object_references(
+    store: &Store,
+) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
     let conn = store.conn();
     let mut stmt = conn
         .prepare("SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r")

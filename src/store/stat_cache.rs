@@ -63,7 +63,9 @@ impl Store {
             Err(e) => return Err(StoreError::io("read metadata of", path, e)),
         };
         if !meta.is_file() {
-            return Err(StoreError::NotAFile { path: path.to_path_buf() });
+            return Err(StoreError::NotAFile {
+                path: path.to_path_buf(),
+            });
         }
         let stat = Stat::of(&meta);
         let key = self.stat_key(path);
@@ -71,7 +73,15 @@ impl Store {
             return Ok(Some(hash));
         }
         let hash = self.hash_uncached(path, stat.size)?;
-        self.remember(key, Entry { stat, hash, recorded_ns }, true);
+        self.remember(
+            key,
+            Entry {
+                stat,
+                hash,
+                recorded_ns,
+            },
+            true,
+        );
         Ok(Some(hash))
     }
 
@@ -82,7 +92,9 @@ impl Store {
             return Ok(());
         }
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         for (path, entry) in &dirty {
             upsert_stat(&tx, path, entry).map_err(|e| self.db_err(e))?;
         }
@@ -98,7 +110,9 @@ impl Store {
             let recorded_ns = now_ns();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutputCheck::Missing(output.name.clone())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Ok(OutputCheck::Missing(output.name.clone()))
+                }
                 Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
             };
             if !meta.is_file() {
@@ -110,7 +124,15 @@ impl Store {
                 Some(hash) => hash,
                 None => {
                     let hash = self.hash_uncached(&path, stat.size)?;
-                    self.remember(key, Entry { stat, hash, recorded_ns }, true);
+                    self.remember(
+                        key,
+                        Entry {
+                            stat,
+                            hash,
+                            recorded_ns,
+                        },
+                        true,
+                    );
                     hash
                 }
             };
@@ -123,17 +145,31 @@ impl Store {
 
     /// Records the stat of each file `materialize` just wrote, and makes the
     /// run the node's current one, in one transaction.
-    pub(super) fn record_materialized(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
+    pub(super) fn record_materialized(
+        &self,
+        run: &RunRecord,
+        dest: &Path,
+    ) -> Result<(), StoreError> {
         let recorded_ns = now_ns();
         let mut learned = Vec::with_capacity(run.outputs.len());
         for output in &run.outputs {
             let path = dest.join(&output.name);
-            let meta = fs::symlink_metadata(&path).map_err(|e| StoreError::io("read metadata of", &path, e))?;
-            learned.push((self.stat_key(&path), Entry { stat: Stat::of(&meta), hash: output.hash, recorded_ns }));
+            let meta = fs::symlink_metadata(&path)
+                .map_err(|e| StoreError::io("read metadata of", &path, e))?;
+            learned.push((
+                self.stat_key(&path),
+                Entry {
+                    stat: Stat::of(&meta),
+                    hash: output.hash,
+                    recorded_ns,
+                },
+            ));
         }
         if !self.read_only {
             let mut conn = self.conn();
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
             for (key, entry) in &learned {
                 upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
             }
@@ -203,14 +239,18 @@ impl Store {
     fn load_stat_rows(&self) -> Result<HashMap<String, Entry>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached("SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats")
+            .prepare_cached(
+                "SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats",
+            )
             .map_err(|e| self.db_err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
         let mut entries = HashMap::new();
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let hash: Vec<u8> = row.get(5).map_err(|e| self.db_err(e))?;
             // A damaged row only costs a re-hash.
-            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else { continue };
+            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else {
+                continue;
+            };
             let entry = (|| {
                 Ok::<_, rusqlite::Error>(Entry {
                     stat: Stat {
@@ -230,7 +270,11 @@ impl Store {
     }
 }
 
-pub(super) fn upsert_stat(conn: &rusqlite::Connection, path: &str, entry: &Entry) -> rusqlite::Result<()> {
+pub(super) fn upsert_stat(
+    conn: &rusqlite::Connection,
+    path: &str,
+    entry: &Entry,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO file_stats (path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)

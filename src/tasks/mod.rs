@@ -72,10 +72,16 @@ impl TaskSpec {
     pub fn validate(&self) -> Result<(), Invalid> {
         for out in self.outputs() {
             let p = std::path::Path::new(&out);
-            if out.is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            if out.is_empty()
+                || p.is_absolute()
+                || p.components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
                 return Err(Invalid {
                     message: format!("output `{out}` must be a relative path inside `${{out}}`"),
-                    help: "name the file relative to the node's output directory, e.g. `results.json`".into(),
+                    help:
+                        "name the file relative to the node's output directory, e.g. `results.json`"
+                            .into(),
                 });
             }
         }
