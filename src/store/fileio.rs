@@ -56,20 +56,23 @@ pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
 
 /// Creates `dst` (which must not exist) with `src`'s content: a reflink where
 /// the file system supports it (btrfs, XFS), else a copy. Never a hard link:
-/// users edit materialized outputs, and objects must stay intact.
-pub(crate) fn clone_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
+/// users edit materialized outputs, and objects must stay intact. With
+/// `mtime`, the new file's modification time is set to it.
+pub(crate) fn clone_or_copy(src: &Path, dst: &Path, mtime: Option<SystemTime>) -> io::Result<()> {
     let mut from = File::open(src)?;
     let mut to = OpenOptions::new().write(true).create_new(true).mode(0o644).open(dst)?;
     // SAFETY: both descriptors are open for the duration of the call; FICLONE
     // takes the source descriptor as its argument.
     let rc = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) };
-    if rc == 0 {
-        return Ok(());
+    if rc != 0 {
+        // Not supported here (or across file systems): copy. std uses
+        // copy_file_range, which the kernel may still turn into a server-side copy.
+        io::copy(&mut from, &mut to)?;
     }
-    // Not supported here (or across file systems): copy. std uses
-    // copy_file_range, which the kernel may still turn into a server-side copy.
-    io::copy(&mut from, &mut to)?;
-    Ok(())
+    match mtime {
+        Some(mtime) => to.set_modified(mtime),
+        None => Ok(()),
+    }
 }
 
 /// Makes a file read-only for everyone (objects are never written after commit).
@@ -116,10 +119,12 @@ mod tests {
         let dst = dir.path().join("dst");
         fs::write(&src, b"object").unwrap();
         make_read_only(&src).unwrap();
-        clone_or_copy(&src, &dst).unwrap();
+        let mtime = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        clone_or_copy(&src, &dst, Some(mtime)).unwrap();
+        assert_eq!(fs::metadata(&dst).unwrap().modified().unwrap(), mtime);
         assert_eq!(fs::read(&dst).unwrap(), b"object");
         fs::write(&dst, b"edited").unwrap();
         assert_eq!(fs::read(&src).unwrap(), b"object");
-        assert!(clone_or_copy(&src, &dst).is_err(), "an existing destination is never overwritten");
+        assert!(clone_or_copy(&src, &dst, None).is_err(), "an existing destination is never overwritten");
     }
 }
