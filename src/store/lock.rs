@@ -114,3 +114,51 @@ fn acquire(path: &Path, mode: libc::c_int, blocking: bool) -> Result<Option<File
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{key, workspace};
+    use super::super::Store;
+
+    #[test]
+    fn a_key_lock_excludes_a_second_holder_until_dropped() {
+        let (dir, store) = workspace();
+        let other = Store::open(dir.path()).unwrap();
+        let held = store.lock_key(&key("k")).unwrap();
+        assert!(other.try_lock_key(&key("k")).unwrap().is_none());
+        assert!(store.try_lock_key(&key("k")).unwrap().is_none(), "threads of one process are excluded too");
+        assert!(other.try_lock_key(&key("another")).unwrap().is_some());
+        drop(held);
+        assert!(other.try_lock_key(&key("k")).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_blocked_locker_gets_the_lock_when_released() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let (dir, store) = workspace();
+        let held = store.lock_key(&key("k")).unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let (root, flag) = (dir.path().to_path_buf(), released.clone());
+        let waiter = std::thread::spawn(move || {
+            let other = Store::open(&root).unwrap();
+            let _lock = other.lock_key(&key("k")).unwrap();
+            flag.load(Ordering::SeqCst)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        released.store(true, Ordering::SeqCst);
+        drop(held);
+        assert!(waiter.join().unwrap(), "the waiter got the lock before it was released");
+    }
+
+    #[test]
+    fn removing_an_unheld_lock_file_keeps_exclusion() {
+        let (_dir, store) = workspace();
+        let path = store.lock_key(&key("k")).unwrap().path().to_path_buf();
+        assert!(super::remove_if_unheld(&path));
+        let held = store.lock_key(&key("k")).unwrap();
+        assert!(!super::remove_if_unheld(&path), "a held lock file is kept");
+        assert!(store.try_lock_key(&key("k")).unwrap().is_none());
+        drop(held);
+    }
+}

@@ -146,3 +146,77 @@ impl Store {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::super::test_support::{commit, workspace};
+    use super::super::{DamageKind, Store};
+
+    #[test]
+    fn verify_finds_tampered_and_missing_objects() {
+        let (_dir, store) = workspace();
+        assert!(store.verify().unwrap().is_empty());
+        let a = commit(&store, "a", "ka", &[("x.txt", "xxxx"), ("y.txt", "yyyy")]);
+        commit(&store, "b", "kb", &[("z.txt", "xxxx")]);
+        assert!(store.verify().unwrap().is_empty(), "a fresh store is intact");
+
+        let tampered = store.object_path(&a.outputs[0].hash);
+        fs::set_permissions(&tampered, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&tampered, "xxxX").unwrap();
+        let missing = store.object_path(&a.outputs[1].hash);
+        fs::remove_file(&missing).unwrap();
+
+        let damage = store.verify().unwrap();
+        assert_eq!(damage.len(), 2, "{damage:?}");
+        let corrupt = damage.iter().find(|d| d.object == tampered.display().to_string()).expect("tampered found");
+        assert_eq!(corrupt.kind, DamageKind::Corrupt { actual: crate::hash::ContentHash::of_bytes(b"xxxX") });
+        assert_eq!(corrupt.runs, ["a", "b"]);
+        let gone = damage.iter().find(|d| d.object == missing.display().to_string()).expect("missing found");
+        assert_eq!((&gone.kind, gone.runs.as_slice()), (&DamageKind::Missing, &["a".to_string()][..]));
+    }
+
+    #[test]
+    fn gc_removes_only_unreferenced_objects() {
+        let (dir, store) = workspace();
+        let kept = commit(&store, "a", "ka", &[("x.txt", "kept")]);
+        // An object placed by a commit whose transaction never happened.
+        let orphan = crate::hash::ContentHash::of_bytes(b"orphan!");
+        let orphan_path = store.object_path(&orphan);
+        fs::create_dir_all(orphan_path.parent().unwrap()).unwrap();
+        fs::write(&orphan_path, "orphan!").unwrap();
+        let stray = dir.path().join("cache/objects/zz/not-a-hash");
+        fs::create_dir_all(stray.parent().unwrap()).unwrap();
+        fs::write(&stray, "?").unwrap();
+        let _held = store.lock_key(&crate::hash::ContentHash::of_bytes(b"held")).unwrap();
+        drop(store.lock_key(&crate::hash::ContentHash::of_bytes(b"free")).unwrap());
+
+        let stats = store.gc().unwrap();
+        assert_eq!((stats.objects_removed, stats.bytes_freed), (2, 8));
+        assert_eq!(stats.locks_removed, 1, "the held lock file stays");
+        assert!(!orphan_path.exists() && !stray.exists());
+        assert!(store.object_path(&kept.outputs[0].hash).exists());
+        assert!(store.verify().unwrap().is_empty());
+        assert_eq!(store.gc().unwrap().objects_removed, 0);
+        let reopened = Store::open(dir.path()).unwrap();
+        assert!(reopened.load_states().unwrap()["a"].latest_success.is_some());
+    }
+
+    #[test]
+    fn gc_keeps_every_run_and_the_latest_attempt() {
+        let (_dir, store) = workspace();
+        let first = commit(&store, "n", "k1", &[("v.txt", "1")]);
+        commit(&store, "n", "k2", &[("v.txt", "2")]);
+        let failed = store.begin_attempt("n", &super::super::test_support::key("k3")).unwrap();
+        store.commit_failure(failed, "exit status 3").unwrap();
+        assert_eq!(store.gc().unwrap().objects_removed, 0, "superseded runs keep their objects");
+        assert!(store.object_path(&first.outputs[0].hash).exists());
+        let states = store.load_states().unwrap();
+        let attempt = states["n"].last_attempt.as_ref().unwrap();
+        assert_eq!(attempt.message.as_deref(), Some("exit status 3"));
+        let count: i64 = store.conn().query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, 1);
+    }
+}

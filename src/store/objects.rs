@@ -13,11 +13,13 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::error::{IoContext, StoreError};
 use rusqlite::TransactionBehavior;
 
-use super::fileio::{clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, remove_tree};
+use super::fileio::{clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, now_ns, remove_tree};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, OutputEntry, RunRecord};
 use super::runs::point_node_at;
@@ -52,11 +54,7 @@ impl Store {
         let mut outputs = Vec::with_capacity(staged.len());
         for (name, path) in &staged {
             let (hash, size) = self.ingest(path, &mut touched, true)?;
-            outputs.push(OutputEntry {
-                name: name.clone(),
-                hash,
-                size,
-            });
+            outputs.push(OutputEntry { name: name.clone(), hash, size });
         }
         let log = match new.log {
             Some(path) if path.is_file() => Some(self.ingest(path, &mut touched, true)?.0),
@@ -92,9 +90,7 @@ impl Store {
         new: &NewRun<'_>,
     ) -> Result<RunRecord, StoreError> {
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
         point_node_at(&tx, new.node_id, new.stage, &new.key).map_err(|e| self.db_err(e))?;
         tx.execute(
             "UPDATE attempts SET status = 'succeeded', finished_at_ms = ?2 WHERE id = ?1",
@@ -109,22 +105,12 @@ impl Store {
 
     /// Moves one staged file into `objects/` (or drops it when the object
     /// exists), adding the directories to fsync to `touched`.
-    pub(super) fn ingest(
-        &self,
-        staged: &Path,
-        touched: &mut BTreeSet<PathBuf>,
-        sync: bool,
-    ) -> Result<(ContentHash, u64), StoreError> {
+    pub(super) fn ingest(&self, staged: &Path, touched: &mut BTreeSet<PathBuf>, sync: bool) -> Result<(ContentHash, u64), StoreError> {
         let source = self.regular_source(staged)?;
-        let size = fs::metadata(&source)
-            .ctx("read metadata of", &source)?
-            .len();
+        let size = fs::metadata(&source).ctx("read metadata of", &source)?.len();
         let hash = self.hash_uncached(&source, size)?;
         let object = self.object_path(&hash);
-        if fs::metadata(&object)
-            .map(|m| m.len() == size)
-            .unwrap_or(false)
-        {
+        if fs::metadata(&object).map(|m| m.len() == size).unwrap_or(false) {
             return Ok((hash, size)); // same content committed before
         }
         make_read_only(&source).ctx("make read-only", &source)?;
@@ -151,13 +137,10 @@ impl Store {
         if !meta.file_type().is_symlink() {
             return Ok(staged.to_path_buf());
         }
-        let name = staged
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = staged.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let copy = staged.with_file_name(format!(".vitgraph-resolved-{name}"));
         let _ = fs::remove_file(&copy);
-        clone_or_copy(staged, &copy).ctx("copy", staged)?;
+        clone_or_copy(staged, &copy, None).ctx("copy", staged)?;
         Ok(copy)
     }
 
@@ -168,13 +151,7 @@ impl Store {
     pub fn materialize(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
         let (parent, name) = match (dest.parent(), dest.file_name()) {
             (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
-            _ => {
-                return Err(StoreError::io(
-                    "materialize into",
-                    dest,
-                    io::ErrorKind::InvalidInput.into(),
-                ))
-            }
+            _ => return Err(StoreError::io("materialize into", dest, io::ErrorKind::InvalidInput.into())),
         };
         fs::create_dir_all(parent).ctx("create directory", parent)?;
         let tmp = parent.join(format!("{name}.vitgraph-tmp-{}", std::process::id()));
@@ -189,6 +166,7 @@ impl Store {
     }
 
     pub(super) fn fill(&self, run: &RunRecord, dir: &Path) -> Result<(), StoreError> {
+        let mtime = self.materialized_mtime(run);
         for output in &run.outputs {
             check_name(&run.node_id, &output.name)?;
             let object = self.object_path(&output.hash);
@@ -196,7 +174,7 @@ impl Store {
             if let Some(sub) = target.parent() {
                 fs::create_dir_all(sub).ctx("create directory", sub)?;
             }
-            match clone_or_copy(&object, &target) {
+            match clone_or_copy(&object, &target, Some(mtime)) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !object.exists() => {
                     return Err(StoreError::MissingObject {
                         node_id: run.node_id.clone(),
@@ -211,11 +189,22 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The modification time given to materialized files: when the run ended,
+    /// but at least one racy window in the past. A later edit then always gets a
+    /// different mtime, even within the same timestamp tick, so the stat
+    /// recorded at materialization can be trusted without hashing.
+    fn materialized_mtime(&self, run: &RunRecord) -> SystemTime {
+        let window = self.racy_window_ns.load(Ordering::Relaxed);
+        let latest = now_ns() - window - 1_000_000;
+        let ended = run.started_at_ms.saturating_add(run.duration_ms).saturating_mul(1_000_000);
+        let ns = ended.min(latest).max(0) as u64;
+        UNIX_EPOCH + Duration::from_nanos(ns)
+    }
+}
+
 /// The staged path of each declared output, sorted and deduplicated by name.
-pub(super) fn declared_files(
-    new: &NewRun<'_>,
-    staging: &Path,
-) -> Result<Vec<(String, PathBuf)>, StoreError> {
+pub(super) fn declared_files(new: &NewRun<'_>, staging: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
     let mut names: Vec<&String> = new.outputs.iter().collect();
     names.sort();
     names.dedup();
@@ -226,17 +215,9 @@ pub(super) fn declared_files(
         let error = |missing: bool| {
             let (node_id, name, path) = (new.node_id.to_string(), name.clone(), path.clone());
             if missing {
-                StoreError::MissingOutput {
-                    node_id,
-                    name,
-                    path,
-                }
+                StoreError::MissingOutput { node_id, name, path }
             } else {
-                StoreError::OutputNotFile {
-                    node_id,
-                    name,
-                    path,
-                }
+                StoreError::OutputNotFile { node_id, name, path }
             }
         };
         match fs::metadata(&path) {
@@ -256,25 +237,15 @@ pub(super) fn check_name(node_id: &str, name: &str) -> Result<(), StoreError> {
     if inside {
         Ok(())
     } else {
-        Err(StoreError::BadOutputName {
-            node_id: node_id.to_string(),
-            name: name.to_string(),
-        })
+        Err(StoreError::BadOutputName { node_id: node_id.to_string(), name: name.to_string() })
     }
 }
 
 /// Replaces `dest` by `tmp`: an atomic exchange where the kernel has it, else
 /// two renames (dest is briefly absent, never half-written).
-pub(super) fn swap_into_place(
-    tmp: &Path,
-    dest: &Path,
-    parent: &Path,
-    name: &str,
-) -> Result<(), StoreError> {
+pub(super) fn swap_into_place(tmp: &Path, dest: &Path, parent: &Path, name: &str) -> Result<(), StoreError> {
     match fs::symlink_metadata(dest) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return fs::rename(tmp, dest).ctx("move into place", dest)
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return fs::rename(tmp, dest).ctx("move into place", dest),
         Err(e) => return Err(StoreError::io("read metadata of", dest, e)),
         Ok(_) => {}
     }
@@ -296,13 +267,7 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     let b = CString::new(b.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: both paths are NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
+        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
     };
     if rc == 0 {
         Ok(())
@@ -323,5 +288,177 @@ pub(super) fn remove_any(path: &Path) -> io::Result<()> {
         Ok(_) => fs::remove_file(path),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use serde_json::json;
+
+    use super::super::test_support::{commit, key, new_run, stage, workspace, write};
+    use super::super::{AttemptStatus, OutputCheck, StoreError};
+
+    #[test]
+    fn commit_then_load_round_trips_everything() {
+        let (dir, store) = workspace();
+        let staging = stage(&store, &[("v.txt", "1\n"), ("plots/a.svg", "<svg/>")]);
+        write(&staging.join("task.log"), "hello from the task\n");
+        write(&staging.join("scratch.tmp"), "not declared");
+        let outputs = vec!["v.txt".to_string(), "plots/a.svg".to_string()];
+        let (parts, env) = (json!({"spec": {"run": "echo"}, "inputs": {}}), json!({"gpu": "H100"}));
+        let attempt = store.begin_attempt("gen[i=0]", &key("k0")).unwrap();
+        let mut new = new_run("gen[i=0]", key("k0"), &parts, &outputs, &env);
+        let log = staging.join("task.log");
+        new.log = Some(&log);
+        let run = store.commit_success(attempt, new, &staging).unwrap();
+
+        assert!(!staging.exists(), "staging is removed after commit");
+        let names: Vec<&str> = run.outputs.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["plots/a.svg", "v.txt"]);
+        let object = store.object_path(&run.outputs[1].hash);
+        assert_eq!(std::fs::read_to_string(&object).unwrap(), "1\n");
+        assert_eq!(std::fs::metadata(&object).unwrap().permissions().mode() & 0o777, 0o444);
+        let log_object = store.object_path(&run.log.expect("log stored"));
+        assert_eq!(std::fs::read_to_string(log_object).unwrap(), "hello from the task\n");
+
+        let reopened = super::Store::open(dir.path()).unwrap();
+        let states = reopened.load_states().unwrap();
+        let state = &states["gen[i=0]"];
+        let loaded = state.latest_success.as_ref().expect("recorded");
+        assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
+        assert_eq!(loaded.outputs, run.outputs);
+        assert_eq!((&loaded.key_parts, &loaded.env), (&parts, &env));
+        assert_eq!((loaded.started_at_ms, loaded.duration_ms, loaded.log), (1, 2, run.log));
+        assert_eq!(loaded.manifest_hash(), run.manifest_hash());
+        let attempt = state.last_attempt.as_ref().unwrap();
+        assert_eq!((attempt.status, attempt.key), (AttemptStatus::Succeeded, key("k0")));
+        assert_eq!(reopened.run_for_key(&key("k0")).unwrap().unwrap().outputs, run.outputs);
+        assert!(reopened.run_for_key(&key("other")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_missing_declared_output_is_an_error_naming_it() {
+        let (_dir, store) = workspace();
+        let staging = stage(&store, &[("a.txt", "a")]);
+        let outputs = vec!["a.txt".to_string(), "sub/b.txt".to_string()];
+        let (parts, env) = (json!({}), json!({}));
+        let attempt = store.begin_attempt("n", &key("k")).unwrap();
+        let err = store.commit_success(attempt, new_run("n", key("k"), &parts, &outputs, &env), &staging).unwrap_err();
+        match &err {
+            StoreError::MissingOutput { node_id, name, path } => {
+                assert_eq!((node_id.as_str(), name.as_str()), ("n", "sub/b.txt"));
+                assert_eq!(path, &staging.join("sub/b.txt"));
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        assert!(err.to_string().contains("`sub/b.txt`"));
+        assert!(store.run_for_key(&key("k")).unwrap().is_none(), "nothing recorded");
+        assert!(staging.join("a.txt").exists(), "staging is kept for inspection");
+    }
+
+    #[test]
+    fn output_names_may_not_escape_the_output_directory() {
+        let (_dir, store) = workspace();
+        for bad in ["../x", "/etc/passwd", "", "a/../../b"] {
+            let staging = stage(&store, &[]);
+            let outputs = vec![bad.to_string()];
+            let (parts, env) = (json!({}), json!({}));
+            let attempt = store.begin_attempt("n", &key(bad)).unwrap();
+            let result = store.commit_success(attempt, new_run("n", key(bad), &parts, &outputs, &env), &staging);
+            assert!(matches!(result, Err(StoreError::BadOutputName { .. })), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn identical_content_is_stored_once() {
+        let (dir, store) = workspace();
+        let a = commit(&store, "a", "ka", &[("x.txt", "same"), ("y.txt", "same")]);
+        let b = commit(&store, "b", "kb", &[("z.txt", "same")]);
+        assert_eq!(a.outputs[0].hash, b.outputs[0].hash);
+        let shard = store.object_path(&b.outputs[0].hash).parent().unwrap().to_path_buf();
+        assert_eq!(std::fs::read_dir(shard).unwrap().count(), 1);
+        let objects: usize = walk_count(&dir.path().join("cache/objects"));
+        assert_eq!(objects, 1);
+    }
+
+    #[test]
+    fn a_key_is_recorded_once_and_shared_by_nodes_with_that_key() {
+        let (_dir, store) = workspace();
+        let first = commit(&store, "a", "k", &[("x.txt", "first")]);
+        let again = commit(&store, "b", "k", &[("x.txt", "second")]);
+        assert_eq!(again.outputs, first.outputs, "the existing record wins");
+        assert_eq!(again.node_id, "b");
+        let states = store.load_states().unwrap();
+        assert_eq!(states["a"].latest_success.as_ref().unwrap().key, key("k"));
+        assert_eq!(states["b"].latest_success.as_ref().unwrap().node_id, "b");
+        assert_eq!(states["b"].last_attempt.as_ref().unwrap().status, AttemptStatus::Succeeded);
+    }
+
+    #[test]
+    fn latest_success_follows_commit_order_and_materialize() {
+        let (dir, store) = workspace();
+        let old = commit(&store, "n", "k1", &[("v.txt", "1")]);
+        commit(&store, "n", "k2", &[("v.txt", "2")]);
+        assert_eq!(store.load_states().unwrap()["n"].latest_success.as_ref().unwrap().key, key("k2"));
+        // Reverting to k1 restores its run without running the task.
+        store.materialize(&old, &dir.path().join("out/n/n")).unwrap();
+        assert_eq!(store.load_states().unwrap()["n"].latest_success.as_ref().unwrap().key, key("k1"));
+    }
+
+    #[test]
+    fn materialize_replaces_an_existing_destination() {
+        let (dir, store) = workspace();
+        let dest = dir.path().join("out/gen/gen[i=0]");
+        write(&dest.join("stale.txt"), "left from an older run");
+        write(&dest.join("v.txt"), "old");
+        let run = commit(&store, "gen[i=0]", "k", &[("v.txt", "new"), ("plots/a.svg", "<svg/>")]);
+        store.materialize(&run, &dest).unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("v.txt")).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(dest.join("plots/a.svg")).unwrap(), "<svg/>");
+        assert!(!dest.join("stale.txt").exists());
+        let mode = std::fs::metadata(dest.join("v.txt")).unwrap().permissions().mode();
+        assert_ne!(mode & 0o200, 0, "materialized files are writable by the user");
+        let siblings: Vec<_> = std::fs::read_dir(dest.parent().unwrap()).unwrap().flatten().collect();
+        assert_eq!(siblings.len(), 1, "no temporary directory is left beside `dest`");
+        std::fs::write(dest.join("v.txt"), "edited").unwrap();
+        let object = store.object_path(&run.outputs[1].hash);
+        assert_eq!(std::fs::read_to_string(object).unwrap(), "new", "editing out/ never touches objects");
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("v.txt".into()));
+    }
+
+    #[test]
+    fn materialize_reports_a_missing_object() {
+        let (dir, store) = workspace();
+        let run = commit(&store, "n", "k", &[("v.txt", "x")]);
+        std::fs::remove_file(store.object_path(&run.outputs[0].hash)).unwrap();
+        let dest = dir.path().join("out/n/n");
+        let err = store.materialize(&run, &dest).unwrap_err();
+        assert!(matches!(err, StoreError::MissingObject { ref name, .. } if name == "v.txt"), "{err:?}");
+        assert!(!dest.exists());
+    }
+
+    #[test]
+    fn a_symlinked_output_is_stored_by_content() {
+        let (dir, store) = workspace();
+        let target = dir.path().join("data.csv");
+        write(&target, "a,b\n");
+        let staging = stage(&store, &[]);
+        std::os::unix::fs::symlink(&target, staging.join("data.csv")).unwrap();
+        let outputs = vec!["data.csv".to_string()];
+        let (parts, env) = (json!({}), json!({}));
+        let attempt = store.begin_attempt("n", &key("k")).unwrap();
+        let run = store.commit_success(attempt, new_run("n", key("k"), &parts, &outputs, &env), &staging).unwrap();
+        assert_eq!(std::fs::read_to_string(store.object_path(&run.outputs[0].hash)).unwrap(), "a,b\n");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "a,b\n", "the link target is untouched");
+    }
+
+    fn walk_count(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| if e.path().is_dir() { walk_count(&e.path()) } else { 1 })
+            .sum()
     }
 }

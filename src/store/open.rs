@@ -227,3 +227,93 @@ impl Store {
         self.racy_window_ns.store(ns, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::super::test_support::{key, workspace};
+    use super::super::AttemptStatus;
+    use super::*;
+
+    /// A pid that existed a moment ago and has exited (and been reaped). Its
+    /// start time is 1 tick after boot, so a quick reuse of the pid by another
+    /// process still reads as dead.
+    fn dead_owner() -> Owner {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn `true`");
+        let pid = child.id();
+        child.wait().expect("wait for `true`");
+        Owner::local(pid, 1)
+    }
+
+    #[test]
+    fn attempts_of_dead_processes_become_interrupted() {
+        let (dir, store) = workspace();
+        let dead = dead_owner();
+        store.begin_attempt_as(&dead, "dead", &key("k1")).unwrap();
+        store.begin_attempt("alive", &key("k2")).unwrap();
+        // Read-only views report it without writing.
+        let view = Store::open_existing(dir.path()).unwrap().expect("cache exists");
+        let states = view.load_states().unwrap();
+        assert_eq!(states["dead"].last_attempt.as_ref().unwrap().status, AttemptStatus::Interrupted);
+        assert_eq!(states["alive"].last_attempt.as_ref().unwrap().status, AttemptStatus::Running);
+
+        drop(Store::open(dir.path()).unwrap());
+        let status: String =
+            store.conn().query_row("SELECT status FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        assert_eq!(status, "interrupted");
+        let message: String =
+            store.conn().query_row("SELECT message FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        assert!(message.contains(&dead.pid.to_string()), "{message}");
+    }
+
+    #[test]
+    fn staging_leftovers_of_dead_processes_are_removed_on_open() {
+        let (dir, store) = workspace();
+        let mine = store.new_staging_dir().unwrap();
+        let other = store.new_staging_dir().unwrap();
+        assert_ne!(mine, other);
+        let dead = dead_owner();
+        let leftover = store.staging_host_dir().join(format!("{}0", dead.staging_prefix()));
+        fs::create_dir_all(leftover.join("sub")).unwrap();
+        fs::write(leftover.join("sub/partial.bin"), "half").unwrap();
+        let foreign = dir.path().join("cache/staging/another-host/1-1-0");
+        fs::create_dir_all(&foreign).unwrap();
+
+        drop(Store::open(dir.path()).unwrap());
+        assert!(!leftover.exists(), "dead owner's staging removed");
+        assert!(mine.exists() && other.exists(), "a live process's staging is kept");
+        assert!(foreign.exists(), "other hosts' staging is left alone");
+    }
+
+    #[test]
+    fn open_existing_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Store::open_existing(dir.path()).unwrap().is_none());
+        assert!(!dir.path().join("cache").exists());
+        drop(Store::open(dir.path()).unwrap());
+        let view = Store::open_existing(dir.path()).unwrap().expect("exists now");
+        assert!(view.load_states().unwrap().is_empty());
+        assert_eq!(view.root(), dir.path());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_advice() {
+        let (dir, store) = workspace();
+        store.conn().pragma_update(None, "user_version", 99).unwrap();
+        drop(store);
+        let err = Store::open(dir.path()).err().expect("refused");
+        assert!(matches!(err, StoreError::SchemaTooNew { found: 99, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_damaged_database_names_the_file_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("cache")).unwrap();
+        fs::write(dir.path().join("cache/state.sqlite"), vec![0x42u8; 8192]).unwrap();
+        let err = Store::open(dir.path()).err().expect("refused");
+        let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
+        assert!(err.to_string().contains("state.sqlite"), "{err}");
+        assert!(help.contains("move it aside"), "{help}");
+    }
+}

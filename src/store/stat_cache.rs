@@ -7,9 +7,11 @@
 //!
 //! A write that lands in the same timestamp tick as the stat we recorded leaves
 //! the stat unchanged ("racy" files, as git calls them). So an entry is trusted
-//! only when the file's ctime is older than the moment the entry was recorded by
-//! more than [`RACY_WINDOW_NS`]; a racy file is hashed again, and once the hash
-//! is re-recorded later it becomes trusted.
+//! only when the file's mtime is older than the moment the entry was recorded by
+//! more than [`RACY_WINDOW_NS`]: any later write sets the mtime to about the
+//! current time, which then differs. A racy file is hashed again, and once
+//! re-recorded after the window it is trusted. `materialize` sets the mtime of
+//! the files it writes a window in the past, so they are trusted at once.
 
 use std::collections::HashMap;
 use std::fs;
@@ -203,7 +205,7 @@ impl Store {
         let window = self.racy_window_ns.load(Ordering::Relaxed);
         let cache = self.stat_cache()?;
         Ok(cache.entries.get(key).and_then(|entry| {
-            let settled = stat.ctime_ns.max(stat.mtime_ns) < entry.recorded_ns - window;
+            let settled = stat.mtime_ns < entry.recorded_ns - window;
             (entry.stat == *stat && settled).then_some(entry.hash)
         }))
     }
@@ -291,4 +293,130 @@ pub(super) fn upsert_stat(
         entry.recorded_ns
     ])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::time::{Duration, SystemTime};
+
+    use super::super::test_support::{commit, workspace, write};
+    use super::super::{OutputCheck, Store};
+    use crate::hash::ContentHash;
+
+    /// A window short enough for tests; files are then made older than it.
+    const WINDOW_NS: i64 = 20_000_000;
+
+    fn settle() {
+        std::thread::sleep(Duration::from_nanos(2 * WINDOW_NS as u64));
+    }
+
+    #[test]
+    fn check_outputs_tells_intact_missing_and_modified() {
+        let (dir, store) = workspace();
+        store.set_racy_window_ns(WINDOW_NS);
+        let run = commit(&store, "n", "k", &[("a.txt", "alpha"), ("sub/b.txt", "beta")]);
+        let dest = dir.path().join("out/n/n");
+        store.materialize(&run, &dest).unwrap();
+        write(&dest.join("extra.txt"), "extra files are ignored");
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+
+        // Same size, same moment: only the racy rule or the hash can see it.
+        fs::write(dest.join("a.txt"), "ALPHA").unwrap();
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("a.txt".into()));
+        fs::write(dest.join("a.txt"), "alpha").unwrap();
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+
+        fs::remove_file(dest.join("sub/b.txt")).unwrap();
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Missing("sub/b.txt".into()));
+        fs::create_dir(dest.join("sub/b.txt")).unwrap();
+        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("sub/b.txt".into()));
+    }
+
+    #[test]
+    fn settled_outputs_are_checked_without_hashing() {
+        let (dir, store) = workspace();
+        store.set_racy_window_ns(WINDOW_NS);
+        let run = commit(&store, "n", "k", &[("a.txt", "alpha")]);
+        let dest = dir.path().join("out/n/n");
+        store.materialize(&run, &dest).unwrap();
+        // A fresh handle (a new command) sees the stats recorded by materialize.
+        let fresh = Store::open(dir.path()).unwrap();
+        fresh.set_racy_window_ns(WINDOW_NS);
+        fresh.load_states().unwrap();
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 0);
+
+        // Touching without a change: hashed once, intact, then trusted again.
+        let touched = SystemTime::now() - Duration::from_secs(3);
+        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(touched).unwrap();
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 1);
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 1);
+        // Touched to now (racy): hashed until its mtime is a window old.
+        let now = SystemTime::now();
+        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(now).unwrap();
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 2);
+        settle();
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 3);
+        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(fresh.hashes_computed(), 3);
+    }
+
+    #[test]
+    fn outputs_of_another_run_in_dest_are_modified_without_hashing() {
+        let (dir, store) = workspace();
+        store.set_racy_window_ns(WINDOW_NS);
+        let old = commit(&store, "n", "k1", &[("v.txt", "1")]);
+        let new = commit(&store, "n", "k2", &[("v.txt", "2")]);
+        let dest = dir.path().join("out/n/n");
+        store.materialize(&old, &dest).unwrap();
+        let before = store.hashes_computed();
+        assert_eq!(store.check_outputs(&new, &dest).unwrap(), OutputCheck::Modified("v.txt".into()));
+        assert_eq!(store.hashes_computed(), before);
+    }
+
+    #[test]
+    fn the_stat_cache_avoids_rehashing_and_sees_changes() {
+        let (dir, store) = workspace();
+        store.set_racy_window_ns(WINDOW_NS);
+        let input = dir.path().join("inputs/model.cfg");
+        write(&input, "depth=6");
+        assert_eq!(store.hash_file(&dir.path().join("inputs/none")).unwrap(), None);
+        let first = store.hash_file(&input).unwrap().unwrap();
+        assert_eq!(first, ContentHash::of_bytes(b"depth=6"));
+        // Still racy (written a moment ago): hashed again, then trusted.
+        settle();
+        store.hash_file(&input).unwrap();
+        let hashed = store.hashes_computed();
+        assert_eq!(store.hash_file(&input).unwrap(), Some(first));
+        assert_eq!(store.hashes_computed(), hashed, "unchanged stat: no hash");
+
+        // Same size, written right away: must not be served from the cache.
+        fs::write(&input, "depth=8").unwrap();
+        assert_eq!(store.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+
+        // Persisted: a new handle trusts the flushed entry.
+        settle();
+        store.hash_file(&input).unwrap();
+        store.flush_stat_cache().unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        fresh.set_racy_window_ns(WINDOW_NS);
+        assert_eq!(fresh.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+        assert_eq!(fresh.hashes_computed(), 0);
+    }
+
+    #[test]
+    fn hash_file_rejects_directories_and_handles_large_files() {
+        let (dir, store) = workspace();
+        let err = store.hash_file(dir.path()).unwrap_err();
+        assert!(matches!(err, super::StoreError::NotAFile { .. }));
+        let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
+        let path = dir.path().join("big.bin");
+        fs::write(&path, &big).unwrap();
+        assert_eq!(store.hash_file(&path).unwrap(), Some(ContentHash::of_bytes(&big)));
+    }
 }
