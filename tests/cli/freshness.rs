@@ -44,8 +44,14 @@ fn spec_changed_shows_the_param_diff() {
     let ws = chain();
     ws.run(&["build"]);
     let r = ws.reasons("double[i=1]", &["-p", "scale=5"]);
-    assert_eq!(r, [("spec_changed".to_string(), "scale: 2 → 5".to_string())]);
-    assert!(ws.reasons("gen[i=1]", &["-p", "scale=5"]).is_empty(), "gen does not use scale");
+    assert_eq!(
+        r,
+        [("spec_changed".to_string(), "scale: 2 → 5".to_string())]
+    );
+    assert!(
+        ws.reasons("gen[i=1]", &["-p", "scale=5"]).is_empty(),
+        "gen does not use scale"
+    );
 }
 
 #[test]
@@ -53,36 +59,76 @@ fn input_changed_names_the_path_and_upstream_changed_the_node() {
     let ws = chain();
     ws.run(&["build"]);
     ws.write("data.txt", "b\n");
-    assert_eq!(ws.reasons("gen[i=1]", &[]), [("input_changed".to_string(), "data.txt".to_string())]);
-    assert_eq!(ws.reasons("double[i=1]", &[]), [("upstream_changed".to_string(), "gen[i=1] (stale)".to_string())]);
+    assert_eq!(
+        ws.reasons("gen[i=1]", &[]),
+        [("input_changed".to_string(), "data.txt".to_string())]
+    );
+    assert_eq!(
+        ws.reasons("double[i=1]", &[]),
+        [(
+            "upstream_changed".to_string(),
+            "gen[i=1] (stale)".to_string()
+        )]
+    );
     // Rebuild only the upstream: the dependent now sees a changed manifest.
     assert_eq!(ws.run(&["build", "gen"]).code(), 0);
-    assert_eq!(ws.reasons("double[i=1]", &[]), [("upstream_changed".to_string(), "gen[i=1]".to_string())]);
+    assert_eq!(
+        ws.reasons("double[i=1]", &[]),
+        [("upstream_changed".to_string(), "gen[i=1]".to_string())]
+    );
     std::fs::remove_file(ws.path().join("data.txt")).unwrap();
-    assert_eq!(ws.reasons("gen[i=2]", &[]), [("input_changed".to_string(), "data.txt (missing)".to_string())]);
+    assert_eq!(
+        ws.reasons("gen[i=2]", &[]),
+        [(
+            "input_changed".to_string(),
+            "data.txt (missing)".to_string()
+        )]
+    );
 }
 
 #[test]
 fn failed_and_output_missing_and_output_modified() {
-    let ws = Ws::new(&[("p.ron", r#"Pipeline(stages: {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
         "bad": Stage(task: Command(run: "echo oops >&2; exit 3", outputs: ["x"])),
         "good": Stage(task: Command(run: "echo good >> side.log; echo hi > ${out}/x.txt", outputs: ["x.txt"])),
-    })"#)]);
+    })"#,
+    )]);
     let r = ws.run(&["build", "-k"]);
     assert_eq!(r.code(), 1);
     let reasons = ws.reasons("bad", &[]);
     assert_eq!(kinds(&reasons), ["failed"]);
-    assert!(reasons[0].1.contains("exited with status 3") && reasons[0].1.contains("oops"), "{reasons:?}");
+    assert!(
+        reasons[0].1.contains("exited with status 3") && reasons[0].1.contains("oops"),
+        "{reasons:?}"
+    );
 
     std::fs::remove_file(ws.path().join("out/good/good/x.txt")).unwrap();
-    assert_eq!(ws.reasons("good", &[]), [("output_missing".to_string(), "out/good/good/x.txt".to_string())]);
+    assert_eq!(
+        ws.reasons("good", &[]),
+        [(
+            "output_missing".to_string(),
+            "out/good/good/x.txt".to_string()
+        )]
+    );
     let r = ws.run(&["build", "good", "--json"]);
-    assert_eq!(r.nodes_with("cached"), ["good"], "restored from the store, not re-run");
+    assert_eq!(
+        r.nodes_with("cached"),
+        ["good"],
+        "restored from the store, not re-run"
+    );
     assert_eq!(ws.log_lines().len(), 1);
     assert_eq!(ws.read("out/good/good/x.txt"), "hi\n");
 
     ws.write("out/good/good/x.txt", "HI\n");
-    assert_eq!(ws.reasons("good", &[]), [("output_modified".to_string(), "out/good/good/x.txt".to_string())]);
+    assert_eq!(
+        ws.reasons("good", &[]),
+        [(
+            "output_modified".to_string(),
+            "out/good/good/x.txt".to_string()
+        )]
+    );
     // Same size, same content after a rewrite: intact again.
     ws.write("out/good/good/x.txt", "hi\n");
     assert!(ws.reasons("good", &[]).is_empty());
@@ -90,15 +136,44 @@ fn failed_and_output_missing_and_output_modified() {
 
 #[test]
 fn env_changed_names_the_facet() {
-    let ws = Ws::new(&[("g.ron", r#"Pipeline(stages: {
+    let ws = Ws::new(&[(
+        "g.ron",
+        r#"Pipeline(stages: {
         "bench": Stage(task: Command(run: "echo $CUDA_VISIBLE_DEVICES > ${out}/gpu.txt", outputs: ["gpu.txt"], resources: (gpus: 1))),
-    })"#)]);
-    let build = ws.cmd(&["build", "--gpus", "3"]).env("VITGRAPH_FAKE_ENV", r#"{"gpu":"H100","driver_major":"570"}"#).output().unwrap();
-    assert_eq!(build.status.code(), Some(0), "{}", String::from_utf8_lossy(&build.stderr));
-    assert_eq!(ws.read("out/bench/bench/gpu.txt"), "3\n", "the leased GPU reaches the task");
-    let out = ws.cmd(&["status", "--json"]).env("VITGRAPH_FAKE_ENV", r#"{"gpu":"H100","driver_major":"580"}"#).output().unwrap();
+    })"#,
+    )]);
+    let build = ws
+        .cmd(&["build", "--gpus", "3"])
+        .env(
+            "VITGRAPH_FAKE_ENV",
+            r#"{"gpu":"H100","driver_major":"570"}"#,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        build.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert_eq!(
+        ws.read("out/bench/bench/gpu.txt"),
+        "3\n",
+        "the leased GPU reaches the task"
+    );
+    let out = ws
+        .cmd(&["status", "--json"])
+        .env(
+            "VITGRAPH_FAKE_ENV",
+            r#"{"gpu":"H100","driver_major":"580"}"#,
+        )
+        .output()
+        .unwrap();
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(s["nodes"][0]["reasons"], serde_json::json!([{"kind": "env_changed", "detail": "driver_major 570 → 580"}]));
+    assert_eq!(
+        s["nodes"][0]["reasons"],
+        serde_json::json!([{"kind": "env_changed", "detail": "driver_major 570 → 580"}])
+    );
 }
 
 #[test]
@@ -126,16 +201,32 @@ fn task_version_changed_after_an_older_recording() {
         .unwrap();
     }
     drop(db);
-    assert_eq!(ws.reasons("gen[i=1]", &[]), [("task_version_changed".to_string(), "Command 0 → Command 1".to_string())]);
+    assert_eq!(
+        ws.reasons("gen[i=1]", &[]),
+        [(
+            "task_version_changed".to_string(),
+            "Command 0 → Command 1".to_string()
+        )]
+    );
 }
 
 /// The table and column where the store keeps each run's key parts.
 fn recorded_parts_column(db: &rusqlite::Connection) -> (String, String) {
-    let tables: Vec<String> =
-        db.prepare("SELECT name FROM sqlite_master WHERE type='table'").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type='table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     for t in tables {
-        let cols: Vec<String> =
-            db.prepare(&format!("PRAGMA table_info({t})")).unwrap().query_map([], |r| r.get(1)).unwrap().map(Result::unwrap).collect();
+        let cols: Vec<String> = db
+            .prepare(&format!("PRAGMA table_info({t})"))
+            .unwrap()
+            .query_map([], |r| r.get(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         if let Some(c) = cols.iter().find(|c| c.contains("key_parts")) {
             return (t, c.clone());
         }
@@ -145,10 +236,13 @@ fn recorded_parts_column(db: &rusqlite::Connection) -> (String, String) {
 
 #[test]
 fn early_cutoff_keeps_dependents_fresh() {
-    let ws = Ws::new(&[("c.ron", r#"Pipeline(params: {"note": "a"}, stages: {
+    let ws = Ws::new(&[(
+        "c.ron",
+        r#"Pipeline(params: {"note": "a"}, stages: {
         "gen": Stage(task: Command(run: "echo gen >> side.log; echo ${note} > /dev/null; echo same > ${out}/v.txt", outputs: ["v.txt"])),
         "use": Stage(for_each: "gen", task: Command(run: "echo use >> side.log; cat ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),
-    })"#)]);
+    })"#,
+    )]);
     assert_eq!(ws.run(&["build"]).code(), 0);
     let r = ws.run(&["build", "--json", "-p", "note=b"]);
     assert_eq!(r.code(), 0);
@@ -186,5 +280,9 @@ fn tampered_store_object_is_named_by_verify() {
     let r = ws.run(&["verify"]);
     assert_eq!(r.code(), 1);
     let name = victim.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(r.stdout().contains(&name), "verify names {name}: {}", r.stdout());
+    assert!(
+        r.stdout().contains(&name),
+        "verify names {name}: {}",
+        r.stdout()
+    );
 }

@@ -37,7 +37,11 @@ impl Ws {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        c.arg("-C").arg(self.path()).args(args).env("NO_COLOR", "1").env("VITGRAPH_NO_PROGRESS", "1");
+        c.arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_NO_PROGRESS", "1");
         c
     }
 
@@ -57,12 +61,22 @@ impl Ws {
     /// (kind, detail) reasons of one node in `status --json`.
     pub fn reasons(&self, id: &str, extra: &[&str]) -> Vec<(String, String)> {
         let s = self.status(extra);
-        let node = s["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap_or_else(|| panic!("no node {id} in {s}"));
+        let node = s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap_or_else(|| panic!("no node {id} in {s}"));
         node["reasons"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["kind"].as_str().unwrap().to_string(), r["detail"].as_str().unwrap().to_string()))
+            .map(|r| {
+                (
+                    r["kind"].as_str().unwrap().to_string(),
+                    r["detail"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     }
 
@@ -99,13 +113,20 @@ impl Run {
 
     /// `build --json` events as parsed objects.
     pub fn events(&self) -> Vec<serde_json::Value> {
-        self.stdout().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        self.stdout()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// Node ids of events of one kind.
     pub fn nodes_with(&self, event: &str) -> Vec<String> {
-        let mut v: Vec<String> =
-            self.events().iter().filter(|e| e["event"] == event).map(|e| e["node"].as_str().unwrap_or("").to_string()).collect();
+        let mut v: Vec<String> = self
+            .events()
+            .iter()
+            .filter(|e| e["event"] == event)
+            .map(|e| e["node"].as_str().unwrap_or("").to_string())
+            .collect();
         v.sort();
         v
     }

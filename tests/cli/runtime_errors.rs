@@ -3,7 +3,12 @@
 use super::harness::Ws;
 
 fn one(run: &str, outputs: &str) -> Ws {
-    Ws::new(&[("p.ron", &format!(r#"Pipeline(stages: {{ "n": Stage(task: Command(run: "{run}", outputs: [{outputs}])) }})"#))])
+    Ws::new(&[(
+        "p.ron",
+        &format!(
+            r#"Pipeline(stages: {{ "n": Stage(task: Command(run: "{run}", outputs: [{outputs}])) }})"#
+        ),
+    )])
 }
 
 #[test]
@@ -11,8 +16,17 @@ fn failing_command_reports_status_and_log_tail() {
     let ws = one("echo preparing; echo boom >&2; exit 4", r#""x""#);
     let r = ws.run(&["build"]);
     assert_eq!(r.code(), 1);
-    assert!(r.stderr().contains("`n` failed: the task exited with status 4"), "{}", r.stderr());
-    assert!(r.stderr().contains("boom"), "log tail shown: {}", r.stderr());
+    assert!(
+        r.stderr()
+            .contains("`n` failed: the task exited with status 4"),
+        "{}",
+        r.stderr()
+    );
+    assert!(
+        r.stderr().contains("boom"),
+        "log tail shown: {}",
+        r.stderr()
+    );
     assert!(r.stderr().contains("cache/logs/n/n.log"), "{}", r.stderr());
     assert_eq!(ws.run(&["verify"]).code(), 0);
 }
@@ -23,7 +37,10 @@ fn missing_declared_output_is_named() {
     let r = ws.run(&["build"]);
     assert_eq!(r.code(), 1);
     assert!(r.stderr().contains("b.txt"), "{}", r.stderr());
-    assert!(!ws.path().join("out/n").exists(), "nothing half-materialized");
+    assert!(
+        !ws.path().join("out/n").exists(),
+        "nothing half-materialized"
+    );
     assert_eq!(ws.reasons("n", &[])[0].0, "failed");
 }
 
@@ -37,14 +54,21 @@ fn command_not_found_says_so() {
 
 #[test]
 fn dependents_of_a_failure_are_skipped_and_keep_going_builds_the_rest() {
-    let ws = Ws::new(&[("p.ron", r#"Pipeline(stages: {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
         "a": Stage(task: Command(run: "exit 1")),
         "b": Stage(for_each: "a", task: Command(run: "true")),
         "c": Stage(task: Command(run: "echo c > ${out}/c.txt", outputs: ["c.txt"])),
-    })"#)]);
+    })"#,
+    )]);
     let r = ws.run(&["build", "-k"]);
     assert_eq!(r.code(), 1);
-    assert!(r.stderr().contains("skipped b: `a` failed"), "{}", r.stderr());
+    assert!(
+        r.stderr().contains("skipped b: `a` failed"),
+        "{}",
+        r.stderr()
+    );
     assert_eq!(ws.read("out/c/c/c.txt"), "c\n");
 }
 
@@ -81,13 +105,27 @@ fn full_disk_while_recording_keeps_the_store_consistent() {
     )
     .unwrap();
     let run = |args: &[&str]| {
-        std::process::Command::new(super::harness::BIN).arg("-C").arg(root).args(args).env("NO_COLOR", "1").output().unwrap()
+        std::process::Command::new(super::harness::BIN)
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
     };
     let r = run(&["build"]);
     let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
     assert_eq!(r.status.code(), Some(1), "{stderr}");
-    assert!(stderr.to_lowercase().contains("no space") || stderr.contains("disk"), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("no space") || stderr.contains("disk"),
+        "{stderr}"
+    );
     let v = run(&["verify"]);
-    assert_eq!(v.status.code(), Some(0), "store consistent after ENOSPC: {}", String::from_utf8_lossy(&v.stdout));
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "store consistent after ENOSPC: {}",
+        String::from_utf8_lossy(&v.stdout)
+    );
     let _ = std::process::Command::new("umount").arg(root).status();
 }
