@@ -159,7 +159,7 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
     let recorded: Option<RecordedParts> =
-        last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
+        last.and_then(|r| r.key_parts.parse());
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
         _ => "stale",

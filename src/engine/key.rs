@@ -11,14 +11,15 @@ use crate::hash::ContentHash;
 
 /// Everything a node's result may depend on — and nothing else (no mtimes,
 /// no absolute paths).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyParts {
     /// Task kind (`Command`, `Vit`, …).
     pub kind: String,
     /// The task implementation's version number.
     pub version: u32,
-    /// The fully substituted task spec (`${out}`/`${needs.S}` left symbolic).
-    pub spec: serde_json::Value,
+    /// The fully substituted task spec (`${out}`/`${needs.S}` left symbolic),
+    /// as canonical JSON text (struct fields in declaration order, maps sorted).
+    pub spec: Box<serde_json::value::RawValue>,
     /// Content hash of every declared workspace input, by path.
     pub inputs: BTreeMap<String, ContentHash>,
     /// Output manifest hash of every upstream node, by node id.
@@ -29,12 +30,35 @@ pub struct KeyParts {
     pub env: BTreeMap<String, String>,
 }
 
+impl PartialEq for KeyParts {
+    fn eq(&self, other: &KeyParts) -> bool {
+        self.kind == other.kind
+            && self.version == other.version
+            && self.spec.get() == other.spec.get()
+            && self.inputs == other.inputs
+            && self.upstream == other.upstream
+            && self.env == other.env
+    }
+}
+
 impl KeyParts {
     pub fn key(&self) -> ContentHash {
-        // Serializing plain maps and strings cannot fail.
-        let bytes = serde_json::to_vec(self).unwrap_or_default();
-        ContentHash::of_bytes(&bytes)
+        let mut hasher = blake3::Hasher::new();
+        // Writing plain maps and strings into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut hasher, self);
+        ContentHash(*hasher.finalize().as_bytes())
     }
+
+    /// The spec as a JSON tree (for diffs and display).
+    pub fn spec_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.spec.get()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Canonical JSON text of a serializable value, as a raw JSON value.
+pub fn raw_json<T: Serialize>(value: &T) -> Box<serde_json::value::RawValue> {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    serde_json::value::RawValue::from_string(text).unwrap_or_else(|_| serde_json::value::RawValue::from_string("null".into()).unwrap())
 }
 
 /// What is stored with a run besides its key: the parts, and the params the
@@ -98,7 +122,7 @@ mod tests {
         KeyParts {
             kind: "Command".into(),
             version: 1,
-            spec: serde_json::json!({"run": "echo 1", "outputs": ["v.txt"]}),
+            spec: raw_json(&serde_json::json!({"run": "echo 1", "outputs": ["v.txt"]})),
             inputs: BTreeMap::new(),
             upstream: BTreeMap::new(),
             env: BTreeMap::new(),
@@ -110,8 +134,10 @@ mod tests {
         let a = parts();
         assert_eq!(a.key(), parts().key());
         let mut b = parts();
-        b.spec = serde_json::json!({"outputs": ["v.txt"], "run": "echo 1"});
+        b.spec = raw_json(&serde_json::json!({"outputs": ["v.txt"], "run": "echo 1"}));
         assert_eq!(a.key(), b.key(), "object key order must not matter");
+        b.spec = raw_json(&serde_json::json!({"outputs": ["v.txt"], "run": "echo 2"}));
+        assert_ne!(a.key(), b.key());
         b.version = 2;
         assert_ne!(a.key(), b.key());
         let mut c = parts();

@@ -135,7 +135,7 @@ impl<'a> Evaluator<'a> {
         Ok(KeyParts {
             kind: node.task.kind().to_string(),
             version: node.task.version(),
-            spec: serde_json::to_value(&node.task).unwrap_or_default(),
+            spec: super::key::raw_json(&node.task),
             inputs,
             upstream,
             env,
@@ -184,24 +184,17 @@ impl<'a> Evaluator<'a> {
     ) -> Result<Evaluation, StoreError> {
         let state = self.states.get(&node.id);
         let last = state.and_then(|s| s.latest_success.as_ref());
-        let recorded: Option<RecordedParts> =
-            last.and_then(|r| serde_json::from_value(r.key_parts.clone()).ok());
-        let pending: Vec<&String> = upstream
-            .iter()
-            .filter(|(_, h)| h.is_none())
-            .map(|(id, _)| id)
-            .collect();
-
-        // Upstream manifests; a pending upstream borrows its recorded value so the
-        // other parts can still be compared.
+        let pending: Vec<&String> = upstream.iter().filter(|(_, h)| h.is_none()).map(|(id, _)| id).collect();
+        // The recorded parts are parsed only when needed: to compare parts of a
+        // stale node, or to fill in the manifests of upstream nodes still pending.
+        let mut recorded: Option<RecordedParts> = None;
+        if !pending.is_empty() {
+            recorded = last.and_then(|r| r.key_parts.parse());
+        }
         let mut manifests = BTreeMap::new();
         for (id, h) in upstream {
             let value = h
-                .or_else(|| {
-                    recorded
-                        .as_ref()
-                        .and_then(|r| r.parts.upstream.get(id).copied())
-                })
+                .or_else(|| recorded.as_ref().and_then(|r| r.parts.upstream.get(id).copied()))
                 .unwrap_or(ContentHash([0; 32]));
             manifests.insert(id.clone(), value);
         }
@@ -260,6 +253,9 @@ impl<'a> Evaluator<'a> {
                     verdict: Verdict::Restore(last.clone(), vec![r]),
                 },
             });
+        }
+        if recorded.is_none() {
+            recorded = last.key_parts.parse();
         }
         if let Some(rec) = &recorded {
             diff_parts(node, rec, &parts, &pending, &mut reasons);
@@ -341,7 +337,7 @@ fn diff_parts(
                 old.kind, old.version, now.kind, now.version
             ),
         ));
-    } else if old.spec != now.spec {
+    } else if old.spec.get() != now.spec.get() && old.spec_value() != now.spec_value() {
         let params_now: BTreeMap<String, serde_json::Value> = node
             .params
             .iter()
@@ -355,7 +351,7 @@ fn diff_parts(
             &mut lines,
         );
         if lines.is_empty() {
-            json_diff("", &old.spec, &now.spec, &mut lines);
+            json_diff("", &old.spec_value(), &now.spec_value(), &mut lines);
         }
         out.push(Reason::new(ReasonKind::SpecChanged, lines.join("; ")));
     }

@@ -30,7 +30,7 @@ pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub use lock::KeyLock;
 pub use open::Store;
-pub use record::{
+pub use record::{RawJson, 
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
     NodeState, OutputCheck, OutputEntry, RunRecord,
 };

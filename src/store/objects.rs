@@ -67,9 +67,9 @@ impl Store {
             node_id: new.node_id.to_string(),
             stage: new.stage.to_string(),
             key: new.key,
-            key_parts: new.key_parts.clone(),
+            key_parts: new.key_parts.into(),
             outputs,
-            env: new.env.clone(),
+            env: new.env.into(),
             started_at_ms: new.started_at_ms,
             duration_ms: new.duration_ms,
             log,
@@ -329,7 +329,7 @@ mod tests {
         let loaded = state.latest_success.as_ref().expect("recorded");
         assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
         assert_eq!(loaded.outputs, run.outputs);
-        assert_eq!((&loaded.key_parts, &loaded.env), (&parts, &env));
+        assert_eq!((loaded.key_parts.value(), loaded.env.value()), (parts.clone(), env.clone()));
         assert_eq!((loaded.started_at_ms, loaded.duration_ms, loaded.log), (1, 2, run.log));
         assert_eq!(loaded.manifest_hash(), run.manifest_hash());
         let attempt = state.last_attempt.as_ref().unwrap();

@@ -31,13 +31,35 @@ pub struct RunRecord {
     pub node_id: String,
     pub stage: String,
     pub key: ContentHash,
-    pub key_parts: serde_json::Value,
+    /// The key's parts, as recorded (parsed only where a diff is needed).
+    pub key_parts: RawJson,
     /// Sorted by name.
     pub outputs: Vec<OutputEntry>,
-    pub env: serde_json::Value,
+    pub env: RawJson,
     pub started_at_ms: i64,
     pub duration_ms: i64,
     pub log: Option<ContentHash>,
+}
+
+/// JSON text kept as it was stored. Loading thousands of runs for `status`
+/// must not build a JSON tree per run; callers parse the few they need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawJson(pub String);
+
+impl RawJson {
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(&self.0).ok()
+    }
+}
+
+impl From<&serde_json::Value> for RawJson {
+    fn from(v: &serde_json::Value) -> RawJson {
+        RawJson(v.to_string())
+    }
 }
 
 impl RunRecord {

@@ -11,7 +11,7 @@ use super::error::StoreError;
 use super::fileio::now_ms;
 use super::open::Store;
 use super::owner::{Liveness, Owner};
-use super::record::{Attempt, AttemptId, AttemptStatus, NodeState, OutputEntry, RunRecord};
+use super::record::{RawJson, Attempt, AttemptId, AttemptStatus, NodeState, OutputEntry, RunRecord};
 use crate::hash::ContentHash;
 
 /// The columns `decode_run` reads, in order (after the node id and stage).
@@ -152,8 +152,8 @@ impl Store {
                 &run.key.0[..],
                 run.node_id,
                 run.stage,
-                run.key_parts.to_string(),
-                run.env.to_string(),
+                run.key_parts.0,
+                run.env.0,
                 outputs,
                 run.log.map(|h| h.0.to_vec()),
                 run.started_at_ms,
@@ -204,10 +204,8 @@ impl Store {
             node_id: row.get(0).map_err(db)?,
             stage: row.get(1).map_err(db)?,
             key: self.hash_column(row.get(2).map_err(db)?)?,
-            key_parts: serde_json::from_str(&key_parts)
-                .map_err(|e| self.damaged(format!("key parts: {e}")))?,
-            env: serde_json::from_str(&env)
-                .map_err(|e| self.damaged(format!("environment: {e}")))?,
+            key_parts: RawJson(key_parts),
+            env: RawJson(env),
             outputs: serde_json::from_str::<Vec<OutputEntry>>(&outputs)
                 .map_err(|e| self.damaged(format!("outputs: {e}")))?,
             log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
