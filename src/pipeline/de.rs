@@ -45,7 +45,12 @@ impl DeError {
     }
 
     pub fn new(message: impl Into<String>, span: Span, help: Option<String>) -> DeError {
-        DeError { message: message.into(), span: Some(span), help, origin: None }
+        DeError {
+            message: message.into(),
+            span: Some(span),
+            help,
+            origin: None,
+        }
     }
 }
 
@@ -59,15 +64,32 @@ impl std::error::Error for DeError {}
 
 impl de::Error for DeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        DeError { message: msg.to_string(), span: None, help: None, origin: None }
+        DeError {
+            message: msg.to_string(),
+            span: None,
+            help: None,
+            origin: None,
+        }
     }
 
     fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Self::custom(format_args!("expected {exp}, found {unexp}"))
+        let (expected, help) = expected_words(&exp.to_string());
+        DeError {
+            message: format!("expected {expected}, found {}", found_words(unexp)),
+            span: None,
+            help,
+            origin: None,
+        }
     }
 
     fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Self::custom(format_args!("invalid value {unexp}: expected {exp}"))
+        let (expected, help) = expected_words(&exp.to_string());
+        DeError {
+            message: format!("invalid value {}: expected {expected}", found_words(unexp)),
+            span: None,
+            help,
+            origin: None,
+        }
     }
 
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
@@ -75,7 +97,12 @@ impl de::Error for DeError {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("the fields here are: {}", list(expected)),
         };
-        DeError { message: format!("unknown field `{field}`"), span: None, help: Some(help), origin: None }
+        DeError {
+            message: format!("unknown field `{field}`"),
+            span: None,
+            help: Some(help),
+            origin: None,
+        }
     }
 
     fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
@@ -83,7 +110,12 @@ impl de::Error for DeError {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("expected one of: {}", list(expected)),
         };
-        DeError { message: format!("unknown variant `{variant}`"), span: None, help: Some(help), origin: None }
+        DeError {
+            message: format!("unknown variant `{variant}`"),
+            span: None,
+            help: Some(help),
+            origin: None,
+        }
     }
 
     fn missing_field(field: &'static str) -> Self {
@@ -96,13 +128,59 @@ impl de::Error for DeError {
     }
 }
 
+/// serde's name for an expected type, in the words of a pipeline file, with a hint.
+fn expected_words(exp: &str) -> (String, Option<String>) {
+    let (words, help) = match exp {
+        "u8" | "u16" | "u32" | "u64" | "usize" => (
+            "a non-negative integer",
+            "write a whole number such as `1`, without quotes",
+        ),
+        "i8" | "i16" | "i32" | "i64" | "isize" => (
+            "an integer",
+            "write a whole number such as `-1` or `2`, without quotes",
+        ),
+        "f32" | "f64" => ("a number", "write a number such as `0.5`, without quotes"),
+        "a boolean" => ("a bool", "write `true` or `false`, without quotes"),
+        "a sequence" => ("a list", "write a list in brackets: `[\"a\", \"b\"]`"),
+        other => return (other.to_string(), None),
+    };
+    (words.to_string(), Some(help.to_string()))
+}
+
+/// serde's description of an unexpected value, in the words of a pipeline file.
+fn found_words(unexp: de::Unexpected<'_>) -> String {
+    use de::Unexpected as U;
+    match unexp {
+        U::Bool(b) => format!("the bool `{b}`"),
+        U::Unsigned(i) => format!("the integer `{i}`"),
+        U::Signed(i) => format!("the integer `{i}`"),
+        U::Float(x) => format!("the number `{x}`"),
+        U::Str(s) => format!("the string \"{s}\""),
+        U::Seq => "a list".to_string(),
+        U::Map => "a map".to_string(),
+        U::Unit => "`()`".to_string(),
+        other => other.to_string(),
+    }
+}
+
 fn list(names: &[&str]) -> String {
-    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Deserializes `T` from `node`, substituting params visible in `scope`.
-pub fn from_node<'s, T: de::DeserializeOwned>(node: &Node, scope: &Scope<'s>) -> Result<T, DeError> {
-    T::deserialize(De { node, scope, literal: false })
+pub fn from_node<'s, T: de::DeserializeOwned>(
+    node: &Node,
+    scope: &Scope<'s>,
+) -> Result<T, DeError> {
+    T::deserialize(De {
+        node,
+        scope,
+        literal: false,
+    })
 }
 
 /// The result of substituting one string.
@@ -115,11 +193,21 @@ pub enum Subst<'a> {
 /// Substitutes params in `text` (the value of a string literal at `span`).
 pub fn substitute<'a>(text: &str, node: &Node, scope: &Scope<'a>) -> Result<Subst<'a>, DeError> {
     let (raw_offset, escaped) = match &node.kind {
-        Kind::Str { raw_offset, escaped, .. } => (*raw_offset as usize, *escaped),
+        Kind::Str {
+            raw_offset,
+            escaped,
+            ..
+        } => (*raw_offset as usize, *escaped),
         _ => (0, true),
     };
     // The span of a piece of the string, when it can be located exactly.
-    let piece = |start: usize, len: usize| if escaped { node.span } else { node.span.sub(raw_offset + start, len) };
+    let piece = |start: usize, len: usize| {
+        if escaped {
+            node.span
+        } else {
+            node.span.sub(raw_offset + start, len)
+        }
+    };
     if let Some(name) = text.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
         if let Some(p) = scope.params.iter().find(|p| p.name == name) {
             return Ok(Subst::Whole(p));
@@ -162,10 +250,19 @@ pub fn substitute<'a>(text: &str, node: &Node, scope: &Scope<'a>) -> Result<Subs
                 } else {
                     format!(
                         "this stage reads {}; add `{stage}` to `needs` to read it",
-                        scope.needs.iter().map(|s| format!("`${{needs.{s}}}`")).collect::<Vec<_>>().join(", ")
+                        scope
+                            .needs
+                            .iter()
+                            .map(|s| format!("`${{needs.{s}}}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 };
-                return Err(DeError::new(format!("`{whole}` names a stage this stage does not depend on"), here, Some(help)));
+                return Err(DeError::new(
+                    format!("`{whole}` names a stage this stage does not depend on"),
+                    here,
+                    Some(help),
+                ));
             }
             out.push_str(whole);
         } else if let Some(p) = scope.params.iter().find(|p| p.name == name) {
@@ -180,10 +277,16 @@ pub fn substitute<'a>(text: &str, node: &Node, scope: &Scope<'a>) -> Result<Subs
                 .collect::<Vec<_>>();
             let help = match super::did_you_mean(name, candidates.iter().map(String::as_str)) {
                 Some(s) => format!("did you mean `${{{s}}}`? (write `$$` for a literal `$`)"),
-                None if candidates.is_empty() => "no params are defined here; define it under `params` or in a `matrix`".into(),
+                None if candidates.is_empty() => {
+                    "no params are defined here; define it under `params` or in a `matrix`".into()
+                }
                 None => format!(
                     "known here: {}; write `$$` for a literal `$`",
-                    candidates.iter().map(|c| format!("`${{{c}}}`")).collect::<Vec<_>>().join(", ")
+                    candidates
+                        .iter()
+                        .map(|c| format!("`${{{c}}}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             };
             return Err(DeError::new(format!("unknown `{whole}`"), here, Some(help)));
@@ -212,7 +315,11 @@ struct De<'a, 's> {
 
 impl<'a, 's> De<'a, 's> {
     fn child(&self, node: &'a Node) -> De<'a, 's> {
-        De { node, scope: self.scope, literal: self.literal }
+        De {
+            node,
+            scope: self.scope,
+            literal: self.literal,
+        }
     }
 
     /// Runs `f`, giving errors without a span the span of this node.
@@ -233,8 +340,17 @@ impl<'a, 's> De<'a, 's> {
         Ok(None)
     }
 
-    fn via_param<T>(&self, p: &'s Param, f: impl FnOnce(De<'_, 's>) -> Result<T, DeError>) -> Result<T, DeError> {
-        f(De { node: &p.node, scope: self.scope, literal: true }).map_err(|mut e| {
+    fn via_param<T>(
+        &self,
+        p: &'s Param,
+        f: impl FnOnce(De<'_, 's>) -> Result<T, DeError>,
+    ) -> Result<T, DeError> {
+        f(De {
+            node: &p.node,
+            scope: self.scope,
+            literal: true,
+        })
+        .map_err(|mut e| {
             e.span = Some(self.node.span);
             if e.origin.is_none() {
                 e.origin = Some((p.name.clone(), p.node.span));
@@ -272,9 +388,20 @@ impl<'de, 'a, 's> de::Deserializer<'de> for De<'a, 's> {
                     Subst::Whole(_) => unreachable!("handled by param_value"),
                 }
             }
-            Kind::List(items) | Kind::Tuple { items, .. } => visitor.visit_seq(Seq { items: items.iter(), de: &self }),
-            Kind::Map(entries) => visitor.visit_map(MapEntries { entries: entries.iter(), value: None, de: &self }),
-            Kind::Struct { fields, .. } => visitor.visit_map(Fields { fields: fields.iter(), value: None, de: &self }),
+            Kind::List(items) | Kind::Tuple { items, .. } => visitor.visit_seq(Seq {
+                items: items.iter(),
+                de: &self,
+            }),
+            Kind::Map(entries) => visitor.visit_map(MapEntries {
+                entries: entries.iter(),
+                value: None,
+                de: &self,
+            }),
+            Kind::Struct { fields, .. } => visitor.visit_map(Fields {
+                fields: fields.iter(),
+                value: None,
+                de: &self,
+            }),
             Kind::Unit(ident) => visitor.visit_str(&ident.name),
         })
     }
@@ -285,10 +412,21 @@ impl<'de, 'a, 's> de::Deserializer<'de> for De<'a, 's> {
         }
         let span = self.node.span;
         match &self.node.kind {
-            Kind::Unit(i) if i.name == "None" => visitor.visit_none().map_err(|e: DeError| e.at(span)),
-            Kind::Tuple { name: Some(n), items } if n.name == "Some" => match items.as_slice() {
-                [inner] => visitor.visit_some(self.child(inner)).map_err(|e: DeError| e.at(span)),
-                _ => Err(DeError::new("`Some` takes exactly one value", span, Some("write `Some(value)`".into()))),
+            Kind::Unit(i) if i.name == "None" => {
+                visitor.visit_none().map_err(|e: DeError| e.at(span))
+            }
+            Kind::Tuple {
+                name: Some(n),
+                items,
+            } if n.name == "Some" => match items.as_slice() {
+                [inner] => visitor
+                    .visit_some(self.child(inner))
+                    .map_err(|e: DeError| e.at(span)),
+                _ => Err(DeError::new(
+                    "`Some` takes exactly one value",
+                    span,
+                    Some("write `Some(value)`".into()),
+                )),
             },
             _ => visitor.visit_some(self).map_err(|e: DeError| e.at(span)),
         }
@@ -297,11 +435,18 @@ impl<'de, 'a, 's> de::Deserializer<'de> for De<'a, 's> {
     fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         self.spanned(|| match &self.node.kind {
             Kind::Tuple { items, .. } if items.is_empty() => visitor.visit_unit(),
-            other => Err(de::Error::custom(format_args!("expected `()`, found {}", other.describe()))),
+            other => Err(de::Error::custom(format_args!(
+                "expected `()`, found {}",
+                other.describe()
+            ))),
         })
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         visitor.visit_newtype_struct(self)
     }
 
@@ -328,15 +473,28 @@ impl<'de, 'a, 's> de::Deserializer<'de> for De<'a, 's> {
         deserialize_bytes deserialize_byte_buf deserialize_seq deserialize_map deserialize_identifier
     }
 
-    fn deserialize_unit_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         self.deserialize_unit(visitor)
     }
 
-    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         self.deserialize_any(visitor)
     }
 
-    fn deserialize_tuple_struct<V: Visitor<'de>>(self, _n: &'static str, _len: usize, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _n: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         self.deserialize_any(visitor)
     }
 
@@ -350,12 +508,25 @@ impl<'de, 'a, 's> de::Deserializer<'de> for De<'a, 's> {
             return self.via_param(p, |d| d.deserialize_struct(_name, _fields, visitor));
         }
         self.spanned(|| match &self.node.kind {
-            Kind::Struct { fields, .. } => visitor.visit_map(Fields { fields: fields.iter(), value: None, de: &self }),
-            Kind::Map(entries) => visitor.visit_map(MapEntries { entries: entries.iter(), value: None, de: &self }),
-            Kind::Tuple { items, .. } if items.is_empty() => {
-                visitor.visit_map(Fields { fields: [].iter(), value: None, de: &self })
-            }
-            other => Err(de::Error::custom(format_args!("expected a struct `(field: value, …)`, found {}", other.describe()))),
+            Kind::Struct { fields, .. } => visitor.visit_map(Fields {
+                fields: fields.iter(),
+                value: None,
+                de: &self,
+            }),
+            Kind::Map(entries) => visitor.visit_map(MapEntries {
+                entries: entries.iter(),
+                value: None,
+                de: &self,
+            }),
+            Kind::Tuple { items, .. } if items.is_empty() => visitor.visit_map(Fields {
+                fields: [].iter(),
+                value: None,
+                de: &self,
+            }),
+            other => Err(de::Error::custom(format_args!(
+                "expected a struct `(field: value, …)`, found {}",
+                other.describe()
+            ))),
         })
     }
 }
@@ -368,9 +539,15 @@ struct Seq<'a, 'b, 's> {
 impl<'de, 'a, 'b, 's> de::SeqAccess<'de> for Seq<'a, 'b, 's> {
     type Error = DeError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, DeError> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
         match self.items.next() {
-            Some(node) => seed.deserialize(self.de.child(node)).map(Some).map_err(|e| e.at(node.span)),
+            Some(node) => seed
+                .deserialize(self.de.child(node))
+                .map(Some)
+                .map_err(|e| e.at(node.span)),
             None => Ok(None),
         }
     }
@@ -385,11 +562,16 @@ struct MapEntries<'a, 'b, 's> {
 impl<'de, 'a, 'b, 's> de::MapAccess<'de> for MapEntries<'a, 'b, 's> {
     type Error = DeError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DeError> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
         match self.entries.next() {
             Some((k, v)) => {
                 self.value = Some(v);
-                seed.deserialize(self.de.child(k)).map(Some).map_err(|e| e.at(k.span))
+                seed.deserialize(self.de.child(k))
+                    .map(Some)
+                    .map_err(|e| e.at(k.span))
             }
             None => Ok(None),
         }
@@ -397,7 +579,8 @@ impl<'de, 'a, 'b, 's> de::MapAccess<'de> for MapEntries<'a, 'b, 's> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
         let node = self.value.take().expect("value after key");
-        seed.deserialize(self.de.child(node)).map_err(|e| e.at(node.span))
+        seed.deserialize(self.de.child(node))
+            .map_err(|e| e.at(node.span))
     }
 }
 
@@ -410,12 +593,18 @@ struct Fields<'a, 'b, 's> {
 impl<'de, 'a, 'b, 's> de::MapAccess<'de> for Fields<'a, 'b, 's> {
     type Error = DeError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DeError> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
         match self.fields.next() {
             Some((ident, v)) => {
                 self.value = Some(v);
-                let key: de::value::StrDeserializer<'_, DeError> = ident.name.as_str().into_deserializer();
-                seed.deserialize(key).map(Some).map_err(|e| e.at(ident.span))
+                let key: de::value::StrDeserializer<'_, DeError> =
+                    ident.name.as_str().into_deserializer();
+                seed.deserialize(key)
+                    .map(Some)
+                    .map_err(|e| e.at(ident.span))
             }
             None => Ok(None),
         }
@@ -423,7 +612,8 @@ impl<'de, 'a, 'b, 's> de::MapAccess<'de> for Fields<'a, 'b, 's> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
         let node = self.value.take().expect("value after key");
-        seed.deserialize(self.de.child(node)).map_err(|e| e.at(node.span))
+        seed.deserialize(self.de.child(node))
+            .map_err(|e| e.at(node.span))
     }
 }
 
@@ -439,11 +629,16 @@ impl<'de, 'a, 'b, 's> de::EnumAccess<'de> for Enum<'a, 'b, 's> {
         let node = self.de.node;
         let (name, span) = match &node.kind {
             Kind::Unit(i) => (i.name.as_str(), i.span),
-            Kind::Struct { name: Some(i), .. } | Kind::Tuple { name: Some(i), .. } => (i.name.as_str(), i.span),
+            Kind::Struct { name: Some(i), .. } | Kind::Tuple { name: Some(i), .. } => {
+                (i.name.as_str(), i.span)
+            }
             Kind::Str { value, .. } => (value.as_str(), node.span),
             other => {
                 return Err(DeError::new(
-                    format!("expected a variant name such as `Name` or `Name(…)`, found {}", other.describe()),
+                    format!(
+                        "expected a variant name such as `Name` or `Name(…)`, found {}",
+                        other.describe()
+                    ),
                     node.span,
                     None,
                 ))
@@ -462,7 +657,11 @@ impl<'de, 'a, 'b, 's> de::VariantAccess<'de> for Enum<'a, 'b, 's> {
         match &self.de.node.kind {
             Kind::Unit(_) | Kind::Str { .. } => Ok(()),
             Kind::Tuple { items, .. } if items.is_empty() => Ok(()),
-            _ => Err(DeError::new("this variant takes no fields", self.de.node.span, Some("remove the parentheses".into()))),
+            _ => Err(DeError::new(
+                "this variant takes no fields",
+                self.de.node.span,
+                Some("remove the parentheses".into()),
+            )),
         }
     }
 
@@ -471,27 +670,58 @@ impl<'de, 'a, 'b, 's> de::VariantAccess<'de> for Enum<'a, 'b, 's> {
         match &node.kind {
             // `Command(run: …)`: the variant wraps a struct written inline.
             Kind::Struct { .. } => seed.deserialize(self.de.child(node)),
-            Kind::Tuple { items, .. } if items.len() == 1 => seed.deserialize(self.de.child(&items[0])),
+            Kind::Tuple { items, .. } if items.len() == 1 => {
+                seed.deserialize(self.de.child(&items[0]))
+            }
             Kind::Tuple { items, .. } if items.is_empty() => seed.deserialize(self.de.child(node)),
-            _ => Err(DeError::new("this variant needs a value in parentheses", node.span, Some("write it as `Name(…)`".into()))),
+            _ => Err(DeError::new(
+                "this variant needs a value in parentheses",
+                node.span,
+                Some("write it as `Name(…)`".into()),
+            )),
         }
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, DeError> {
         match &self.de.node.kind {
-            Kind::Tuple { items, .. } => visitor.visit_seq(Seq { items: items.iter(), de: self.de }),
-            _ => Err(DeError::new("expected `Name(a, b, …)`", self.de.node.span, None)),
+            Kind::Tuple { items, .. } => visitor.visit_seq(Seq {
+                items: items.iter(),
+                de: self.de,
+            }),
+            _ => Err(DeError::new(
+                "expected `Name(a, b, …)`",
+                self.de.node.span,
+                None,
+            )),
         }
     }
 
-    fn struct_variant<V: Visitor<'de>>(self, _fields: &'static [&'static str], visitor: V) -> Result<V::Value, DeError> {
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         match &self.de.node.kind {
-            Kind::Struct { fields, .. } => visitor.visit_map(Fields { fields: fields.iter(), value: None, de: self.de }),
-            Kind::Unit(_) | Kind::Str { .. } => visitor.visit_map(Fields { fields: [].iter(), value: None, de: self.de }),
-            Kind::Tuple { items, .. } if items.is_empty() => {
-                visitor.visit_map(Fields { fields: [].iter(), value: None, de: self.de })
-            }
-            _ => Err(DeError::new("expected `Name(field: value, …)`", self.de.node.span, None)),
+            Kind::Struct { fields, .. } => visitor.visit_map(Fields {
+                fields: fields.iter(),
+                value: None,
+                de: self.de,
+            }),
+            Kind::Unit(_) | Kind::Str { .. } => visitor.visit_map(Fields {
+                fields: [].iter(),
+                value: None,
+                de: self.de,
+            }),
+            Kind::Tuple { items, .. } if items.is_empty() => visitor.visit_map(Fields {
+                fields: [].iter(),
+                value: None,
+                de: self.de,
+            }),
+            _ => Err(DeError::new(
+                "expected `Name(field: value, …)`",
+                self.de.node.span,
+                None,
+            )),
         }
     }
 }

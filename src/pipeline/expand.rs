@@ -12,6 +12,8 @@ pub struct Axis {
     pub name: String,
     pub key: Node,
     pub values: Vec<Node>,
+    /// Replaced by `-p`: an `exclude` entry naming it may then match nothing.
+    pub overridden: bool,
 }
 
 /// One combination: (param name, value) in id order.
@@ -29,14 +31,21 @@ pub fn expand(
     for axis in axes {
         if axis.values.is_empty() {
             return Err(sources
-                .error(format!("matrix axis `{}` of stage `{stage}` is empty", axis.name), axis.key.span, "this axis has no values")
+                .error(
+                    format!("matrix axis `{}` of stage `{stage}` is empty", axis.name),
+                    axis.key.span,
+                    "this axis has no values",
+                )
                 .with_help("give it at least one value, or remove the axis"));
         }
         let mut next = Vec::with_capacity(combos.len() * axis.values.len());
         for combo in &combos {
             for v in &axis.values {
                 let mut c = combo.clone();
-                c.push(Param { name: axis.name.clone(), node: v.clone() });
+                c.push(Param {
+                    name: axis.name.clone(),
+                    node: v.clone(),
+                });
                 next.push(c);
             }
         }
@@ -49,15 +58,34 @@ pub fn expand(
         for (k, _) in &pairs {
             if !axis_names.contains(&k.name.as_str()) {
                 let help = match super::did_you_mean(&k.name, axis_names.iter().copied()) {
-                    Some(s) => format!("did you mean `{s}`? an exclude entry may only name matrix axes"),
-                    None => format!("the axes are: {}", axis_names.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")),
+                    Some(s) => {
+                        format!("did you mean `{s}`? an exclude entry may only name matrix axes")
+                    }
+                    None => format!(
+                        "the axes are: {}",
+                        axis_names
+                            .iter()
+                            .map(|a| format!("`{a}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 };
-                return Err(sources.error(format!("`exclude` names `{}`, which is not a matrix axis", k.name), k.node.span, "not an axis").with_help(help));
+                return Err(sources
+                    .error(
+                        format!("`exclude` names `{}`, which is not a matrix axis", k.name),
+                        k.node.span,
+                        "not an axis",
+                    )
+                    .with_help(help));
             }
         }
         let before = combos.len();
         combos.retain(|c| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
-        if combos.len() == before {
+        // `-p res=[224]` may leave nothing for `{"res": 512}` to exclude; that is not a typo.
+        let overridden = pairs
+            .iter()
+            .any(|(k, _)| axes.iter().any(|a| a.name == k.name && a.overridden));
+        if combos.len() == before && !overridden {
             return Err(sources
                 .error("this `exclude` entry matches no combination of the matrix", entry.span, "matches nothing")
                 .with_help("check the values against the matrix axes; an unmatched exclude is usually a typo"));
@@ -67,7 +95,10 @@ pub fn expand(
         let span = matrix_span.unwrap_or(axes[0].key.span);
         return Err(sources
             .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
-            .with_help("remove an exclude entry or add values to an axis"));
+            .with_help(match axes.iter().find(|a| a.overridden) {
+                Some(a) => format!("the values `-p {}=…` gives are all excluded: pass other values, or remove an exclude entry", a.name),
+                None => "remove an exclude entry or add values to an axis".into(),
+            }));
     }
 
     let original = combos.len();
@@ -105,10 +136,18 @@ struct Key {
     node: Node,
 }
 
-fn entry_pairs(sources: &Sources, entry: &Node, what: &str) -> Result<Vec<(Key, Node)>, PipelineError> {
+fn entry_pairs(
+    sources: &Sources,
+    entry: &Node,
+    what: &str,
+) -> Result<Vec<(Key, Node)>, PipelineError> {
     let Kind::Map(entries) = &entry.kind else {
         return Err(sources
-            .error(format!("each `{what}` entry must be a map"), entry.span, format!("found {}", entry.kind.describe()))
+            .error(
+                format!("each `{what}` entry must be a map"),
+                entry.span,
+                format!("found {}", entry.kind.describe()),
+            )
             .with_help(format!("write it as `{{\"axis\": value, …}}`")));
     };
     let mut out = Vec::new();
@@ -117,24 +156,43 @@ fn entry_pairs(sources: &Sources, entry: &Node, what: &str) -> Result<Vec<(Key, 
             Kind::Str { value, .. } => value.clone(),
             Kind::Unit(i) => i.name.clone(),
             other => {
-                return Err(sources.error(format!("a `{what}` key must be a string"), k.span, format!("found {}", other.describe())))
+                return Err(sources.error(
+                    format!("a `{what}` key must be a string"),
+                    k.span,
+                    format!("found {}", other.describe()),
+                ))
             }
         };
         if value_of(v).is_none() {
-            return Err(sources.error(format!("a `{what}` value must be a scalar or a list"), v.span, format!("found {}", v.kind.describe())));
+            return Err(sources.error(
+                format!("a `{what}` value must be a scalar or a list"),
+                v.span,
+                format!("found {}", v.kind.describe()),
+            ));
         }
-        out.push((Key { name, node: k.clone() }, v.clone()));
+        out.push((
+            Key {
+                name,
+                node: k.clone(),
+            },
+            v.clone(),
+        ));
     }
     Ok(out)
 }
 
 fn matches(combo: &Combo, name: &str, v: &Node) -> bool {
-    combo.iter().any(|p| p.name == name && value_of(&p.node) == value_of(v))
+    combo
+        .iter()
+        .any(|p| p.name == name && value_of(&p.node) == value_of(v))
 }
 
 fn set(combo: &mut Combo, name: &str, v: &Node) {
     match combo.iter_mut().find(|p| p.name == name) {
         Some(p) => p.node = v.clone(),
-        None => combo.push(Param { name: name.to_string(), node: v.clone() }),
+        None => combo.push(Param {
+            name: name.to_string(),
+            node: v.clone(),
+        }),
     }
 }

@@ -13,7 +13,15 @@ use crate::graph::{Graph, Need, NodeIdx};
 use crate::tasks::TaskSpec;
 
 const PIPELINE_FIELDS: &[&str] = &["params", "stages"];
-const STAGE_FIELDS: &[&str] = &["matrix", "exclude", "include", "for_each", "needs", "task", "description"];
+const STAGE_FIELDS: &[&str] = &[
+    "matrix",
+    "exclude",
+    "include",
+    "for_each",
+    "needs",
+    "task",
+    "description",
+];
 
 /// A `-p KEY=VALUE` from the command line.
 #[derive(Debug, Clone)]
@@ -26,8 +34,13 @@ impl Override {
     /// Parses `KEY=VALUE`.
     pub fn parse(arg: &str) -> Result<Override, String> {
         match arg.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok(Override { key: k.trim().to_string(), value: v.to_string() }),
-            _ => Err(format!("`-p {arg}` is not KEY=VALUE (for example `-p samples=500`)")),
+            Some((k, v)) if !k.trim().is_empty() => Ok(Override {
+                key: k.trim().to_string(),
+                value: v.to_string(),
+            }),
+            _ => Err(format!(
+                "`-p {arg}` is not KEY=VALUE (for example `-p samples=500`)"
+            )),
         }
     }
 }
@@ -62,8 +75,13 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
     let mut sources = Sources::default();
     let files = pipeline_files(root)?;
     if files.is_empty() {
-        return Err(PipelineError::plain(format!("no pipeline files in `{}`", root.join("pipelines").display()))
-            .with_help("add a `pipelines/NAME.ron` file, or run `vitgraph init` to create an example"));
+        return Err(PipelineError::plain(format!(
+            "no pipeline files in `{}`",
+            root.join("pipelines").display()
+        ))
+        .with_help(
+            "add a `pipelines/NAME.ron` file, or run `vitgraph init` to create an example",
+        ));
     }
     let mut decls = Vec::new();
     let mut stages: Vec<StageDecl> = Vec::new();
@@ -81,7 +99,10 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
         })?;
         let file_idx = decls.len();
         let (params, file_stages) = read_file(&sources, &tree, file_idx)?;
-        let stem = rel.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = rel
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         decls.push(FileDecl { rel, stem, params });
         stages.extend(file_stages);
     }
@@ -95,9 +116,14 @@ fn pipeline_files(root: &Path) -> Result<Vec<PathBuf>, PipelineError> {
     let dir = root.join("pipelines");
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(&dir).sort_by_file_name() {
-        let entry = entry.map_err(|e| PipelineError::plain(format!("cannot list `{}`: {e}", dir.display())))?;
+        let entry = entry
+            .map_err(|e| PipelineError::plain(format!("cannot list `{}`: {e}", dir.display())))?;
         if entry.file_type().is_file() && entry.path().extension().is_some_and(|x| x == "ron") {
-            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path()).to_path_buf();
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .unwrap_or(entry.path())
+                .to_path_buf();
             files.push(rel);
         }
     }
@@ -108,24 +134,51 @@ fn key_name(sources: &Sources, key: &Node, what: &str) -> Result<String, Pipelin
     match &key.kind {
         Kind::Str { value, .. } => Ok(value.clone()),
         Kind::Unit(i) => Ok(i.name.clone()),
-        other => Err(sources.error(format!("{what} must be a string"), key.span, format!("found {}", other.describe()))),
+        other => Err(sources.error(
+            format!("{what} must be a string"),
+            key.span,
+            format!("found {}", other.describe()),
+        )),
     }
 }
 
 fn unknown_field(sources: &Sources, field: &Ident, known: &[&str], what: &str) -> PipelineError {
     let help = match did_you_mean(&field.name, known.iter().copied()) {
         Some(s) => format!("did you mean `{s}`?"),
-        None => format!("the fields of {what} are: {}", known.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")),
+        None => format!(
+            "the fields of {what} are: {}",
+            known
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    sources.error(format!("unknown field `{}` in {what}", field.name), field.span, "unknown field").with_help(help)
+    sources
+        .error(
+            format!("unknown field `{}` in {what}", field.name),
+            field.span,
+            "unknown field",
+        )
+        .with_help(help)
 }
 
-fn read_file(sources: &Sources, tree: &Node, file: usize) -> Result<(Vec<Param>, Vec<StageDecl>), PipelineError> {
+fn read_file(
+    sources: &Sources,
+    tree: &Node,
+    file: usize,
+) -> Result<(Vec<Param>, Vec<StageDecl>), PipelineError> {
     let fields = match &tree.kind {
-        Kind::Struct { name, fields } if name.as_ref().is_none_or(|n| n.name == "Pipeline") => fields,
+        Kind::Struct { name, fields } if name.as_ref().is_none_or(|n| n.name == "Pipeline") => {
+            fields
+        }
         other => {
             return Err(sources
-                .error("a pipeline file must hold one `Pipeline(…)`", tree.span, format!("found {}", other.describe()))
+                .error(
+                    "a pipeline file must hold one `Pipeline(…)`",
+                    tree.span,
+                    format!("found {}", other.describe()),
+                )
                 .with_help("write `Pipeline(params: { … }, stages: { \"name\": Stage(…), … })`"))
         }
     };
@@ -136,26 +189,51 @@ fn read_file(sources: &Sources, tree: &Node, file: usize) -> Result<(Vec<Param>,
         match field.name.as_str() {
             "params" => {
                 let Kind::Map(entries) = &value.kind else {
-                    return Err(sources.error("`params` must be a map", value.span, format!("found {}", value.kind.describe()))
+                    return Err(sources
+                        .error(
+                            "`params` must be a map",
+                            value.span,
+                            format!("found {}", value.kind.describe()),
+                        )
                         .with_help("write `params: { \"samples\": 2000 }`"));
                 };
                 for (k, v) in entries {
                     let name = key_name(sources, k, "a param name")?;
                     if value_of(v).is_none() {
-                        return Err(sources.error(format!("param `{name}` must be a number, string, bool or list"), v.span, format!("found {}", v.kind.describe())));
+                        return Err(sources.error(
+                            format!("param `{name}` must be a number, string, bool or list"),
+                            v.span,
+                            format!("found {}", v.kind.describe()),
+                        ));
                     }
-                    params.push(Param { name, node: v.clone() });
+                    params.push(Param {
+                        name,
+                        node: v.clone(),
+                    });
                 }
             }
             "stages" => {
                 saw_stages = true;
                 let Kind::Map(entries) = &value.kind else {
-                    return Err(sources.error("`stages` must be a map of stage names to `Stage(…)`", value.span, format!("found {}", value.kind.describe())));
+                    return Err(sources.error(
+                        "`stages` must be a map of stage names to `Stage(…)`",
+                        value.span,
+                        format!("found {}", value.kind.describe()),
+                    ));
                 };
                 for (k, v) in entries {
                     let name = key_name(sources, k, "a stage name")?;
-                    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
-                        return Err(sources.error(format!("invalid stage name `{name}`"), k.span, "invalid name")
+                    if name.is_empty()
+                        || !name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                    {
+                        return Err(sources
+                            .error(
+                                format!("invalid stage name `{name}`"),
+                                k.span,
+                                "invalid name",
+                            )
                             .with_help("use letters, digits, `_`, `-` and `.` only"));
                     }
                     stages.push(read_stage(sources, Ident { name, span: k.span }, v, file)?);
@@ -165,7 +243,12 @@ fn read_file(sources: &Sources, tree: &Node, file: usize) -> Result<(Vec<Param>,
         }
     }
     if !saw_stages {
-        return Err(sources.error("missing field `stages`", tree.span, "this pipeline has no stages")
+        return Err(sources
+            .error(
+                "missing field `stages`",
+                tree.span,
+                "this pipeline has no stages",
+            )
             .with_help("add `stages: { \"name\": Stage(task: Command(run: \"…\")) }`"));
     }
     Ok((params, stages))
@@ -173,17 +256,33 @@ fn read_file(sources: &Sources, tree: &Node, file: usize) -> Result<(Vec<Param>,
 
 fn string_of(sources: &Sources, node: &Node, what: &str) -> Result<Ident, PipelineError> {
     match &node.kind {
-        Kind::Str { value, .. } => Ok(Ident { name: value.clone(), span: node.span }),
-        other => Err(sources.error(format!("{what} must be a stage name in quotes"), node.span, format!("found {}", other.describe()))),
+        Kind::Str { value, .. } => Ok(Ident {
+            name: value.clone(),
+            span: node.span,
+        }),
+        other => Err(sources.error(
+            format!("{what} must be a stage name in quotes"),
+            node.span,
+            format!("found {}", other.describe()),
+        )),
     }
 }
 
-fn read_stage(sources: &Sources, name: Ident, node: &Node, file: usize) -> Result<StageDecl, PipelineError> {
+fn read_stage(
+    sources: &Sources,
+    name: Ident,
+    node: &Node,
+    file: usize,
+) -> Result<StageDecl, PipelineError> {
     let fields = match &node.kind {
         Kind::Struct { name: n, fields } if n.as_ref().is_none_or(|n| n.name == "Stage") => fields,
         other => {
             return Err(sources
-                .error(format!("stage `{}` must be a `Stage(…)`", name.name), node.span, format!("found {}", other.describe()))
+                .error(
+                    format!("stage `{}` must be a `Stage(…)`", name.name),
+                    node.span,
+                    format!("found {}", other.describe()),
+                )
                 .with_help("write `\"name\": Stage(task: Command(run: \"…\", outputs: [\"…\"]))`"))
         }
     };
@@ -196,18 +295,31 @@ fn read_stage(sources: &Sources, name: Ident, node: &Node, file: usize) -> Resul
         include: Vec::new(),
         for_each: None,
         needs: Vec::new(),
-        task: Node { kind: Kind::Tuple { name: None, items: vec![] }, span: node.span },
+        task: Node {
+            kind: Kind::Tuple {
+                name: None,
+                items: vec![],
+            },
+            span: node.span,
+        },
     };
     let mut saw_task = false;
     for (field, value) in fields {
         match field.name.as_str() {
             "matrix" => {
                 let Kind::Map(entries) = &value.kind else {
-                    return Err(sources.error("`matrix` must be a map of axis names to lists", value.span, format!("found {}", value.kind.describe()))
+                    return Err(sources
+                        .error(
+                            "`matrix` must be a map of axis names to lists",
+                            value.span,
+                            format!("found {}", value.kind.describe()),
+                        )
                         .with_help("write `matrix: { \"res\": [224, 512] }`"));
                 };
                 if entries.is_empty() {
-                    return Err(sources.error("`matrix` has no axes", value.span, "empty matrix").with_help("add an axis, or remove `matrix`"));
+                    return Err(sources
+                        .error("`matrix` has no axes", value.span, "empty matrix")
+                        .with_help("add an axis, or remove `matrix`"));
                 }
                 stage.matrix_span = Some(value.span);
                 for (k, v) in entries {
@@ -215,26 +327,54 @@ fn read_stage(sources: &Sources, name: Ident, node: &Node, file: usize) -> Resul
                     let values = match &v.kind {
                         Kind::List(items) => items.clone(),
                         // `"${models}"`: the axis takes a list param's values (resolved later).
-                        Kind::Str { value: s, .. } if s.starts_with("${") && s.ends_with('}') => vec![v.clone()],
+                        Kind::Str { value: s, .. } if s.starts_with("${") && s.ends_with('}') => {
+                            vec![v.clone()]
+                        }
                         other => {
-                            return Err(sources.error(format!("matrix axis `{axis}` must be a list of values"), v.span, format!("found {}", other.describe()))
+                            return Err(sources
+                                .error(
+                                    format!("matrix axis `{axis}` must be a list of values"),
+                                    v.span,
+                                    format!("found {}", other.describe()),
+                                )
                                 .with_help(format!("write `\"{axis}\": [a, b, c]`")))
                         }
                     };
                     for item in &values {
-                        if !matches!(item.kind, Kind::Bool(_) | Kind::Int(_) | Kind::Float(_) | Kind::Str { .. } | Kind::Unit(_)) {
+                        if !matches!(
+                            item.kind,
+                            Kind::Bool(_)
+                                | Kind::Int(_)
+                                | Kind::Float(_)
+                                | Kind::Str { .. }
+                                | Kind::Unit(_)
+                        ) {
                             return Err(sources.error(format!("values of matrix axis `{axis}` must be numbers, strings or bools"), item.span, format!("found {}", item.kind.describe())));
                         }
                     }
                     if stage.axes.iter().any(|a| a.name == axis) {
-                        return Err(sources.error(format!("matrix axis `{axis}` is declared twice"), k.span, "second declaration"));
+                        return Err(sources.error(
+                            format!("matrix axis `{axis}` is declared twice"),
+                            k.span,
+                            "second declaration",
+                        ));
                     }
-                    stage.axes.push(Axis { name: axis, key: k.clone(), values });
+                    stage.axes.push(Axis {
+                        name: axis,
+                        key: k.clone(),
+                        values,
+                        overridden: false,
+                    });
                 }
             }
             "exclude" | "include" => {
                 let Kind::List(items) = &value.kind else {
-                    return Err(sources.error(format!("`{}` must be a list of maps", field.name), value.span, format!("found {}", value.kind.describe()))
+                    return Err(sources
+                        .error(
+                            format!("`{}` must be a list of maps", field.name),
+                            value.span,
+                            format!("found {}", value.kind.describe()),
+                        )
                         .with_help(format!("write `{}: [ {{\"axis\": value}} ]`", field.name)));
                 };
                 if field.name == "exclude" {
@@ -246,11 +386,18 @@ fn read_stage(sources: &Sources, name: Ident, node: &Node, file: usize) -> Resul
             "for_each" => stage.for_each = Some(string_of(sources, value, "`for_each`")?),
             "needs" => {
                 let Kind::List(items) = &value.kind else {
-                    return Err(sources.error("`needs` must be a list of stage names", value.span, format!("found {}", value.kind.describe()))
+                    return Err(sources
+                        .error(
+                            "`needs` must be a list of stage names",
+                            value.span,
+                            format!("found {}", value.kind.describe()),
+                        )
                         .with_help("write `needs: [\"stage_a\", \"stage_b\"]`"));
                 };
                 for item in items {
-                    stage.needs.push(string_of(sources, item, "each entry of `needs`")?);
+                    stage
+                        .needs
+                        .push(string_of(sources, item, "each entry of `needs`")?);
                 }
             }
             "task" => {
@@ -262,11 +409,24 @@ fn read_stage(sources: &Sources, name: Ident, node: &Node, file: usize) -> Resul
         }
     }
     if !saw_task {
-        return Err(sources.error(format!("stage `{}` has no `task`", stage.name.name), node.span, "missing `task`")
+        return Err(sources
+            .error(
+                format!("stage `{}` has no `task`", stage.name.name),
+                node.span,
+                "missing `task`",
+            )
             .with_help("add `task: Command(run: \"…\", outputs: [\"…\"])`"));
     }
-    if (!stage.exclude.is_empty() || !stage.include.is_empty()) && stage.axes.is_empty() && stage.include.is_empty() {
-        return Err(sources.error("`exclude` without a `matrix`", stage.exclude[0].span, "nothing to exclude from")
+    if (!stage.exclude.is_empty() || !stage.include.is_empty())
+        && stage.axes.is_empty()
+        && stage.include.is_empty()
+    {
+        return Err(sources
+            .error(
+                "`exclude` without a `matrix`",
+                stage.exclude[0].span,
+                "nothing to exclude from",
+            )
             .with_help("add a `matrix`, or remove `exclude`"));
     }
     Ok(stage)
@@ -277,9 +437,17 @@ fn check_duplicates(sources: &Sources, stages: &[StageDecl]) -> Result<(), Pipel
     for s in stages {
         if let Some(first) = seen.get(s.name.name.as_str()) {
             let second = sources
-                .error(format!("stage `{}` is defined twice", s.name.name), s.name.span, "defined again here")
+                .error(
+                    format!("stage `{}` is defined twice", s.name.name),
+                    s.name.span,
+                    "defined again here",
+                )
                 .with_help("stage names are global across pipeline files: rename one of them");
-            let first_err = sources.error(format!("first definition of `{}`", s.name.name), first.name.span, "first defined here");
+            let first_err = sources.error(
+                format!("first definition of `{}`", s.name.name),
+                first.name.span,
+                "first defined here",
+            );
             return Err(second.with_related(first_err));
         }
         seen.insert(&s.name.name, s);
@@ -297,14 +465,27 @@ fn apply_overrides(
         let text = format!("{}={}", o.key, o.value);
         let src = sources.add(format!("-p {text}"), text.clone());
         let value_start = o.key.len() + 1;
-        let parsed = syntax::parse(src, &sources.text(src)[value_start..]).ok().map(|mut n| {
-            shift(&mut n, value_start as u32);
-            n
-        });
-        let span = Span { src, start: value_start as u32, end: sources.text(src).len() as u32 };
+        let parsed = syntax::parse(src, &sources.text(src)[value_start..])
+            .ok()
+            .map(|mut n| {
+                shift(&mut n, value_start as u32);
+                n
+            });
+        let span = Span {
+            src,
+            start: value_start as u32,
+            end: sources.text(src).len() as u32,
+        };
         let node = match parsed {
             Some(n) if value_of(&n).is_some() && !matches!(n.kind, Kind::Unit(_)) => n,
-            _ => Node { kind: Kind::Str { value: o.value.clone(), raw_offset: 0, escaped: true }, span },
+            _ => Node {
+                kind: Kind::Str {
+                    value: o.value.clone(),
+                    raw_offset: 0,
+                    escaped: true,
+                },
+                span,
+            },
         };
         let mut hit = false;
         for d in decls.iter_mut() {
@@ -315,6 +496,7 @@ fn apply_overrides(
         }
         for s in stages.iter_mut() {
             for a in s.axes.iter_mut().filter(|a| a.name == o.key) {
+                a.overridden = true;
                 a.values = match &node.kind {
                     Kind::List(items) => items.clone(),
                     _ => vec![node.clone()],
@@ -326,14 +508,29 @@ fn apply_overrides(
             let names: Vec<&str> = decls
                 .iter()
                 .flat_map(|d| d.params.iter().map(|p| p.name.as_str()))
-                .chain(stages.iter().flat_map(|s| s.axes.iter().map(|a| a.name.as_str())))
+                .chain(
+                    stages
+                        .iter()
+                        .flat_map(|s| s.axes.iter().map(|a| a.name.as_str())),
+                )
                 .collect();
             let help = match did_you_mean(&o.key, names.iter().copied()) {
                 Some(s) => format!("did you mean `-p {s}=…`?"),
                 None => "`-p` sets a param declared under `params` or a matrix axis; `vitgraph ls` shows each node's params".into(),
             };
             return Err(sources
-                .error(format!("`-p {}` sets no param: no pipeline declares `{}`", text, o.key), Span { src, start: 0, end: o.key.len() as u32 }, "unknown param")
+                .error(
+                    format!(
+                        "`-p {}` sets no param: no pipeline declares `{}`",
+                        text, o.key
+                    ),
+                    Span {
+                        src,
+                        start: 0,
+                        end: o.key.len() as u32,
+                    },
+                    "unknown param",
+                )
                 .with_help(help));
         }
     }
@@ -341,10 +538,15 @@ fn apply_overrides(
     for s in stages.iter_mut() {
         let params = &decls[s.file].params;
         for a in s.axes.iter_mut() {
-            if let [Node { kind: Kind::Str { value, .. }, span }] = a.values.as_slice() {
+            if let [Node {
+                kind: Kind::Str { value, .. },
+                span,
+            }] = a.values.as_slice()
+            {
                 if let Some(name) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
                     let Some(p) = params.iter().find(|p| p.name == name) else {
-                        return Err(sources.error(format!("unknown `${{{name}}}`"), *span, "no such param")
+                        return Err(sources
+                            .error(format!("unknown `${{{name}}}`"), *span, "no such param")
                             .with_help("declare it under `params` as a list"));
                     };
                     a.values = match &p.node.kind {
@@ -368,7 +570,11 @@ fn shift(node: &mut Node, by: u32) {
 
 /// Stages in dependency order; unknown references and cycles are errors.
 fn stage_order(sources: &Sources, stages: &[StageDecl]) -> Result<Vec<usize>, PipelineError> {
-    let index: HashMap<&str, usize> = stages.iter().enumerate().map(|(i, s)| (s.name.name.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = stages
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.name.as_str(), i))
+        .collect();
     let mut deps: Vec<Vec<(usize, Span)>> = Vec::with_capacity(stages.len());
     for s in stages {
         let mut d = Vec::new();
@@ -376,11 +582,20 @@ fn stage_order(sources: &Sources, stages: &[StageDecl]) -> Result<Vec<usize>, Pi
             match index.get(up.name.as_str()) {
                 Some(&i) => d.push((i, up.span)),
                 None => {
-                    let help = match did_you_mean(&up.name, stages.iter().map(|s| s.name.name.as_str())) {
-                        Some(x) => format!("did you mean `{x}`?"),
-                        None => "stage names are the keys of `stages` in any pipeline file".into(),
-                    };
-                    return Err(sources.error(format!("unknown stage `{}`", up.name), up.span, "no stage has this name").with_help(help));
+                    let help =
+                        match did_you_mean(&up.name, stages.iter().map(|s| s.name.name.as_str())) {
+                            Some(x) => format!("did you mean `{x}`?"),
+                            None => {
+                                "stage names are the keys of `stages` in any pipeline file".into()
+                            }
+                        };
+                    return Err(sources
+                        .error(
+                            format!("unknown stage `{}`", up.name),
+                            up.span,
+                            "no stage has this name",
+                        )
+                        .with_help(help));
                 }
             }
         }
@@ -394,7 +609,8 @@ fn stage_order(sources: &Sources, stages: &[StageDecl]) -> Result<Vec<usize>, Pi
             dependents[j].push(i);
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> = (0..stages.len()).filter(|&i| remaining[i] == 0).collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..stages.len()).filter(|&i| remaining[i] == 0).collect();
     let mut order = Vec::with_capacity(stages.len());
     while let Some(i) = ready.pop_first() {
         order.push(i);
@@ -411,13 +627,20 @@ fn stage_order(sources: &Sources, stages: &[StageDecl]) -> Result<Vec<usize>, Pi
     Err(cycle_error(sources, stages, &deps, &remaining))
 }
 
-fn cycle_error(sources: &Sources, stages: &[StageDecl], deps: &[Vec<(usize, Span)>], remaining: &[usize]) -> PipelineError {
+fn cycle_error(
+    sources: &Sources,
+    stages: &[StageDecl],
+    deps: &[Vec<(usize, Span)>],
+    remaining: &[usize],
+) -> PipelineError {
     // Walk from a stage left in the cycle until a stage repeats.
     let start = (0..stages.len()).find(|&i| remaining[i] > 0).unwrap_or(0);
     let mut path = vec![start];
     let mut cur = start;
     loop {
-        let Some(&(next, _)) = deps[cur].iter().find(|(j, _)| remaining[*j] > 0) else { break };
+        let Some(&(next, _)) = deps[cur].iter().find(|(j, _)| remaining[*j] > 0) else {
+            break;
+        };
         if let Some(pos) = path.iter().position(|&p| p == next) {
             path.drain(..pos);
             break;
@@ -426,20 +649,37 @@ fn cycle_error(sources: &Sources, stages: &[StageDecl], deps: &[Vec<(usize, Span
         cur = next;
     }
     let names: Vec<&str> = path.iter().map(|&i| stages[i].name.name.as_str()).collect();
-    let chain = names.iter().chain(names.first()).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → ");
+    let chain = names
+        .iter()
+        .chain(names.first())
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(" → ");
     let mut errors = Vec::new();
     for (k, &i) in path.iter().enumerate() {
         let next = path[(k + 1) % path.len()];
-        let span = deps[i].iter().find(|(j, _)| *j == next).map(|(_, s)| *s).unwrap_or(stages[i].name.span);
+        let span = deps[i]
+            .iter()
+            .find(|(j, _)| *j == next)
+            .map(|(_, s)| *s)
+            .unwrap_or(stages[i].name.span);
         errors.push(sources.error(
-            format!("`{}` depends on `{}`", stages[i].name.name, stages[next].name.name),
+            format!(
+                "`{}` depends on `{}`",
+                stages[i].name.name, stages[next].name.name
+            ),
             span,
-            format!("`{}` needs `{}`", stages[i].name.name, stages[next].name.name),
+            format!(
+                "`{}` needs `{}`",
+                stages[i].name.name, stages[next].name.name
+            ),
         ));
     }
     let mut first = errors.remove(0);
     first.message = format!("dependency cycle: {chain}");
-    first = first.with_help("a stage cannot depend on itself, directly or through others: remove one of these edges");
+    first = first.with_help(
+        "a stage cannot depend on itself, directly or through others: remove one of these edges",
+    );
     // Labels in the same file go on the main error; other files become related errors.
     for e in errors {
         first = first.with_related(e);
@@ -447,7 +687,12 @@ fn cycle_error(sources: &Sources, stages: &[StageDecl], deps: &[Vec<(usize, Span
     first
 }
 
-fn expand_nodes(sources: &Sources, decls: &[FileDecl], stages: &[StageDecl], order: &[usize]) -> Result<Graph, PipelineError> {
+fn expand_nodes(
+    sources: &Sources,
+    decls: &[FileDecl],
+    stages: &[StageDecl],
+    order: &[usize],
+) -> Result<Graph, PipelineError> {
     let mut nodes: Vec<crate::graph::Node> = Vec::new();
     let mut node_id_params: Vec<Vec<Param>> = Vec::new();
     let mut stage_nodes: HashMap<&str, Vec<NodeIdx>> = HashMap::new();
@@ -455,25 +700,41 @@ fn expand_nodes(sources: &Sources, decls: &[FileDecl], stages: &[StageDecl], ord
     for &si in order {
         let s = &stages[si];
         let file = &decls[s.file];
-        let combos = expand::expand(sources, &s.name.name, &s.axes, &s.exclude, &s.include, s.matrix_span)?;
+        let combos = expand::expand(
+            sources,
+            &s.name.name,
+            &s.axes,
+            &s.exclude,
+            &s.include,
+            s.matrix_span,
+        )?;
         let needs_names: Vec<String> = s.upstream().map(|u| u.name.clone()).collect();
         let mut needs_all: Vec<Need> = Vec::new();
         for n in &s.needs {
             let mut ids = stage_nodes[n.name.as_str()].clone();
             ids.sort_by(|a, b| nodes[*a].id.cmp(&nodes[*b].id));
-            needs_all.push(Need { stage: n.name.clone(), nodes: ids });
+            needs_all.push(Need {
+                stage: n.name.clone(),
+                nodes: ids,
+            });
         }
         let upstream: Vec<Option<NodeIdx>> = match &s.for_each {
-            Some(u) => stage_nodes[u.name.as_str()].iter().map(|&i| Some(i)).collect(),
+            Some(u) => stage_nodes[u.name.as_str()]
+                .iter()
+                .map(|&i| Some(i))
+                .collect(),
             None => vec![None],
         };
-        let task_has_vars = sources.text(s.task.span.src)[s.task.span.start as usize..s.task.span.end as usize].contains('$');
+        let task_has_vars = sources.text(s.task.span.src)
+            [s.task.span.start as usize..s.task.span.end as usize]
+            .contains('$');
         let mut cached_task: Option<TaskSpec> = None;
         let mut mine = Vec::with_capacity(upstream.len() * combos.len());
         let mut seen_ids: HashMap<String, Span> = HashMap::new();
         for up in &upstream {
             for combo in &combos {
-                let mut id_params: Vec<Param> = up.map(|u| node_id_params[u].clone()).unwrap_or_default();
+                let mut id_params: Vec<Param> =
+                    up.map(|u| node_id_params[u].clone()).unwrap_or_default();
                 for p in combo {
                     overlay(&mut id_params, p.clone());
                 }
@@ -481,8 +742,15 @@ fn expand_nodes(sources: &Sources, decls: &[FileDecl], stages: &[StageDecl], ord
                 for p in &id_params {
                     overlay(&mut params, p.clone());
                 }
-                let id_values: Vec<(String, crate::value::Value)> =
-                    id_params.iter().map(|p| (p.name.clone(), value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())))).collect();
+                let id_values: Vec<(String, crate::value::Value)> = id_params
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.name.clone(),
+                            value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())),
+                        )
+                    })
+                    .collect();
                 let id = node_id(&s.name.name, &id_values);
                 let at = combo.last().map(|p| p.node.span).unwrap_or(s.name.span);
                 if let Some(prev) = seen_ids.insert(id.clone(), at) {
@@ -494,10 +762,16 @@ fn expand_nodes(sources: &Sources, decls: &[FileDecl], stages: &[StageDecl], ord
                 let task = match (&cached_task, task_has_vars) {
                     (Some(t), false) => t.clone(),
                     _ => {
-                        let scope = Scope { params: &params, needs: &needs_names };
-                        let t: TaskSpec = de::from_node(&s.task, &scope).map_err(|e| de_error(sources, e))?;
+                        let scope = Scope {
+                            params: &params,
+                            needs: &needs_names,
+                        };
+                        let t: TaskSpec =
+                            de::from_node(&s.task, &scope).map_err(|e| de_error(sources, e))?;
                         if let Err(msg) = t.validate() {
-                            return Err(sources.error(msg.message, s.task.span, "in this task").with_help(msg.help));
+                            return Err(sources
+                                .error(msg.message, s.task.span, "in this task")
+                                .with_help(msg.help));
                         }
                         if !task_has_vars {
                             cached_task = Some(t.clone());
@@ -507,17 +781,37 @@ fn expand_nodes(sources: &Sources, decls: &[FileDecl], stages: &[StageDecl], ord
                 };
                 let mut needs = needs_all.clone();
                 if let (Some(u), Some(fe)) = (up, &s.for_each) {
-                    needs.insert(0, Need { stage: fe.name.clone(), nodes: vec![*u] });
+                    needs.insert(
+                        0,
+                        Need {
+                            stage: fe.name.clone(),
+                            nodes: vec![*u],
+                        },
+                    );
                 }
-                let values: Vec<(String, crate::value::Value)> =
-                    params.iter().filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v))).collect();
+                let values: Vec<(String, crate::value::Value)> = params
+                    .iter()
+                    .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
+                    .collect();
                 mine.push(nodes.len());
-                nodes.push(crate::graph::Node { id, stage: s.name.name.clone(), id_params: id_values, params: values, task, needs });
+                nodes.push(crate::graph::Node {
+                    id,
+                    stage: s.name.name.clone(),
+                    id_params: id_values,
+                    params: values,
+                    task,
+                    needs,
+                });
                 node_id_params.push(id_params);
             }
         }
         stage_nodes.insert(&s.name.name, mine.clone());
-        graph_stages.push(crate::graph::Stage { name: s.name.name.clone(), file: file.rel.clone(), pipeline: file.stem.clone(), nodes: mine });
+        graph_stages.push(crate::graph::Stage {
+            name: s.name.name.clone(),
+            file: file.rel.clone(),
+            pipeline: file.stem.clone(),
+            nodes: mine,
+        });
     }
     Ok(Graph::new(nodes, graph_stages))
 }
@@ -534,7 +828,11 @@ pub fn node_id(stage: &str, params: &[(String, crate::value::Value)]) -> String 
     if params.is_empty() {
         return stage.to_string();
     }
-    let inner = params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+    let inner = params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
     format!("{stage}[{inner}]")
 }
 
@@ -550,7 +848,10 @@ fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
     let mut err = sources.error(e.message.clone(), span, label);
     let mut help = e.help.clone();
     if let Some((param, at)) = &e.origin {
-        let from = format!("the value comes from param `{param}`, set at {}", sources.location(*at));
+        let from = format!(
+            "the value comes from param `{param}`, set at {}",
+            sources.location(*at)
+        );
         help = Some(match help {
             Some(h) => format!("{h}; {from}"),
             None => from,
@@ -558,7 +859,11 @@ fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
         if at.src == span.src {
             err = err.with_label(*at, format!("value of `{param}`"));
         } else {
-            err = err.with_related(sources.error(format!("param `{param}` is set here"), *at, "this value"));
+            err = err.with_related(sources.error(
+                format!("param `{param}` is set here"),
+                *at,
+                "this value",
+            ));
         }
     }
     match help {

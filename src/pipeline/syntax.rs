@@ -29,7 +29,11 @@ impl Span {
     pub fn sub(&self, offset: usize, len: usize) -> Span {
         let start = (self.start as usize + offset).min(self.end as usize) as u32;
         let end = (start as usize + len).min(self.end as usize) as u32;
-        Span { src: self.src, start, end }
+        Span {
+            src: self.src,
+            start,
+            end,
+        }
     }
 }
 
@@ -52,13 +56,23 @@ pub enum Kind {
     Float(f64),
     /// A string literal; `raw_offset` is where its text starts inside the span
     /// (after `"` or `r#"`), so sub-spans can point into it when it has no escapes.
-    Str { value: String, raw_offset: u32, escaped: bool },
+    Str {
+        value: String,
+        raw_offset: u32,
+        escaped: bool,
+    },
     List(Vec<Node>),
     Map(Vec<(Node, Node)>),
     /// `Name(field: v, ...)` or `(field: v, ...)`.
-    Struct { name: Option<Ident>, fields: Vec<(Ident, Node)> },
+    Struct {
+        name: Option<Ident>,
+        fields: Vec<(Ident, Node)>,
+    },
     /// `Name(v, ...)` or `(v, ...)`; `()` is an empty tuple.
-    Tuple { name: Option<Ident>, items: Vec<Node> },
+    Tuple {
+        name: Option<Ident>,
+        items: Vec<Node>,
+    },
     /// A bare identifier: a unit enum variant (`Sync`, `None`, `Cupti`).
     Unit(Ident),
 }
@@ -97,16 +111,34 @@ impl fmt::Display for SyntaxError {
 
 /// Parses one RON document (a single value, optionally preceded by `#![enable(..)]`).
 pub fn parse(src: u32, text: &str) -> Result<Node, SyntaxError> {
-    let mut p = Parser { src, text, bytes: text.as_bytes(), pos: 0 };
+    let mut p = Parser {
+        src,
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
     p.skip_ws()?;
     while p.peek() == Some(b'#') {
         p.skip_attribute()?;
         p.skip_ws()?;
     }
+    if p.peek().is_none() {
+        return Err(p.error_at(
+            0,
+            0,
+            "the file is empty",
+            Some("a pipeline file holds one `Pipeline(stages: { … })`"),
+        ));
+    }
     let node = p.value()?;
     p.skip_ws()?;
     if p.pos < p.bytes.len() {
-        return Err(p.error_at(p.pos, p.pos + 1, "unexpected text after the end of the pipeline", None));
+        return Err(p.error_at(
+            p.pos,
+            p.pos + 1,
+            "unexpected text after the end of the pipeline",
+            None,
+        ));
     }
     Ok(node)
 }
@@ -120,12 +152,20 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn span(&self, start: usize, end: usize) -> Span {
-        Span { src: self.src, start: start as u32, end: end as u32 }
+        Span {
+            src: self.src,
+            start: start as u32,
+            end: end as u32,
+        }
     }
 
     fn error_at(&self, start: usize, end: usize, msg: &str, help: Option<&str>) -> SyntaxError {
         let end = end.min(self.bytes.len()).max(start);
-        SyntaxError { message: msg.to_string(), span: self.span(start, end), help: help.map(str::to_string) }
+        SyntaxError {
+            message: msg.to_string(),
+            span: self.span(start, end),
+            help: help.map(str::to_string),
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -151,7 +191,12 @@ impl<'a> Parser<'a> {
                     while depth > 0 {
                         match (self.peek(), self.bytes.get(self.pos + 1)) {
                             (None, _) => {
-                                return Err(self.error_at(start, start + 2, "unterminated block comment", Some("close it with `*/`")))
+                                return Err(self.error_at(
+                                    start,
+                                    start + 2,
+                                    "unterminated block comment",
+                                    Some("close it with `*/`"),
+                                ))
                             }
                             (Some(b'*'), Some(b'/')) => {
                                 depth -= 1;
@@ -201,9 +246,29 @@ impl<'a> Parser<'a> {
             ),
             Some(_) => {
                 let ch = self.text[self.pos..].chars().next().unwrap_or('?');
-                self.error_at(self.pos, self.pos + ch.len_utf8(), &format!("expected {expected}, found `{ch}`"), None)
+                self.error_at(
+                    self.pos,
+                    self.pos + ch.len_utf8(),
+                    &format!("expected {expected}, found `{ch}`"),
+                    None,
+                )
             }
         }
+    }
+
+    /// End of file inside a bracket that opened at `open`: point at the bracket.
+    fn unclosed(&self, open: usize) -> SyntaxError {
+        let (bracket, close) = match self.bytes.get(open) {
+            Some(b'[') => ('[', ']'),
+            Some(b'{') => ('{', '}'),
+            _ => ('(', ')'),
+        };
+        self.error_at(
+            open,
+            open + 1,
+            &format!("unexpected end of file: this `{bracket}` is never closed"),
+            Some(&format!("add `{close}` after its last entry")),
+        )
     }
 
     fn value(&mut self) -> Result<Node, SyntaxError> {
@@ -212,11 +277,15 @@ impl<'a> Parser<'a> {
         let kind = match self.peek() {
             None => return Err(self.unexpected("a value")),
             Some(b'"') => self.string()?,
-            Some(b'r') if matches!(self.bytes.get(self.pos + 1), Some(b'"' | b'#')) => self.raw_string()?,
+            Some(b'r') if matches!(self.bytes.get(self.pos + 1), Some(b'"' | b'#')) => {
+                self.raw_string()?
+            }
             Some(b'[') => self.list()?,
             Some(b'{') => self.map()?,
             Some(b'(') => self.parenthesized(None)?,
-            Some(c) if c == b'-' || c == b'+' || c == b'.' || c.is_ascii_digit() => self.number()?,
+            Some(c) if c == b'-' || c == b'+' || c == b'.' || c.is_ascii_digit() => {
+                self.number()?
+            }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let ident = self.ident()?;
                 match ident.name.as_str() {
@@ -235,11 +304,19 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(b'\'') => {
-                return Err(self.error_at(self.pos, self.pos + 1, "character literals are not supported", Some("use a double-quoted string")))
+                return Err(self.error_at(
+                    self.pos,
+                    self.pos + 1,
+                    "character literals are not supported",
+                    Some("use a double-quoted string"),
+                ))
             }
             Some(_) => return Err(self.unexpected("a value")),
         };
-        Ok(Node { kind, span: self.span(start, self.pos) })
+        Ok(Node {
+            kind,
+            span: self.span(start, self.pos),
+        })
     }
 
     fn ident(&mut self) -> Result<Ident, SyntaxError> {
@@ -254,7 +331,10 @@ impl<'a> Parser<'a> {
         if self.pos == start {
             return Err(self.unexpected("a name"));
         }
-        Ok(Ident { name: self.text[start..self.pos].to_string(), span: self.span(start, self.pos) })
+        Ok(Ident {
+            name: self.text[start..self.pos].to_string(),
+            span: self.span(start, self.pos),
+        })
     }
 
     fn string(&mut self) -> Result<Kind, SyntaxError> {
@@ -264,7 +344,12 @@ impl<'a> Parser<'a> {
         let mut escaped = false;
         loop {
             let Some(c) = self.peek() else {
-                return Err(self.error_at(start, start + 1, "unterminated string", Some("add the closing `\"`")));
+                return Err(self.error_at(
+                    start,
+                    start + 1,
+                    "unterminated string",
+                    Some("add the closing `\"`"),
+                ));
             };
             match c {
                 b'"' => {
@@ -324,7 +409,11 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        Ok(Kind::Str { value: out, raw_offset: 1, escaped })
+        Ok(Kind::Str {
+            value: out,
+            raw_offset: 1,
+            escaped,
+        })
     }
 
     fn raw_string(&mut self) -> Result<Kind, SyntaxError> {
@@ -342,11 +431,20 @@ impl<'a> Parser<'a> {
         let body_start = self.pos;
         let closing = format!("\"{}", "#".repeat(hashes));
         let Some(rel) = self.text[body_start..].find(&closing) else {
-            return Err(self.error_at(start, body_start, "unterminated raw string", Some(&format!("close it with `{closing}`"))));
+            return Err(self.error_at(
+                start,
+                body_start,
+                "unterminated raw string",
+                Some(&format!("close it with `{closing}`")),
+            ));
         };
         let value = self.text[body_start..body_start + rel].to_string();
         self.pos = body_start + rel + closing.len();
-        Ok(Kind::Str { value, raw_offset: (body_start - start) as u32, escaped: false })
+        Ok(Kind::Str {
+            value,
+            raw_offset: (body_start - start) as u32,
+            escaped: false,
+        })
     }
 
     fn number(&mut self) -> Result<Kind, SyntaxError> {
@@ -368,8 +466,18 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
-        let raw: String = self.text[start..self.pos].chars().filter(|&c| c != '_').collect();
-        let bad = || self.error_at(start, self.pos, &format!("invalid number `{}`", &self.text[start..self.pos]), None);
+        let raw: String = self.text[start..self.pos]
+            .chars()
+            .filter(|&c| c != '_')
+            .collect();
+        let bad = || {
+            self.error_at(
+                start,
+                self.pos,
+                &format!("invalid number `{}`", &self.text[start..self.pos]),
+                None,
+            )
+        };
         if is_float {
             raw.parse::<f64>().map(Kind::Float).map_err(|_| bad())
         } else {
@@ -378,32 +486,43 @@ impl<'a> Parser<'a> {
     }
 
     fn list(&mut self) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         let mut items = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b']') {
-                self.pos += 1;
-                return Ok(Kind::List(items));
+            match self.peek() {
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Kind::List(items));
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             items.push(self.value()?);
             self.skip_ws()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `]`")),
             }
         }
     }
 
     fn map(&mut self) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         let mut entries = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b'}') {
-                self.pos += 1;
-                return Ok(Kind::Map(entries));
+            match self.peek() {
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Kind::Map(entries));
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             let key = self.value()?;
             self.expect(b':', "`:` after a map key")?;
@@ -413,6 +532,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `}`")),
             }
         }
@@ -420,19 +540,27 @@ impl<'a> Parser<'a> {
 
     /// `(…)` after an optional name: named fields make a struct, otherwise a tuple.
     fn parenthesized(&mut self, name: Option<Ident>) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         self.skip_ws()?;
         if self.peek() == Some(b')') {
             self.pos += 1;
-            return Ok(Kind::Tuple { name, items: Vec::new() });
+            return Ok(Kind::Tuple {
+                name,
+                items: Vec::new(),
+            });
         }
         if self.looks_like_field() {
             let mut fields = Vec::new();
             loop {
                 self.skip_ws()?;
-                if self.peek() == Some(b')') {
-                    self.pos += 1;
-                    return Ok(Kind::Struct { name, fields });
+                match self.peek() {
+                    Some(b')') => {
+                        self.pos += 1;
+                        return Ok(Kind::Struct { name, fields });
+                    }
+                    None => return Err(self.unclosed(open)),
+                    _ => {}
                 }
                 let field = self.ident()?;
                 self.expect(b':', "`:` after a field name")?;
@@ -442,6 +570,7 @@ impl<'a> Parser<'a> {
                 match self.peek() {
                     Some(b',') => self.pos += 1,
                     Some(b')') => {}
+                    None => return Err(self.unclosed(open)),
                     _ => return Err(self.unexpected("`,` or `)`")),
                 }
             }
@@ -449,15 +578,20 @@ impl<'a> Parser<'a> {
         let mut items = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b')') {
-                self.pos += 1;
-                return Ok(Kind::Tuple { name, items });
+            match self.peek() {
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(Kind::Tuple { name, items });
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             items.push(self.value()?);
             self.skip_ws()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b')') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `)`")),
             }
         }
@@ -500,14 +634,24 @@ mod tests {
 
     #[test]
     fn structures_and_spans() {
-        let n = parse(0, "Stage(matrix: {\"i\": [0, 1,]}, task: Async(queue: 2), x: Some(3), y: None, z: ())").unwrap();
-        let Kind::Struct { name, fields } = n.kind else { panic!() };
+        let n = parse(
+            0,
+            "Stage(matrix: {\"i\": [0, 1,]}, task: Async(queue: 2), x: Some(3), y: None, z: ())",
+        )
+        .unwrap();
+        let Kind::Struct { name, fields } = n.kind else {
+            panic!()
+        };
         assert_eq!(name.unwrap().name, "Stage");
         assert_eq!(fields.len(), 5);
         assert_eq!(fields[0].0.name, "matrix");
         assert_eq!((fields[0].0.span.start, fields[0].0.span.end), (6, 12));
-        assert!(matches!(&fields[1].1.kind, Kind::Struct { name: Some(n), .. } if n.name == "Async"));
-        assert!(matches!(&fields[2].1.kind, Kind::Tuple { name: Some(n), items } if n.name == "Some" && items.len() == 1));
+        assert!(
+            matches!(&fields[1].1.kind, Kind::Struct { name: Some(n), .. } if n.name == "Async")
+        );
+        assert!(
+            matches!(&fields[2].1.kind, Kind::Tuple { name: Some(n), items } if n.name == "Some" && items.len() == 1)
+        );
         assert!(matches!(&fields[3].1.kind, Kind::Unit(i) if i.name == "None"));
     }
 
@@ -516,10 +660,27 @@ mod tests {
         let text = "// hi\n/* a /* nested */ b */ [1, /* x */ 2] // end";
         let one = text.find('1').unwrap() as u32;
         let two = text.find('2').unwrap() as u32;
-        assert_eq!(kind(text), Kind::List(vec![
-            Node { kind: Kind::Int(1), span: Span { src: 0, start: one, end: one + 1 } },
-            Node { kind: Kind::Int(2), span: Span { src: 0, start: two, end: two + 1 } },
-        ]));
+        assert_eq!(
+            kind(text),
+            Kind::List(vec![
+                Node {
+                    kind: Kind::Int(1),
+                    span: Span {
+                        src: 0,
+                        start: one,
+                        end: one + 1
+                    }
+                },
+                Node {
+                    kind: Kind::Int(2),
+                    span: Span {
+                        src: 0,
+                        start: two,
+                        end: two + 1
+                    }
+                },
+            ])
+        );
     }
 
     #[test]
@@ -528,7 +689,43 @@ mod tests {
         assert_eq!(e.span.start, 25);
         let e = parse(0, "Pipeline(stages: {").unwrap_err();
         assert!(e.message.contains("end of file"), "{}", e.message);
+        assert_eq!(
+            (e.span.start, e.span.end),
+            (17, 18),
+            "points at the unclosed `{{`"
+        );
         let e = parse(0, "\"abc").unwrap_err();
         assert!(e.message.contains("unterminated string"));
+    }
+
+    #[test]
+    fn end_of_file_points_at_the_innermost_unclosed_bracket() {
+        let text = "Pipeline(\n    stages: {\n        \"a\": Stage(task: Command(run: \"x\")),\n";
+        let e = parse(0, text).unwrap_err();
+        assert_eq!(e.span.start as usize, text.find('{').unwrap());
+        assert_eq!(
+            e.message,
+            "unexpected end of file: this `{` is never closed"
+        );
+        assert_eq!(e.help.as_deref(), Some("add `}` after its last entry"));
+        let e = parse(0, "[1, 2").unwrap_err();
+        assert_eq!(
+            (e.span.start, e.message.as_str()),
+            (0, "unexpected end of file: this `[` is never closed")
+        );
+        let e = parse(0, "Stage(task: 1,").unwrap_err();
+        assert_eq!(
+            (e.span.start, e.message.as_str()),
+            (5, "unexpected end of file: this `(` is never closed")
+        );
+    }
+
+    #[test]
+    fn an_empty_file_says_so() {
+        for text in ["", "  \n// only a comment\n"] {
+            let e = parse(0, text).unwrap_err();
+            assert_eq!(e.message, "the file is empty");
+            assert_eq!((e.span.start, e.span.end), (0, 0));
+        }
     }
 }

@@ -15,7 +15,10 @@ fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 fn load_ok(files: &[(&str, &str)], overrides: &[&str]) -> crate::graph::Graph {
     let ws = workspace(files);
-    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let o: Vec<Override> = overrides
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
     match load(ws.path(), &o) {
         Ok(g) => g,
         Err(e) => panic!("{e:?}"),
@@ -24,7 +27,10 @@ fn load_ok(files: &[(&str, &str)], overrides: &[&str]) -> crate::graph::Graph {
 
 fn load_err(files: &[(&str, &str)], overrides: &[&str]) -> PipelineError {
     let ws = workspace(files);
-    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let o: Vec<Override> = overrides
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
     load(ws.path(), &o).expect_err("expected a pipeline error")
 }
 
@@ -65,11 +71,28 @@ fn run_of(g: &crate::graph::Graph, id: &str) -> String {
 fn design_example_expands() {
     let g = load_ok(&[("ex.ron", DESIGN_EXAMPLE)], &[]);
     let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(ids, ["gen[i=0]", "gen[i=1]", "gen[i=2]", "double[i=0]", "double[i=1]", "double[i=2]", "total"]);
+    assert_eq!(
+        ids,
+        [
+            "gen[i=0]",
+            "gen[i=1]",
+            "gen[i=2]",
+            "double[i=0]",
+            "double[i=1]",
+            "double[i=2]",
+            "total"
+        ]
+    );
     assert_eq!(run_of(&g, "gen[i=1]"), "echo 1 2000 > ${out}/v.txt");
     assert_eq!(g.nodes[g.find("double[i=2]").unwrap()].deps(), vec![2]);
     assert_eq!(g.nodes[g.find("total").unwrap()].deps(), vec![3, 4, 5]);
-    assert_eq!(g.stages.iter().map(|s| s.pipeline.as_str()).collect::<Vec<_>>(), ["ex", "ex", "ex"]);
+    assert_eq!(
+        g.stages
+            .iter()
+            .map(|s| s.pipeline.as_str())
+            .collect::<Vec<_>>(),
+        ["ex", "ex", "ex"]
+    );
 }
 
 #[test]
@@ -88,13 +111,21 @@ fn whole_string_param_takes_typed_value() {
     let g = load_ok(&[("a.ron", text)], &[]);
     assert_eq!(g.nodes[0].task.resources().gpus, 2);
     let e = load_err(&[("a.ron", text)], &["g=lots"]);
-    assert!(e.message.contains("expected u32"), "{}", e.message);
-    assert!(e.help.as_deref().unwrap().contains("param `g`"), "{:?}", e.help);
+    assert_eq!(
+        e.message,
+        "expected a non-negative integer, found the string \"lots\""
+    );
+    assert!(
+        e.help.as_deref().unwrap().contains("param `g`"),
+        "{:?}",
+        e.help
+    );
 }
 
 #[test]
 fn dollar_escapes_and_shell_syntax_are_kept() {
-    let text = r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo $$HOME $(date) $x ${out}"))})"#;
+    let text =
+        r#"Pipeline(stages: {"a": Stage(task: Command(run: "echo $$HOME $(date) $x ${out}"))})"#;
     let g = load_ok(&[("a.ron", text)], &[]);
     assert_eq!(run_of(&g, "a"), "echo $$HOME $(date) $x ${out}");
 }
@@ -108,7 +139,15 @@ fn include_and_exclude_follow_github_semantics() {
         task: Command(run: "${a}${b}"))})"#;
     let g = load_ok(&[("s.ron", text)], &[]);
     let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
-    assert_eq!(ids, ["s[a=1,b=x,extra=true]", "s[a=1,b=y,extra=true]", "s[a=2,b=x]", "s[a=3,b=z]"]);
+    assert_eq!(
+        ids,
+        [
+            "s[a=1,b=x,extra=true]",
+            "s[a=1,b=y,extra=true]",
+            "s[a=2,b=x]",
+            "s[a=3,b=z]"
+        ]
+    );
 }
 
 #[test]
@@ -128,25 +167,123 @@ fn errors_carry_spans_and_hints() {
     let at = text.find("${nope}").unwrap() as u32;
     assert_eq!((span.start, span.end), (at, at + 7));
 
-    let e = load_err(&[("a.ron", r#"Pipeline(stages: {"a": Stage(task: Command(rn: "x"))})"#)], &[]);
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(rn: "x"))})"#,
+        )],
+        &[],
+    );
     assert_eq!(e.help.as_deref(), Some("did you mean `run`?"));
 }
 
 #[test]
 fn cycles_and_duplicates_name_every_place() {
     let e = load_err(
-        &[("a.ron", r#"Pipeline(stages: {"a": Stage(needs: ["b"], task: Command(run: "x")), "b": Stage(for_each: "a", task: Command(run: "x"))})"#)],
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(needs: ["b"], task: Command(run: "x")), "b": Stage(for_each: "a", task: Command(run: "x"))})"#,
+        )],
         &[],
     );
-    assert!(e.message.starts_with("dependency cycle: `a` → `b` → `a`"), "{}", e.message);
+    assert!(
+        e.message.starts_with("dependency cycle: `a` → `b` → `a`"),
+        "{}",
+        e.message
+    );
     assert_eq!(e.related.len(), 1);
     let e = load_err(
         &[
-            ("a.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "1"))})"#),
-            ("b.ron", r#"Pipeline(stages: {"x": Stage(task: Command(run: "2"))})"#),
+            (
+                "a.ron",
+                r#"Pipeline(stages: {"x": Stage(task: Command(run: "1"))})"#,
+            ),
+            (
+                "b.ron",
+                r#"Pipeline(stages: {"x": Stage(task: Command(run: "2"))})"#,
+            ),
         ],
         &[],
     );
     assert_eq!(e.message, "stage `x` is defined twice");
     assert_eq!(e.related.len(), 1);
+}
+
+#[test]
+fn axis_override_may_leave_an_exclude_unmatched() {
+    let text = r#"Pipeline(stages: {"s": Stage(
+        matrix: {"a": [1, 2], "b": ["x", "y"]},
+        exclude: [{"a": 2, "b": "y"}],
+        task: Command(run: "${a}${b}"))})"#;
+    let g = load_ok(&[("s.ron", text)], &["a=[1]"]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["s[a=1,b=x]", "s[a=1,b=y]"]);
+    // An override that leaves nothing is still an error, and says which `-p` did it.
+    let e = load_err(&[("s.ron", text)], &["a=2", "b=y"]);
+    assert!(e.message.contains("no combinations left"), "{}", e.message);
+    assert!(
+        e.help.as_deref().unwrap_or_default().contains("-p a=…"),
+        "{:?}",
+        e.help
+    );
+    // Without an override, an exclude that matches nothing is a typo.
+    let typo = text.replace(r#"{"a": 2, "b": "y"}"#, r#"{"a": 3, "b": "y"}"#);
+    let e = load_err(&[("s.ron", &typo)], &[]);
+    assert!(
+        e.message.contains("matches no combination"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn type_errors_use_the_words_of_a_pipeline_file() {
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", outputs: "v.txt"))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(e.message, "expected a list, found the string \"v.txt\"");
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("write a list in brackets"),
+        "{:?}",
+        e.help
+    );
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", resources: (gpus: -1)))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(
+        e.message,
+        "invalid value the integer `-1`: expected a non-negative integer"
+    );
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", resources: (exclusive: "yes")))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(e.message, "expected a bool, found the string \"yes\"");
+    assert_eq!(
+        e.help.as_deref(),
+        Some("write `true` or `false`, without quotes")
+    );
+    let text =
+        r#"Pipeline(params: {"m": ["a", "b"]}, stages: {"a": Stage(task: Command(run: "${m}"))})"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(e.message, "expected a string, found a list");
+    let help = e.help.unwrap_or_default();
+    assert_eq!(
+        help,
+        "the value comes from param `m`, set at pipelines/a.ron:1:24"
+    );
 }
