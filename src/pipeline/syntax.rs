@@ -116,6 +116,7 @@ pub fn parse(src: u32, text: &str) -> Result<Node, SyntaxError> {
         text,
         bytes: text.as_bytes(),
         pos: 0,
+        depth: 0,
     };
     p.skip_ws()?;
     while p.peek() == Some(b'#') {
@@ -143,11 +144,17 @@ pub fn parse(src: u32, text: &str) -> Result<Node, SyntaxError> {
     Ok(node)
 }
 
+/// How deeply brackets may nest. Real pipelines use a handful of levels; the
+/// limit keeps a runaway file from overflowing the stack of this recursive parser.
+const MAX_DEPTH: usize = 128;
+
 struct Parser<'a> {
     src: u32,
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Values being parsed around the current one.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -272,6 +279,21 @@ impl<'a> Parser<'a> {
     }
 
     fn value(&mut self) -> Result<Node, SyntaxError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error_at(
+                self.pos,
+                self.pos + 1,
+                &format!("values are nested more than {MAX_DEPTH} levels deep"),
+                Some("a pipeline needs a few levels of brackets; look for brackets opened over and over"),
+            ));
+        }
+        self.depth += 1;
+        let node = self.value_inner();
+        self.depth -= 1;
+        node
+    }
+
+    fn value_inner(&mut self) -> Result<Node, SyntaxError> {
         self.skip_ws()?;
         let start = self.pos;
         let kind = match self.peek() {
@@ -727,5 +749,18 @@ mod tests {
             assert_eq!(e.message, "the file is empty");
             assert_eq!((e.span.start, e.span.end), (0, 0));
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let e = parse(0, &text).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!("values are nested more than {MAX_DEPTH} levels deep")
+        );
+        assert_eq!(e.span.start as usize, MAX_DEPTH);
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(0, &ok).is_ok());
     }
 }
