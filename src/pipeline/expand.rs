@@ -101,6 +101,11 @@ pub fn expand(
             }));
     }
 
+    // Without a matrix there is no combination to extend: each include entry
+    // is a combination of its own (GitHub Actions does the same).
+    if axes.is_empty() && !include.is_empty() {
+        combos.clear();
+    }
     let original = combos.len();
     for entry in include {
         let pairs = entry_pairs(sources, entry, "include")?;

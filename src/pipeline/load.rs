@@ -417,10 +417,7 @@ fn read_stage(
             )
             .with_help("add `task: Command(run: \"…\", outputs: [\"…\"])`"));
     }
-    if (!stage.exclude.is_empty() || !stage.include.is_empty())
-        && stage.axes.is_empty()
-        && stage.include.is_empty()
-    {
+    if !stage.exclude.is_empty() && stage.axes.is_empty() {
         return Err(sources
             .error(
                 "`exclude` without a `matrix`",

@@ -287,3 +287,26 @@ fn type_errors_use_the_words_of_a_pipeline_file() {
         "the value comes from param `m`, set at pipelines/a.ron:1:24"
     );
 }
+
+#[test]
+fn include_without_a_matrix_makes_one_node_per_entry() {
+    let text = r#"Pipeline(stages: {"s": Stage(
+        include: [{"site": "production", "dc": "a"}, {"site": "staging", "dc": "b"}],
+        task: Command(run: "echo ${site} ${dc}"))})"#;
+    let g = load_ok(&[("s.ron", text)], &[]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["s[site=production,dc=a]", "s[site=staging,dc=b]"]);
+    assert_eq!(run_of(&g, "s[site=staging,dc=b]"), "echo staging b");
+    // With a matrix, a later entry still overwrites what an earlier one added.
+    let text = r#"Pipeline(stages: {"t": Stage(matrix: {"os": ["linux"]},
+        include: [{"os": "linux", "v": 1}, {"os": "linux", "v": 2}], task: Command(run: "echo ${v}"))})"#;
+    let g = load_ok(&[("t.ron", text)], &[]);
+    assert_eq!(
+        g.nodes.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
+        ["t[os=linux,v=2]"]
+    );
+    // `exclude` still needs a matrix, even beside an `include`.
+    let text = r#"Pipeline(stages: {"u": Stage(include: [{"a": 1}], exclude: [{"a": 1}], task: Command(run: "x"))})"#;
+    let e = load_err(&[("u.ron", text)], &[]);
+    assert_eq!(e.message, "`exclude` without a `matrix`");
+}

@@ -686,11 +686,24 @@ fn malformed_override_argument() {
 
 #[test]
 fn deeply_nested_file_is_an_error_not_a_crash() {
-    let text = format!("Pipeline(params: {{ \"x\": {}{} }}, stages: {{}})\n", "[".repeat(100_000), "]".repeat(100_000));
+    let text = format!(
+        "Pipeline(params: {{ \"x\": {}{} }}, stages: {{}})\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
     let files = [("deep.ron", text.as_str())];
     let ws = Workspace::with_pipelines(&files);
     let out = ws.run(&["ls"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("values are nested more than 128 levels deep"), "{}", out.stderr);
-    assert!(out.stderr.contains("[pipelines/deep.ron:1:"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("values are nested more than 128 levels deep"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("[pipelines/deep.ron:1:"),
+        "{}",
+        out.stderr
+    );
 }
