@@ -310,3 +310,19 @@ fn include_without_a_matrix_makes_one_node_per_entry() {
     let e = load_err(&[("u.ron", text)], &[]);
     assert_eq!(e.message, "`exclude` without a `matrix`");
 }
+
+#[test]
+fn an_axis_that_shadows_an_inherited_param_is_named() {
+    let text = r#"Pipeline(stages: {
+        "runs": Stage(matrix: {"size": [1, 2]}, task: Command(run: "echo ${size}")),
+        "an": Stage(for_each: "runs", matrix: {"size": [9]}, task: Command(run: "echo ${size}")),
+    })"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(
+        e.message,
+        "node `an[size=9]` is produced twice: stage `an` sets `size`, which its nodes inherit from `runs`"
+    );
+    let span = e.primary_span().unwrap();
+    let at = text.find("[9]").unwrap() as u32 + 1;
+    assert_eq!((span.start, span.end), (at, at + 1));
+}

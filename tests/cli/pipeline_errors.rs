@@ -31,9 +31,10 @@ fn location(files: &[(&str, &str)], at: &At<'_>) -> String {
     format!("pipelines/{}:{line}:{col}", at.file)
 }
 
-/// Whitespace collapsed, so hints that the terminal width wrapped still match.
+/// Whitespace and the margin of wrapped message lines collapsed, so text that
+/// the terminal width wrapped still matches.
 fn flat(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    text.replace('│', " ").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Runs `vitgraph ARGS` on `files` and checks the rejection; returns stderr.
@@ -705,5 +706,28 @@ fn deeply_nested_file_is_an_error_not_a_crash() {
         out.stderr.contains("[pipelines/deep.ron:1:"),
         "{}",
         out.stderr
+    );
+}
+
+#[test]
+fn for_each_axis_shadows_an_inherited_param() {
+    one(
+        "for_each_axis_shadows_an_inherited_param",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(matrix: { "size": [1, 2] }, task: Command(run: "echo ${size}")),
+        "analysis": Stage(
+            for_each: "runs",
+            matrix: { "size": [9] },
+            task: Command(run: "echo ${size}"),
+        ),
+    },
+)
+"#,
+        "9]",
+        &[
+            "stage `analysis` sets `size`, which its nodes inherit from `runs`",
+            "give this axis another name",
+        ],
     );
 }
