@@ -73,11 +73,23 @@ impl de::Error for DeError {
     }
 
     fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Self::custom(format_args!("expected {exp}, found {unexp}"))
+        let (expected, help) = expected_words(&exp.to_string());
+        DeError {
+            message: format!("expected {expected}, found {}", found_words(unexp)),
+            span: None,
+            help,
+            origin: None,
+        }
     }
 
     fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Self::custom(format_args!("invalid value {unexp}: expected {exp}"))
+        let (expected, help) = expected_words(&exp.to_string());
+        DeError {
+            message: format!("invalid value {}: expected {expected}", found_words(unexp)),
+            span: None,
+            help,
+            origin: None,
+        }
     }
 
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
@@ -113,6 +125,41 @@ impl de::Error for DeError {
             help: Some(format!("add `{field}: …` here")),
             origin: None,
         }
+    }
+}
+
+/// serde's name for an expected type, in the words of a pipeline file, with a hint.
+fn expected_words(exp: &str) -> (String, Option<String>) {
+    let (words, help) = match exp {
+        "u8" | "u16" | "u32" | "u64" | "usize" => (
+            "a non-negative integer",
+            "write a whole number such as `1`, without quotes",
+        ),
+        "i8" | "i16" | "i32" | "i64" | "isize" => (
+            "an integer",
+            "write a whole number such as `-1` or `2`, without quotes",
+        ),
+        "f32" | "f64" => ("a number", "write a number such as `0.5`, without quotes"),
+        "a boolean" => ("a bool", "write `true` or `false`, without quotes"),
+        "a sequence" => ("a list", "write a list in brackets: `[\"a\", \"b\"]`"),
+        other => return (other.to_string(), None),
+    };
+    (words.to_string(), Some(help.to_string()))
+}
+
+/// serde's description of an unexpected value, in the words of a pipeline file.
+fn found_words(unexp: de::Unexpected<'_>) -> String {
+    use de::Unexpected as U;
+    match unexp {
+        U::Bool(b) => format!("the bool `{b}`"),
+        U::Unsigned(i) => format!("the integer `{i}`"),
+        U::Signed(i) => format!("the integer `{i}`"),
+        U::Float(x) => format!("the number `{x}`"),
+        U::Str(s) => format!("the string \"{s}\""),
+        U::Seq => "a list".to_string(),
+        U::Map => "a map".to_string(),
+        U::Unit => "`()`".to_string(),
+        other => other.to_string(),
     }
 }
 

@@ -12,6 +12,8 @@ pub struct Axis {
     pub name: String,
     pub key: Node,
     pub values: Vec<Node>,
+    /// Replaced by `-p`: an `exclude` entry naming it may then match nothing.
+    pub overridden: bool,
 }
 
 /// One combination: (param name, value) in id order.
@@ -79,7 +81,11 @@ pub fn expand(
         }
         let before = combos.len();
         combos.retain(|c| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
-        if combos.len() == before {
+        // `-p res=[224]` may leave nothing for `{"res": 512}` to exclude; that is not a typo.
+        let overridden = pairs
+            .iter()
+            .any(|(k, _)| axes.iter().any(|a| a.name == k.name && a.overridden));
+        if combos.len() == before && !overridden {
             return Err(sources
                 .error("this `exclude` entry matches no combination of the matrix", entry.span, "matches nothing")
                 .with_help("check the values against the matrix axes; an unmatched exclude is usually a typo"));
@@ -88,14 +94,18 @@ pub fn expand(
     if combos.is_empty() && !axes.is_empty() {
         let span = matrix_span.unwrap_or(axes[0].key.span);
         return Err(sources
-            .error(
-                format!("the matrix of stage `{stage}` has no combinations left after `exclude`"),
-                span,
-                "empty matrix",
-            )
-            .with_help("remove an exclude entry or add values to an axis"));
+            .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
+            .with_help(match axes.iter().find(|a| a.overridden) {
+                Some(a) => format!("the values `-p {}=…` gives are all excluded: pass other values, or remove an exclude entry", a.name),
+                None => "remove an exclude entry or add values to an axis".into(),
+            }));
     }
 
+    // Without a matrix there is no combination to extend: each include entry
+    // is a combination of its own (GitHub Actions does the same).
+    if axes.is_empty() && !include.is_empty() {
+        combos.clear();
+    }
     let original = combos.len();
     for entry in include {
         let pairs = entry_pairs(sources, entry, "include")?;

@@ -363,6 +363,7 @@ fn read_stage(
                         name: axis,
                         key: k.clone(),
                         values,
+                        overridden: false,
                     });
                 }
             }
@@ -416,10 +417,7 @@ fn read_stage(
             )
             .with_help("add `task: Command(run: \"…\", outputs: [\"…\"])`"));
     }
-    if (!stage.exclude.is_empty() || !stage.include.is_empty())
-        && stage.axes.is_empty()
-        && stage.include.is_empty()
-    {
+    if !stage.exclude.is_empty() && stage.axes.is_empty() {
         return Err(sources
             .error(
                 "`exclude` without a `matrix`",
@@ -495,6 +493,7 @@ fn apply_overrides(
         }
         for s in stages.iter_mut() {
             for a in s.axes.iter_mut().filter(|a| a.name == o.key) {
+                a.overridden = true;
                 a.values = match &node.kind {
                     Kind::List(items) => items.clone(),
                     _ => vec![node.clone()],
@@ -752,10 +751,15 @@ fn expand_nodes(
                 let id = node_id(&s.name.name, &id_values);
                 let at = combo.last().map(|p| p.node.span).unwrap_or(s.name.span);
                 if let Some(prev) = seen_ids.insert(id.clone(), at) {
-                    return Err(sources
-                        .error(format!("node `{id}` is produced twice"), at, "duplicate combination")
-                        .with_label(prev, "first produced here")
-                        .with_help("two matrix combinations (or include entries) are identical: remove one"));
+                    let inherited = up.map(|u| node_id_params[u].as_slice());
+                    return Err(duplicate_node(
+                        sources,
+                        s,
+                        &id,
+                        (at, prev),
+                        inherited,
+                        combo,
+                    ));
                 }
                 let task = match (&cached_task, task_has_vars) {
                     (Some(t), false) => t.clone(),
@@ -812,6 +816,46 @@ fn expand_nodes(
         });
     }
     Ok(Graph::new(nodes, graph_stages))
+}
+
+/// Two combinations of one stage with the same id: say why.
+fn duplicate_node(
+    sources: &Sources,
+    s: &StageDecl,
+    id: &str,
+    (at, prev): (Span, Span),
+    inherited: Option<&[Param]>,
+    combo: &[Param],
+) -> PipelineError {
+    // A matrix axis or include key named like a param inherited through
+    // `for_each` replaces it, so every upstream node yields the same id.
+    let shadowed = inherited
+        .into_iter()
+        .flatten()
+        .find_map(|p| combo.iter().find(|c| c.name == p.name));
+    if let (Some(c), Some(fe)) = (shadowed, &s.for_each) {
+        return sources
+            .error(
+                format!(
+                    "node `{id}` is produced twice: stage `{}` sets `{}`, which its nodes inherit from `{}`",
+                    s.name.name, c.name, fe.name
+                ),
+                c.node.span,
+                format!("replaces the inherited `{}`", c.name),
+            )
+            .with_help(format!(
+                "give this axis another name: each node of `{}` already carries its own `{}`",
+                fe.name, c.name
+            ));
+    }
+    sources
+        .error(
+            format!("node `{id}` is produced twice"),
+            at,
+            "duplicate combination",
+        )
+        .with_label(prev, "first produced here")
+        .with_help("two matrix combinations (or include entries) are identical: remove one")
 }
 
 fn overlay(params: &mut Vec<Param>, p: Param) {

@@ -116,11 +116,20 @@ pub fn parse(src: u32, text: &str) -> Result<Node, SyntaxError> {
         text,
         bytes: text.as_bytes(),
         pos: 0,
+        depth: 0,
     };
     p.skip_ws()?;
     while p.peek() == Some(b'#') {
         p.skip_attribute()?;
         p.skip_ws()?;
+    }
+    if p.peek().is_none() {
+        return Err(p.error_at(
+            0,
+            0,
+            "the file is empty",
+            Some("a pipeline file holds one `Pipeline(stages: { … })`"),
+        ));
     }
     let node = p.value()?;
     p.skip_ws()?;
@@ -135,11 +144,17 @@ pub fn parse(src: u32, text: &str) -> Result<Node, SyntaxError> {
     Ok(node)
 }
 
+/// How deeply brackets may nest. Real pipelines use a handful of levels; the
+/// limit keeps a runaway file from overflowing the stack of this recursive parser.
+const MAX_DEPTH: usize = 128;
+
 struct Parser<'a> {
     src: u32,
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Values being parsed around the current one.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -248,7 +263,37 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// End of file inside a bracket that opened at `open`: point at the bracket.
+    fn unclosed(&self, open: usize) -> SyntaxError {
+        let (bracket, close) = match self.bytes.get(open) {
+            Some(b'[') => ('[', ']'),
+            Some(b'{') => ('{', '}'),
+            _ => ('(', ')'),
+        };
+        self.error_at(
+            open,
+            open + 1,
+            &format!("unexpected end of file: this `{bracket}` is never closed"),
+            Some(&format!("add `{close}` after its last entry")),
+        )
+    }
+
     fn value(&mut self) -> Result<Node, SyntaxError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error_at(
+                self.pos,
+                self.pos + 1,
+                &format!("values are nested more than {MAX_DEPTH} levels deep"),
+                Some("a pipeline needs a few levels of brackets; look for brackets opened over and over"),
+            ));
+        }
+        self.depth += 1;
+        let node = self.value_inner();
+        self.depth -= 1;
+        node
+    }
+
+    fn value_inner(&mut self) -> Result<Node, SyntaxError> {
         self.skip_ws()?;
         let start = self.pos;
         let kind = match self.peek() {
@@ -463,32 +508,43 @@ impl<'a> Parser<'a> {
     }
 
     fn list(&mut self) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         let mut items = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b']') {
-                self.pos += 1;
-                return Ok(Kind::List(items));
+            match self.peek() {
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Kind::List(items));
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             items.push(self.value()?);
             self.skip_ws()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `]`")),
             }
         }
     }
 
     fn map(&mut self) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         let mut entries = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b'}') {
-                self.pos += 1;
-                return Ok(Kind::Map(entries));
+            match self.peek() {
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Kind::Map(entries));
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             let key = self.value()?;
             self.expect(b':', "`:` after a map key")?;
@@ -498,6 +554,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `}`")),
             }
         }
@@ -505,6 +562,7 @@ impl<'a> Parser<'a> {
 
     /// `(…)` after an optional name: named fields make a struct, otherwise a tuple.
     fn parenthesized(&mut self, name: Option<Ident>) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
         self.pos += 1;
         self.skip_ws()?;
         if self.peek() == Some(b')') {
@@ -518,9 +576,13 @@ impl<'a> Parser<'a> {
             let mut fields = Vec::new();
             loop {
                 self.skip_ws()?;
-                if self.peek() == Some(b')') {
-                    self.pos += 1;
-                    return Ok(Kind::Struct { name, fields });
+                match self.peek() {
+                    Some(b')') => {
+                        self.pos += 1;
+                        return Ok(Kind::Struct { name, fields });
+                    }
+                    None => return Err(self.unclosed(open)),
+                    _ => {}
                 }
                 let field = self.ident()?;
                 self.expect(b':', "`:` after a field name")?;
@@ -530,6 +592,7 @@ impl<'a> Parser<'a> {
                 match self.peek() {
                     Some(b',') => self.pos += 1,
                     Some(b')') => {}
+                    None => return Err(self.unclosed(open)),
                     _ => return Err(self.unexpected("`,` or `)`")),
                 }
             }
@@ -537,15 +600,20 @@ impl<'a> Parser<'a> {
         let mut items = Vec::new();
         loop {
             self.skip_ws()?;
-            if self.peek() == Some(b')') {
-                self.pos += 1;
-                return Ok(Kind::Tuple { name, items });
+            match self.peek() {
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(Kind::Tuple { name, items });
+                }
+                None => return Err(self.unclosed(open)),
+                _ => {}
             }
             items.push(self.value()?);
             self.skip_ws()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b')') => {}
+                None => return Err(self.unclosed(open)),
                 _ => return Err(self.unexpected("`,` or `)`")),
             }
         }
@@ -643,7 +711,56 @@ mod tests {
         assert_eq!(e.span.start, 25);
         let e = parse(0, "Pipeline(stages: {").unwrap_err();
         assert!(e.message.contains("end of file"), "{}", e.message);
+        assert_eq!(
+            (e.span.start, e.span.end),
+            (17, 18),
+            "points at the unclosed `{{`"
+        );
         let e = parse(0, "\"abc").unwrap_err();
         assert!(e.message.contains("unterminated string"));
+    }
+
+    #[test]
+    fn end_of_file_points_at_the_innermost_unclosed_bracket() {
+        let text = "Pipeline(\n    stages: {\n        \"a\": Stage(task: Command(run: \"x\")),\n";
+        let e = parse(0, text).unwrap_err();
+        assert_eq!(e.span.start as usize, text.find('{').unwrap());
+        assert_eq!(
+            e.message,
+            "unexpected end of file: this `{` is never closed"
+        );
+        assert_eq!(e.help.as_deref(), Some("add `}` after its last entry"));
+        let e = parse(0, "[1, 2").unwrap_err();
+        assert_eq!(
+            (e.span.start, e.message.as_str()),
+            (0, "unexpected end of file: this `[` is never closed")
+        );
+        let e = parse(0, "Stage(task: 1,").unwrap_err();
+        assert_eq!(
+            (e.span.start, e.message.as_str()),
+            (5, "unexpected end of file: this `(` is never closed")
+        );
+    }
+
+    #[test]
+    fn an_empty_file_says_so() {
+        for text in ["", "  \n// only a comment\n"] {
+            let e = parse(0, text).unwrap_err();
+            assert_eq!(e.message, "the file is empty");
+            assert_eq!((e.span.start, e.span.end), (0, 0));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let e = parse(0, &text).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!("values are nested more than {MAX_DEPTH} levels deep")
+        );
+        assert_eq!(e.span.start as usize, MAX_DEPTH);
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(0, &ok).is_ok());
     }
 }

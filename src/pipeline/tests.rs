@@ -111,7 +111,10 @@ fn whole_string_param_takes_typed_value() {
     let g = load_ok(&[("a.ron", text)], &[]);
     assert_eq!(g.nodes[0].task.resources().gpus, 2);
     let e = load_err(&[("a.ron", text)], &["g=lots"]);
-    assert!(e.message.contains("expected u32"), "{}", e.message);
+    assert_eq!(
+        e.message,
+        "expected a non-negative integer, found the string \"lots\""
+    );
     assert!(
         e.help.as_deref().unwrap().contains("param `g`"),
         "{:?}",
@@ -204,4 +207,122 @@ fn cycles_and_duplicates_name_every_place() {
     );
     assert_eq!(e.message, "stage `x` is defined twice");
     assert_eq!(e.related.len(), 1);
+}
+
+#[test]
+fn axis_override_may_leave_an_exclude_unmatched() {
+    let text = r#"Pipeline(stages: {"s": Stage(
+        matrix: {"a": [1, 2], "b": ["x", "y"]},
+        exclude: [{"a": 2, "b": "y"}],
+        task: Command(run: "${a}${b}"))})"#;
+    let g = load_ok(&[("s.ron", text)], &["a=[1]"]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["s[a=1,b=x]", "s[a=1,b=y]"]);
+    // An override that leaves nothing is still an error, and says which `-p` did it.
+    let e = load_err(&[("s.ron", text)], &["a=2", "b=y"]);
+    assert!(e.message.contains("no combinations left"), "{}", e.message);
+    assert!(
+        e.help.as_deref().unwrap_or_default().contains("-p a=…"),
+        "{:?}",
+        e.help
+    );
+    // Without an override, an exclude that matches nothing is a typo.
+    let typo = text.replace(r#"{"a": 2, "b": "y"}"#, r#"{"a": 3, "b": "y"}"#);
+    let e = load_err(&[("s.ron", &typo)], &[]);
+    assert!(
+        e.message.contains("matches no combination"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn type_errors_use_the_words_of_a_pipeline_file() {
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", outputs: "v.txt"))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(e.message, "expected a list, found the string \"v.txt\"");
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("write a list in brackets"),
+        "{:?}",
+        e.help
+    );
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", resources: (gpus: -1)))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(
+        e.message,
+        "invalid value the integer `-1`: expected a non-negative integer"
+    );
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", resources: (exclusive: "yes")))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(e.message, "expected a bool, found the string \"yes\"");
+    assert_eq!(
+        e.help.as_deref(),
+        Some("write `true` or `false`, without quotes")
+    );
+    let text =
+        r#"Pipeline(params: {"m": ["a", "b"]}, stages: {"a": Stage(task: Command(run: "${m}"))})"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(e.message, "expected a string, found a list");
+    let help = e.help.unwrap_or_default();
+    assert_eq!(
+        help,
+        "the value comes from param `m`, set at pipelines/a.ron:1:24"
+    );
+}
+
+#[test]
+fn include_without_a_matrix_makes_one_node_per_entry() {
+    let text = r#"Pipeline(stages: {"s": Stage(
+        include: [{"site": "production", "dc": "a"}, {"site": "staging", "dc": "b"}],
+        task: Command(run: "echo ${site} ${dc}"))})"#;
+    let g = load_ok(&[("s.ron", text)], &[]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["s[site=production,dc=a]", "s[site=staging,dc=b]"]);
+    assert_eq!(run_of(&g, "s[site=staging,dc=b]"), "echo staging b");
+    // With a matrix, a later entry still overwrites what an earlier one added.
+    let text = r#"Pipeline(stages: {"t": Stage(matrix: {"os": ["linux"]},
+        include: [{"os": "linux", "v": 1}, {"os": "linux", "v": 2}], task: Command(run: "echo ${v}"))})"#;
+    let g = load_ok(&[("t.ron", text)], &[]);
+    assert_eq!(
+        g.nodes.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
+        ["t[os=linux,v=2]"]
+    );
+    // `exclude` still needs a matrix, even beside an `include`.
+    let text = r#"Pipeline(stages: {"u": Stage(include: [{"a": 1}], exclude: [{"a": 1}], task: Command(run: "x"))})"#;
+    let e = load_err(&[("u.ron", text)], &[]);
+    assert_eq!(e.message, "`exclude` without a `matrix`");
+}
+
+#[test]
+fn an_axis_that_shadows_an_inherited_param_is_named() {
+    let text = r#"Pipeline(stages: {
+        "runs": Stage(matrix: {"size": [1, 2]}, task: Command(run: "echo ${size}")),
+        "an": Stage(for_each: "runs", matrix: {"size": [9]}, task: Command(run: "echo ${size}")),
+    })"#;
+    let e = load_err(&[("a.ron", text)], &[]);
+    assert_eq!(
+        e.message,
+        "node `an[size=9]` is produced twice: stage `an` sets `size`, which its nodes inherit from `runs`"
+    );
+    let span = e.primary_span().unwrap();
+    let at = text.find("[9]").unwrap() as u32 + 1;
+    assert_eq!((span.start, span.end), (at, at + 1));
 }

@@ -2,7 +2,9 @@
 //! `vitgraph` binary.
 
 mod harness;
+mod support;
 
 mod crash;
 mod freshness;
+mod pipeline_errors;
 mod runtime_errors;

@@ -1,0 +1,733 @@
+//! Malformed pipelines: every one exits 2 with `file:line:column`, the span
+//! underlined and a hint, runs nothing, and never panics. The messages are
+//! snapshotted so a change to any of them is reviewed.
+
+use crate::support::{snapshot, Workspace};
+
+const AREA: &str = "pipeline_errors";
+
+/// Where a case's error must point: the first occurrence of `needle` in `file`.
+struct At<'a> {
+    file: &'a str,
+    needle: &'a str,
+}
+
+fn at<'a>(file: &'a str, needle: &'a str) -> At<'a> {
+    At { file, needle }
+}
+
+/// `pipelines/FILE:LINE:COL` of the first occurrence of the needle, 1-based.
+fn location(files: &[(&str, &str)], at: &At<'_>) -> String {
+    let (_, text) = files
+        .iter()
+        .find(|(n, _)| *n == at.file)
+        .expect("the file named by `at` is a fixture");
+    let offset = text
+        .find(at.needle)
+        .unwrap_or_else(|| panic!("`{}` does not occur in {}", at.needle, at.file));
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("pipelines/{}:{line}:{col}", at.file)
+}
+
+/// Whitespace and the margin of wrapped message lines collapsed, so text that
+/// the terminal width wrapped still matches.
+fn flat(text: &str) -> String {
+    text.replace('│', " ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Runs `vitgraph ARGS` on `files` and checks the rejection; returns stderr.
+fn rejected(
+    name: &str,
+    files: &[(&str, &str)],
+    args: &[&str],
+    place: Option<&str>,
+    hints: &[&str],
+) -> String {
+    let ws = Workspace::with_pipelines(files);
+    let out = ws.run(args);
+    let stderr = ws.redact(&out.stderr);
+    assert_eq!(
+        out.code, 2,
+        "{name}: expected exit status 2\nstdout:\n{}\nstderr:\n{stderr}",
+        out.stdout
+    );
+    assert!(!stderr.contains("panicked"), "{name}: panicked\n{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{name}: printed to stdout\n{}",
+        out.stdout
+    );
+    assert!(
+        !ws.path().join("out").exists() && !ws.path().join("cache").exists(),
+        "{name}: something ran"
+    );
+    if let Some(place) = place {
+        assert!(
+            stderr.contains(&format!("[{place}]")),
+            "{name}: expected the error at `{place}`\n{stderr}"
+        );
+    }
+    for hint in hints {
+        assert!(
+            flat(&stderr).contains(&flat(hint)),
+            "{name}: expected `{hint}` in\n{stderr}"
+        );
+    }
+    snapshot(AREA, name, &stderr);
+    stderr
+}
+
+/// A one-file case whose error points at `needle`.
+fn one(name: &str, text: &str, needle: &str, hints: &[&str]) {
+    let files = [("study.ron", text)];
+    let place = location(&files, &at("study.ron", needle));
+    rejected(name, &files, &["build"], Some(&place), hints);
+}
+
+#[test]
+fn syntax_missing_comma() {
+    one(
+        "syntax_missing_comma",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(
+            task: Command(run: "echo hi" outputs: ["x"]),
+        ),
+    },
+)
+"#,
+        "outputs",
+        &["syntax error: expected `,` or `)`, found `o`"],
+    );
+}
+
+#[test]
+fn syntax_unterminated_string() {
+    one(
+        "syntax_unterminated_string",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "echo hi, outputs: [])),
+    },
+)
+"#,
+        r#""echo hi"#,
+        &["unterminated string", "add the closing `\"`"],
+    );
+}
+
+#[test]
+fn syntax_unclosed_bracket() {
+    one(
+        "syntax_unclosed_bracket",
+        "Pipeline(\n    stages: {\n        \"a\": Stage(task: Command(run: \"x\")),\n",
+        "{",
+        &[
+            "unexpected end of file: this `{` is never closed",
+            "add `}` after its last entry",
+        ],
+    );
+}
+
+#[test]
+fn syntax_unknown_escape() {
+    one(
+        "syntax_unknown_escape",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "printf 'a\qb' > ${out}/x", outputs: ["x"])),
+    },
+)
+"#,
+        r"\q",
+        &[
+            "unknown escape sequence",
+            r"for a literal backslash write `\\`",
+        ],
+    );
+}
+
+#[test]
+fn unknown_stage_field() {
+    one(
+        "unknown_stage_field",
+        r#"Pipeline(
+    stages: {
+        "gen": Stage(task: Command(run: "true")),
+        "use": Stage(
+            for_eahc: "gen",
+            task: Command(run: "true"),
+        ),
+    },
+)
+"#,
+        "for_eahc",
+        &[
+            "unknown field `for_eahc` in `Stage`",
+            "did you mean `for_each`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_command_field() {
+    one(
+        "unknown_command_field",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(
+            task: Command(
+                run: "echo 1 > ${out}/v.txt",
+                ouputs: ["v.txt"],
+            ),
+        ),
+    },
+)
+"#,
+        "ouputs",
+        &["unknown field `ouputs`", "did you mean `outputs`?"],
+    );
+}
+
+#[test]
+fn unknown_pipeline_field() {
+    one(
+        "unknown_pipeline_field",
+        r#"Pipeline(
+    parms: { "samples": 10 },
+    stages: {
+        "a": Stage(task: Command(run: "true")),
+    },
+)
+"#,
+        "parms",
+        &[
+            "unknown field `parms` in `Pipeline`",
+            "did you mean `params`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_task_kind() {
+    one(
+        "unknown_task_kind",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Comand(run: "true")),
+    },
+)
+"#,
+        "Comand",
+        &["unknown variant `Comand`", "did you mean `Command`?"],
+    );
+}
+
+#[test]
+fn wrong_type_outputs_not_a_list() {
+    one(
+        "wrong_type_outputs_not_a_list",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "echo 1 > ${out}/v.txt", outputs: "v.txt")),
+    },
+)
+"#,
+        r#""v.txt")"#,
+        &[
+            "expected a list, found the string \"v.txt\"",
+            "write a list in brackets",
+        ],
+    );
+}
+
+#[test]
+fn wrong_type_gpus() {
+    one(
+        "wrong_type_gpus",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "nvidia-smi", resources: (gpus: "two"))),
+    },
+)
+"#,
+        r#""two""#,
+        &[
+            "expected a non-negative integer, found the string \"two\"",
+            "without quotes",
+        ],
+    );
+}
+
+#[test]
+fn wrong_type_list_param_in_a_string_field() {
+    one(
+        "wrong_type_list_param_in_a_string_field",
+        r#"Pipeline(
+    params: { "models": ["vit16x12x768", "vit32x6x384"] },
+    stages: {
+        "a": Stage(task: Command(run: "${models}")),
+    },
+)
+"#,
+        r#""${models}""#,
+        &["the value comes from param `models`"],
+    );
+}
+
+#[test]
+fn unknown_param_reference() {
+    one(
+        "unknown_param_reference",
+        r#"Pipeline(
+    params: { "samples": 2000 },
+    stages: {
+        "a": Stage(task: Command(run: "bench --n ${sample} > ${out}/r.txt", outputs: ["r.txt"])),
+    },
+)
+"#,
+        "${sample}",
+        &["unknown `${sample}`", "did you mean `${samples}`?"],
+    );
+}
+
+#[test]
+fn unclosed_substitution() {
+    one(
+        "unclosed_substitution",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "echo 1 > ${out/v.txt", outputs: ["v.txt"])),
+    },
+)
+"#,
+        "${out/",
+        &["unclosed `${`", "write `$$` for a literal `$`"],
+    );
+}
+
+#[test]
+fn needs_reference_without_dependency() {
+    one(
+        "needs_reference_without_dependency",
+        r#"Pipeline(
+    stages: {
+        "gen": Stage(task: Command(run: "echo 1 > ${out}/v.txt", outputs: ["v.txt"])),
+        "other": Stage(task: Command(run: "echo 2 > ${out}/v.txt", outputs: ["v.txt"])),
+        "sum": Stage(
+            needs: ["other"],
+            task: Command(run: "cat ${needs.gen}/v.txt > ${out}/s.txt", outputs: ["s.txt"]),
+        ),
+    },
+)
+"#,
+        "${needs.gen}",
+        &[
+            "`${needs.gen}` names a stage this stage does not depend on",
+            "add `gen` to `needs`",
+        ],
+    );
+}
+
+#[test]
+fn missing_task() {
+    one(
+        "missing_task",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(
+            description: "forgot the task",
+        ),
+    },
+)
+"#,
+        "Stage(",
+        &["stage `a` has no `task`", "add `task: Command("],
+    );
+}
+
+#[test]
+fn unknown_stage_in_needs() {
+    one(
+        "unknown_stage_in_needs",
+        r#"Pipeline(
+    stages: {
+        "gen": Stage(task: Command(run: "true")),
+        "sum": Stage(needs: ["gne"], task: Command(run: "true")),
+    },
+)
+"#,
+        r#""gne""#,
+        &["unknown stage `gne`", "did you mean `gen`?"],
+    );
+}
+
+#[test]
+fn cycle_in_one_file() {
+    one(
+        "cycle_in_one_file",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(needs: ["b"], task: Command(run: "true")),
+        "b": Stage(for_each: "a", task: Command(run: "true")),
+    },
+)
+"#,
+        r#""b"]"#,
+        &[
+            "dependency cycle: `a` → `b` → `a`",
+            "remove one of these edges",
+        ],
+    );
+}
+
+#[test]
+fn cycle_across_two_files() {
+    let files = [
+        ("analysis.ron", "Pipeline(\n    stages: {\n        \"analyze\": Stage(needs: [\"runs\"], task: Command(run: \"true\")),\n    },\n)\n"),
+        ("runs.ron", "Pipeline(\n    stages: {\n        \"runs\": Stage(\n            needs: [\"analyze\"],\n            task: Command(run: \"true\"),\n        ),\n    },\n)\n"),
+    ];
+    let first = location(&files, &at("analysis.ron", "\"runs\"]"));
+    let second = location(&files, &at("runs.ron", "\"analyze\"]"));
+    let stderr = rejected(
+        "cycle_across_two_files",
+        &files,
+        &["build"],
+        Some(&first),
+        &["dependency cycle: `analyze` → `runs` → `analyze`"],
+    );
+    assert!(
+        stderr.contains(&format!("[{second}]")),
+        "the second edge is shown too\n{stderr}"
+    );
+}
+
+#[test]
+fn duplicate_stage_across_files() {
+    let files = [
+        ("a.ron", "Pipeline(\n    stages: {\n        \"runs\": Stage(task: Command(run: \"true\")),\n    },\n)\n"),
+        ("b.ron", "Pipeline(\n    stages: {\n        \"other\": Stage(task: Command(run: \"true\")),\n        \"runs\": Stage(task: Command(run: \"false\")),\n    },\n)\n"),
+    ];
+    let again = location(&files, &at("b.ron", "\"runs\""));
+    let first = location(&files, &at("a.ron", "\"runs\""));
+    let stderr = rejected(
+        "duplicate_stage_across_files",
+        &files,
+        &["build"],
+        Some(&again),
+        &[
+            "stage `runs` is defined twice",
+            "stage names are global across pipeline files",
+        ],
+    );
+    assert!(
+        stderr.contains(&format!("[{first}]")),
+        "the first definition is shown too\n{stderr}"
+    );
+}
+
+const MATRIX_HEAD: &str = r#"Pipeline(
+    stages: {
+        "runs": Stage(
+            matrix: { "res": [224, 512], "batch": [1, 8] },
+"#;
+const MATRIX_TAIL: &str = r#"            task: Command(run: "echo ${res} ${batch} > ${out}/r.txt", outputs: ["r.txt"]),
+        ),
+    },
+)
+"#;
+
+fn matrix_case(name: &str, middle: &str, needle: &str, hints: &[&str]) {
+    one(
+        name,
+        &format!("{MATRIX_HEAD}{middle}{MATRIX_TAIL}"),
+        needle,
+        hints,
+    );
+}
+
+#[test]
+fn exclude_names_a_non_axis() {
+    matrix_case(
+        "exclude_names_a_non_axis",
+        "            exclude: [ { \"reso\": 512, \"batch\": 8 } ],\n",
+        "\"reso\"",
+        &[
+            "`exclude` names `reso`, which is not a matrix axis",
+            "did you mean `res`?",
+        ],
+    );
+}
+
+#[test]
+fn exclude_matches_nothing() {
+    matrix_case(
+        "exclude_matches_nothing",
+        "            exclude: [ { \"res\": 1024 } ],\n",
+        "{ \"res\": 1024 }",
+        &["this `exclude` entry matches no combination of the matrix"],
+    );
+}
+
+#[test]
+fn exclude_removes_everything() {
+    matrix_case(
+        "exclude_removes_everything",
+        "            exclude: [ { \"batch\": 1 }, { \"batch\": 8 } ],\n",
+        "{ \"res\"",
+        &["the matrix of stage `runs` has no combinations left after `exclude`"],
+    );
+}
+
+#[test]
+fn exclude_entry_not_a_map() {
+    matrix_case(
+        "exclude_entry_not_a_map",
+        "            exclude: [ \"res\" ],\n",
+        "\"res\" ]",
+        &["each `exclude` entry must be a map"],
+    );
+}
+
+#[test]
+fn include_duplicates_a_node() {
+    matrix_case(
+        "include_duplicates_a_node",
+        "            include: [ { \"res\": 1024, \"batch\": 1 }, { \"res\": 1024, \"batch\": 1 } ],\n",
+        "1 } ]",
+        &["node `runs[res=1024,batch=1]` is produced twice", "first produced here"],
+    );
+}
+
+#[test]
+fn empty_matrix_axis() {
+    one(
+        "empty_matrix_axis",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(
+            matrix: { "res": [224, 512], "batch": [] },
+            task: Command(run: "echo ${res} ${batch}"),
+        ),
+    },
+)
+"#,
+        "\"batch\"",
+        &[
+            "matrix axis `batch` of stage `runs` is empty",
+            "give it at least one value",
+        ],
+    );
+}
+
+#[test]
+fn matrix_axis_declared_twice() {
+    one(
+        "matrix_axis_declared_twice",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(
+            matrix: { "res": [224], "res": [512] },
+            task: Command(run: "echo ${res}"),
+        ),
+    },
+)
+"#,
+        "\"res\": [512]",
+        &["matrix axis `res` is declared twice"],
+    );
+}
+
+#[test]
+fn output_outside_the_node_directory() {
+    one(
+        "output_outside_the_node_directory",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(task: Command(run: "echo 1 > ${out}/../v.txt", outputs: ["../v.txt"])),
+    },
+)
+"#,
+        "Command(",
+        &["output `../v.txt` must be a relative path inside `${out}`"],
+    );
+}
+
+#[test]
+fn invalid_stage_name() {
+    one(
+        "invalid_stage_name",
+        r#"Pipeline(
+    stages: {
+        "my stage": Stage(task: Command(run: "true")),
+    },
+)
+"#,
+        "\"my stage\"",
+        &["invalid stage name `my stage`", "use letters, digits"],
+    );
+}
+
+#[test]
+fn not_a_pipeline() {
+    one(
+        "not_a_pipeline",
+        "Stage(task: Command(run: \"true\"))\n",
+        "Stage(",
+        &["a pipeline file must hold one `Pipeline(…)`"],
+    );
+}
+
+#[test]
+fn empty_pipeline_file() {
+    let files = [("empty.ron", "")];
+    rejected(
+        "empty_pipeline_file",
+        &files,
+        &["build"],
+        Some("pipelines/empty.ron:1:1"),
+        &[
+            "the file is empty",
+            "a pipeline file holds one `Pipeline(stages: { … })`",
+        ],
+    );
+}
+
+const SWEEP: &str = r#"Pipeline(
+    params: { "samples": 2000, "g": 1 },
+    stages: {
+        "runs": Stage(
+            matrix: { "res": [224, 512] },
+            task: Command(
+                run: "echo ${res} ${samples} > ${out}/r.txt",
+                outputs: ["r.txt"],
+                resources: (gpus: "${g}"),
+            ),
+        ),
+    },
+)
+"#;
+
+#[test]
+fn override_of_an_unknown_param() {
+    let stderr = rejected(
+        "override_of_an_unknown_param",
+        &[("sweep.ron", SWEEP)],
+        &["build", "-p", "sample=500"],
+        Some("-p sample=500:1:1"),
+        &[
+            "`-p sample=500` sets no param: no pipeline declares `sample`",
+            "did you mean `-p samples=…`?",
+        ],
+    );
+    assert!(stderr.contains("unknown param"), "{stderr}");
+}
+
+#[test]
+fn override_with_a_value_of_the_wrong_type() {
+    let files = [("sweep.ron", SWEEP)];
+    let field = location(&files, &at("sweep.ron", "\"${g}\""));
+    let stderr = rejected(
+        "override_with_a_value_of_the_wrong_type",
+        &files,
+        &["status", "-p", "g=lots"],
+        Some(&field),
+        &[
+            "expected a non-negative integer",
+            "the value comes from param `g`, set at -p g=lots:1:3",
+        ],
+    );
+    assert!(
+        stderr.contains("[-p g=lots:1:3]"),
+        "the `-p` argument is shown too\n{stderr}"
+    );
+}
+
+#[test]
+fn unknown_target() {
+    let ws = Workspace::with_pipelines(&[("sweep.ron", SWEEP)]);
+    let out = ws.run(&["build", "rnus"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown target `rnus`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("did you mean `runs`?"),
+        "{}",
+        out.stderr
+    );
+    assert!(!ws.path().join("out").exists(), "nothing runs");
+    snapshot(AREA, "unknown_target", &ws.redact(&out.stderr));
+    let out = ws.run(&["build", "nope"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`vitgraph ls` lists every stage and node"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn malformed_override_argument() {
+    let ws = Workspace::with_pipelines(&[("sweep.ron", SWEEP)]);
+    let out = ws.run(&["build", "-p", "samples"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        flat(&out.stderr).contains("`-p samples` is not KEY=VALUE"),
+        "{}",
+        out.stderr
+    );
+    snapshot(AREA, "malformed_override_argument", &ws.redact(&out.stderr));
+}
+
+#[test]
+fn deeply_nested_file_is_an_error_not_a_crash() {
+    let text = format!(
+        "Pipeline(params: {{ \"x\": {}{} }}, stages: {{}})\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let files = [("deep.ron", text.as_str())];
+    let ws = Workspace::with_pipelines(&files);
+    let out = ws.run(&["ls"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("values are nested more than 128 levels deep"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("[pipelines/deep.ron:1:"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn for_each_axis_shadows_an_inherited_param() {
+    one(
+        "for_each_axis_shadows_an_inherited_param",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(matrix: { "size": [1, 2] }, task: Command(run: "echo ${size}")),
+        "analysis": Stage(
+            for_each: "runs",
+            matrix: { "size": [9] },
+            task: Command(run: "echo ${size}"),
+        ),
+    },
+)
+"#,
+        "9]",
+        &[
+            "stage `analysis` sets `size`, which its nodes inherit from `runs`",
+            "give this axis another name",
+        ],
+    );
+}
