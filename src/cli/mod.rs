@@ -107,6 +107,11 @@ pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Failure {
 }
 
 pub fn main() -> i32 {
+    // Die quietly on a closed pipe (`vitgraph ls | head`), as command-line tools do.
+    // SAFETY: resetting a signal disposition before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     install_error_hook();
     match run(cli) {
@@ -137,6 +142,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
         command => {
+            check_fake_env()?;
             let ws = find_workspace(&start, cli.dir.is_some())?;
             let overrides = parse_overrides(&cli.params)?;
             match command {
@@ -165,6 +171,17 @@ fn find_workspace(start: &std::path::Path, explicit: bool) -> Result<Workspace, 
             "run vitgraph inside a workspace, pass `-C DIR`, or create one with `vitgraph init`",
         )
     })
+}
+
+/// `VITGRAPH_FAKE_ENV` must be a JSON object of strings when set.
+fn check_fake_env() -> Result<(), Failure> {
+    match std::env::var("VITGRAPH_FAKE_ENV") {
+        Ok(json) if serde_json::from_str::<std::collections::BTreeMap<String, String>>(&json).is_err() => Err(usage(
+            format!("`VITGRAPH_FAKE_ENV` is not a JSON object of strings: {json}"),
+            "set it like VITGRAPH_FAKE_ENV='{\"gpu\":\"H100\",\"driver_major\":\"580\"}', or unset it",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn parse_overrides(params: &[String]) -> Result<Vec<Override>, Failure> {

@@ -8,8 +8,8 @@ use super::plan::Reason;
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// The build begins: `total` selected nodes, `stale` of them not fresh now.
-    Planned { total: usize, stale: usize },
+    /// The build begins with `total` selected nodes (fresh ones included).
+    Planned { total: usize },
     /// A node started running.
     Started {
         node: String,
@@ -22,11 +22,13 @@ pub enum Event {
         duration_ms: u64,
         record_ms: u64,
     },
-    /// A node was fresh, or its stored run was restored into `out/` without running.
+    /// A node was fresh, or its stored run was restored into `out/` without
+    /// running. `reused_from` names the node whose run (same key) was reused
+    /// when that run was recorded during this build, here or by another process.
     Cached {
         node: String,
         restored: bool,
-        shared: bool,
+        reused_from: Option<String>,
     },
     /// A node failed; `log` holds its output.
     Failed {

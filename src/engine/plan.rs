@@ -382,7 +382,7 @@ fn diff_parts(
     for f in facets {
         let (a, b) = (old.env.get(f), now.env.get(f));
         if a != b {
-            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
+            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(absent)".into());
             out.push(Reason::new(
                 ReasonKind::EnvChanged,
                 format!("{f} {} → {}", show(a), show(b)),

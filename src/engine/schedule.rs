@@ -61,7 +61,7 @@ enum Message {
     Ready { idx: NodeIdx, run: RunRecord },
     Finished {
         idx: NodeIdx,
-        result: Result<(RunRecord, bool), String>,
+        result: Result<(RunRecord, Option<String>), String>,
         started: Instant,
         log: Option<PathBuf>,
         record_ms: u64,
@@ -141,10 +141,7 @@ impl<'a> Builder<'a> {
         let (mut built, mut cached, mut failed, mut skipped) = (0, 0, 0, 0);
         let mut stopping = false;
         let mut interrupted = false;
-        reporter.event(&Event::Planned {
-            total: selection.len(),
-            stale: 0,
-        });
+        reporter.event(&Event::Planned { total: selection.len() });
 
         let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
         loop {
@@ -209,7 +206,7 @@ impl<'a> Builder<'a> {
                         reporter.event(&Event::Cached {
                             node: node.id.clone(),
                             restored: false,
-                            shared: false,
+                            reused_from: None,
                         });
                         cached += 1;
                         done.insert(i, Done::Ok(run));
@@ -326,7 +323,7 @@ impl<'a> Builder<'a> {
                             let node = &self.graph.nodes[idx];
                             match result {
                                 Ok(run) => {
-                                    reporter.event(&Event::Cached { node: node.id.clone(), restored: true, shared: false });
+                                    reporter.event(&Event::Cached { node: node.id.clone(), restored: true, reused_from: None });
                                     cached += 1;
                                     states.entry(node.id.clone()).or_default().latest_success = Some(run.clone());
                                     done.insert(idx, Done::Ok(run));
@@ -358,8 +355,8 @@ impl<'a> Builder<'a> {
                             let duration_ms = started.elapsed().as_millis() as u64;
                             match result {
                                 Ok((run, shared)) => {
-                                    if shared {
-                                        reporter.event(&Event::Cached { node: node.id.clone(), restored: true, shared: true });
+                                    if let Some(from) = shared {
+                                        reporter.event(&Event::Cached { node: node.id.clone(), restored: true, reused_from: Some(from) });
                                         cached += 1;
                                     } else {
                                         reporter.event(&Event::Finished { node: node.id.clone(), duration_ms, record_ms });
@@ -492,6 +489,7 @@ impl<'a> Builder<'a> {
             recorder: recorder.clone(),
             ready: tx.clone(),
             idx: p.idx,
+            force: self.options.force.contains(&p.idx),
         };
         let tx = tx.clone();
         let children = children.clone();
@@ -551,9 +549,12 @@ struct JobCtx {
     recorder: Recorder,
     ready: mpsc::UnboundedSender<Message>,
     idx: NodeIdx,
+    /// `--force`: run even if the key is recorded, and replace that record.
+    force: bool,
 }
 
-type Outcome = (Result<(RunRecord, bool), String>, Option<PathBuf>, u64);
+/// The run (and, when an existing run was reused, whose it was), the log, the time to record.
+type Outcome = (Result<(RunRecord, Option<String>), String>, Option<PathBuf>, u64);
 
 impl JobCtx {
     /// Takes the key lock, runs the task unless another process recorded it
@@ -573,14 +574,16 @@ impl JobCtx {
             }
             Err(e) => return (Err(e.to_string()), None, 0),
         };
-        if let Ok(Some(run)) = store.run_for_key(&key) {
+        let existing = if self.force { None } else { store.run_for_key(&key).ok().flatten() };
+        if let Some(run) = existing {
+            let from = run.node_id.clone();
             let dest = self.dest.clone();
             let r =
                 tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run))
                     .await;
             drop(lock);
             return match r {
-                Ok(Ok(run)) => (Ok((run, true)), None, 0),
+                Ok(Ok(run)) => (Ok((run, Some(from))), None, 0),
                 Ok(Err(e)) => (Err(e.to_string()), None, 0),
                 Err(e) => (Err(e.to_string()), None, 0),
             };
@@ -649,6 +652,7 @@ impl JobCtx {
             self.dest.clone(),
         );
         let log2 = log.clone();
+        let force = self.force;
         let store_for_failure = store.clone();
         let staged = tokio::task::spawn_blocking(move || {
             let new = NewRun {
@@ -661,6 +665,7 @@ impl JobCtx {
                 started_at_ms,
                 duration_ms,
                 log: Some(&log2),
+                replace: force,
             };
             let staged = store
                 .stage_run(attempt, new, &staging)
@@ -690,7 +695,7 @@ impl JobCtx {
         });
         let result = recorder.record(staged, materialized).await;
         let record_ms = record_start.elapsed().as_millis() as u64;
-        (result.map(|run| (run, false)), Some(log), record_ms)
+        (result.map(|run| (run, None)), Some(log), record_ms)
     }
 }
 

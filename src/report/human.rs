@@ -93,7 +93,7 @@ fn ms(ms: u64) -> String {
 impl Reporter for Human {
     fn event(&mut self, event: &Event) {
         match event {
-            Event::Planned { total, .. } => {
+            Event::Planned { total } => {
                 self.total = *total;
                 if let Some(bar) = &self.bar {
                     bar.set_length(*total as u64);
@@ -121,15 +121,17 @@ impl Reporter for Human {
             Event::Cached {
                 node,
                 restored,
-                shared,
+                reused_from,
             } => {
                 self.running.remove(node);
                 self.step();
-                if *shared {
-                    self.line(&format!(
-                        "[{}/{}] {node}: built by another vitgraph process",
-                        self.done, self.total
-                    ));
+                if let Some(from) = reused_from {
+                    let what = if from == node {
+                        "built meanwhile by another vitgraph process".to_string()
+                    } else {
+                        format!("same key as `{from}`: its result was reused")
+                    };
+                    self.line(&format!("[{}/{}] {node}: {what}", self.done, self.total));
                 } else if *restored {
                     self.line(&format!(
                         "[{}/{}] restored {node} from the store",

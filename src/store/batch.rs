@@ -33,6 +33,8 @@ pub struct StagedRun {
     pub run: RunRecord,
     /// The key was recorded before (by another node or process): only point the node at it.
     adopt: bool,
+    /// Overwrite the record of the same key (a forced re-run).
+    replace: bool,
     staging: PathBuf,
     /// Keeps `gc` from removing the staged, still unreferenced objects.
     _gc_guard: StoreLock,
@@ -60,13 +62,15 @@ impl Store {
     ) -> Result<StagedRun, StoreError> {
         let staged = declared_files(&new, staging)?;
         let guard = self.store_lock(false)?;
-        if let Some(mut existing) = self.run_for_key(&new.key)? {
+        let existing = if new.replace { None } else { self.run_for_key(&new.key)? };
+        if let Some(mut existing) = existing {
             existing.node_id = new.node_id.to_string();
             existing.stage = new.stage.to_string();
             return Ok(StagedRun {
                 attempt,
                 run: existing,
                 adopt: true,
+                replace: false,
                 staging: staging.to_path_buf(),
                 _gc_guard: guard,
             });
@@ -100,6 +104,7 @@ impl Store {
             attempt,
             run,
             adopt: false,
+            replace: new.replace,
             staging: staging.to_path_buf(),
             _gc_guard: guard,
         })
@@ -177,7 +182,7 @@ impl Store {
                     super::runs::mark_succeeded(&tx, staged.attempt).map_err(|e| self.db_err(e))?;
                     staged.run.clone()
                 } else {
-                    self.insert_run(&tx, staged.attempt, &staged.run)?
+                    self.insert_run(&tx, staged.attempt, &staged.run, staged.replace)?
                 };
                 for (key, entry) in &materialized.stats {
                     upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;

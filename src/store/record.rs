@@ -22,6 +22,9 @@ pub struct NewRun<'a> {
     pub duration_ms: i64,
     /// The task's combined stdout/stderr log in staging, stored as an object too.
     pub log: Option<&'a Path>,
+    /// Replace a run recorded before for the same key (`build --force`: a
+    /// deliberate re-measurement) instead of keeping the earlier one.
+    pub replace: bool,
 }
 
 /// A recorded successful run. `node_id` and `stage` are those of the node the

@@ -128,7 +128,7 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db_err(e))?;
-        let recorded = self.insert_run(&tx, attempt, run)?;
+        let recorded = self.insert_run(&tx, attempt, run, false)?;
         tx.commit().map_err(|e| self.db_err(e))?;
         Ok(recorded)
     }
@@ -140,13 +140,21 @@ impl Store {
         tx: &Connection,
         attempt: AttemptId,
         run: &RunRecord,
+        replace: bool,
     ) -> Result<RunRecord, StoreError> {
         let outputs =
             serde_json::to_string(&run.outputs).map_err(|e| self.damaged(e.to_string()))?;
-        tx.prepare_cached(
+        let sql = if replace {
             "INSERT INTO runs (key, node_id, stage, key_parts, env, outputs, log, started_at_ms, duration_ms, committed_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING",
-        )
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO UPDATE SET
+             node_id = excluded.node_id, stage = excluded.stage, key_parts = excluded.key_parts, env = excluded.env,
+             outputs = excluded.outputs, log = excluded.log, started_at_ms = excluded.started_at_ms,
+             duration_ms = excluded.duration_ms, committed_at_ms = excluded.committed_at_ms"
+        } else {
+            "INSERT INTO runs (key, node_id, stage, key_parts, env, outputs, log, started_at_ms, duration_ms, committed_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING"
+        };
+        tx.prepare_cached(sql)
         .and_then(|mut stmt| {
             stmt.execute(params![
                 &run.key.0[..],

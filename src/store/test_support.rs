@@ -67,6 +67,7 @@ pub(crate) fn new_run<'a>(
         started_at_ms: 1,
         duration_ms: 2,
         log: None,
+        replace: false,
     }
 }
 
