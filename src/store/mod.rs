@@ -23,6 +23,8 @@ mod runs;
 mod schema;
 mod stat_cache;
 #[cfg(test)]
+mod robustness_tests;
+#[cfg(test)]
 mod test_support;
 
 pub use crate::hash::ContentHash;

@@ -1,7 +1,9 @@
 //! The state database's schema and connection settings.
 //!
 //! - `runs`: one row per recorded key (a key is recorded once); `seq` is the
-//!   commit order. Outputs are a JSON list of `{name, hash, size}` sorted by name.
+//!   commit order. Outputs are a compact binary list (`record::encode_outputs`)
+//!   sorted by name; key parts are JSON; the environment is a reference into
+//!   `envs`, since most runs of a study share one environment record.
 //! - `node_runs`: each node id's current run (the one last committed or
 //!   materialized for it). Two nodes with one key share a run.
 //! - `attempts`: every start of a task, with its owner process, so that attempts
@@ -20,14 +22,18 @@ use super::error::StoreError;
 pub(crate) const SCHEMA_VERSION: i64 = 1;
 
 const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS envs (
+    hash BLOB PRIMARY KEY,
+    json TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS runs (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     key             BLOB NOT NULL UNIQUE,
     node_id         TEXT NOT NULL,
     stage           TEXT NOT NULL,
     key_parts       TEXT NOT NULL,
-    env             TEXT NOT NULL,
-    outputs         TEXT NOT NULL,
+    env_hash        BLOB NOT NULL REFERENCES envs(hash),
+    outputs         BLOB NOT NULL,
     log             BLOB,
     started_at_ms   INTEGER NOT NULL,
     duration_ms     INTEGER NOT NULL,
