@@ -191,6 +191,32 @@ fn parse_overrides(params: &[String]) -> Result<Vec<Override>, Failure> {
         .collect()
 }
 
+/// Phase timings on stderr when `VITGRAPH_TIMINGS` is set (for profiling).
+pub(crate) struct Timer {
+    start: std::time::Instant,
+    last: std::cell::Cell<std::time::Instant>,
+    on: bool,
+}
+
+impl Timer {
+    pub(crate) fn start() -> Timer {
+        let now = std::time::Instant::now();
+        Timer { start: now, last: std::cell::Cell::new(now), on: std::env::var_os("VITGRAPH_TIMINGS").is_some() }
+    }
+
+    pub(crate) fn lap(&self, what: &str) {
+        if self.on {
+            let now = std::time::Instant::now();
+            eprintln!(
+                "timing: {what:<20} {:>8.1} ms (total {:.1} ms)",
+                (now - self.last.get()).as_secs_f64() * 1e3,
+                (now - self.start).as_secs_f64() * 1e3
+            );
+            self.last.set(now);
+        }
+    }
+}
+
 /// Loads the workspace's pipelines.
 pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Failure> {
     Ok(crate::pipeline::load(&ws.root, overrides)?)

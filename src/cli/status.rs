@@ -58,13 +58,17 @@ fn planned(
     ),
     Failure,
 > {
+    let t = super::Timer::start();
     let graph = load(ws, overrides)?;
+    t.lap("load pipelines");
     let selection = crate::graph::select(&graph, targets)?;
     let store = Store::open_existing(&ws.root)?;
+    t.lap("open store");
     let states = match &store {
         Some(s) => s.load_states()?,
         None => HashMap::new(),
     };
+    t.lap("load states");
     let env = HostEnv::new();
     let ev = Evaluator {
         root: &ws.root,
@@ -73,9 +77,11 @@ fn planned(
         env: &env,
     };
     let evals = plan(&ev, &graph, &selection)?;
+    t.lap("plan");
     if let Some(s) = &store {
         let _ = s.flush_stat_cache();
     }
+    t.lap("flush stat cache");
     Ok((graph, selection, evals, states))
 }
 
@@ -144,6 +150,12 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
     Ok(exit::SUCCESS)
 }
 
+/// The key parts recorded with a run, fetched from the store.
+fn store_parts(ws: &Workspace, run: &crate::store::RunRecord) -> Option<RecordedParts> {
+    let store = Store::open_existing(&ws.root).ok()??;
+    store.key_parts(run).ok()?.parse()
+}
+
 pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(idx) = graph.find(&args.node) else {
@@ -159,7 +171,7 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
     let recorded: Option<RecordedParts> =
-        last.and_then(|r| r.key_parts.parse());
+        last.and_then(|r| store_parts(ws, r));
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
         _ => "stale",

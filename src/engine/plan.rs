@@ -189,7 +189,7 @@ impl<'a> Evaluator<'a> {
         // stale node, or to fill in the manifests of upstream nodes still pending.
         let mut recorded: Option<RecordedParts> = None;
         if !pending.is_empty() {
-            recorded = last.and_then(|r| r.key_parts.parse());
+            recorded = last.and_then(|r| self.recorded_parts(r));
         }
         let mut manifests = BTreeMap::new();
         for (id, h) in upstream {
@@ -255,7 +255,7 @@ impl<'a> Evaluator<'a> {
             });
         }
         if recorded.is_none() {
-            recorded = last.key_parts.parse();
+            recorded = self.recorded_parts(last);
         }
         if let Some(rec) = &recorded {
             diff_parts(node, rec, &parts, &pending, &mut reasons);
@@ -268,6 +268,14 @@ impl<'a> Evaluator<'a> {
             ));
         }
         Ok(self.finish(node, parts, key, pending.is_empty(), reasons))
+    }
+
+    /// The parts recorded with a run (fetched from the store when not loaded).
+    fn recorded_parts(&self, run: &RunRecord) -> Option<RecordedParts> {
+        match self.store {
+            Some(store) => store.key_parts(run).ok()?.parse(),
+            None => run.key_parts.parse(),
+        }
     }
 
     /// A stale node whose key is known may still have a stored run for it
@@ -394,27 +402,41 @@ fn diff_parts(
 /// The static plan of a selection: every node judged in topological order.
 /// A node below a stale node is stale with `upstream_changed`; the build may
 /// still find it fresh once that upstream is rebuilt with identical outputs.
+///
+/// Nodes of one stage never depend on each other, so each stage's nodes are
+/// judged in parallel once the earlier stages are done.
 pub fn plan(
     ev: &Evaluator<'_>,
     graph: &Graph,
     selection: &[NodeIdx],
 ) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
+    use rayon::prelude::*;
+    let selected: std::collections::HashSet<NodeIdx> = selection.iter().copied().collect();
     let mut out: HashMap<NodeIdx, Evaluation> = HashMap::with_capacity(selection.len());
-    for &i in selection {
-        let node = &graph.nodes[i];
-        let upstream: Vec<(String, Option<ContentHash>)> = node
-            .deps()
-            .into_iter()
-            .map(|d| {
-                let h = out
-                    .get(&d)
-                    .and_then(|e| e.verdict.run())
-                    .map(RunRecord::manifest_hash);
-                (graph.nodes[d].id.clone(), h)
+    for stage in &graph.stages {
+        let nodes: Vec<NodeIdx> = stage.nodes.iter().copied().filter(|i| selected.contains(i)).collect();
+        if nodes.is_empty() {
+            continue;
+        }
+        let judged: Vec<Result<(NodeIdx, Evaluation), StoreError>> = nodes
+            .par_iter()
+            .map(|&i| {
+                let node = &graph.nodes[i];
+                let upstream: Vec<(String, Option<ContentHash>)> = node
+                    .deps()
+                    .into_iter()
+                    .map(|d| {
+                        let h = out.get(&d).and_then(|e| e.verdict.run()).map(RunRecord::manifest_hash);
+                        (graph.nodes[d].id.clone(), h)
+                    })
+                    .collect();
+                ev.evaluate(node, &upstream).map(|e| (i, e))
             })
             .collect();
-        let e = ev.evaluate(node, &upstream)?;
-        out.insert(i, e);
+        for r in judged {
+            let (i, e) = r?;
+            out.insert(i, e);
+        }
     }
     Ok(out)
 }

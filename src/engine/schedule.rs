@@ -114,6 +114,21 @@ impl<'a> Builder<'a> {
                 return BuildStatus::Failed;
             }
         };
+        // Judge everything once up front (in parallel): nodes fresh now are
+        // done at once; the others are judged again when their upstream is done.
+        let fresh_now: HashMap<NodeIdx, RunRecord> = {
+            let ev = Evaluator { root: &self.root, store: Some(&self.store), states: &states, env: self.env };
+            match super::plan::plan(&ev, self.graph, selection) {
+                Ok(p) => p
+                    .into_iter()
+                    .filter_map(|(i, e)| match e.verdict {
+                        Verdict::Fresh(run) if !self.options.force.contains(&i) => Some((i, run)),
+                        _ => None,
+                    })
+                    .collect(),
+                Err(_) => HashMap::new(),
+            }
+        };
         let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
         let dependents = self.graph.dependents();
         let mut remaining: HashMap<NodeIdx, usize> = selection
@@ -151,6 +166,13 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 let node = &self.graph.nodes[i];
+                if let Some(run) = fresh_now.get(&i) {
+                    reporter.event(&Event::Cached { node: node.id.clone(), restored: false, reused_from: None });
+                    cached += 1;
+                    done.insert(i, Done::Ok(run.clone()));
+                    release(i, &dependents, &selected, &mut remaining, &mut ready);
+                    continue;
+                }
                 let deps = node.deps();
                 if let Some(&bad) = deps
                     .iter()

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::error::StoreError;
 use super::fileio::now_ms;
@@ -19,6 +19,12 @@ use crate::hash::ContentHash;
 pub(super) const RUN_COLUMNS: &str =
     "r.key, r.key_parts, r.env_hash, r.outputs, r.log, r.started_at_ms, r.duration_ms";
 
+/// As [`RUN_COLUMNS`], with the key parts left out: `load_states` reads every
+/// run, and the parts (the largest column) are needed only for stale nodes,
+/// through [`Store::key_parts`].
+const RUN_COLUMNS_WITHOUT_PARTS: &str =
+    "r.key, '', r.env_hash, r.outputs, r.log, r.started_at_ms, r.duration_ms";
+
 /// Environment records by hash, each parsed once per query.
 type EnvCache = HashMap<Vec<u8>, RawJson>;
 
@@ -31,7 +37,7 @@ impl Store {
         let conn = self.conn();
         let mut states: HashMap<String, NodeState> = HashMap::new();
         let sql = format!(
-            "SELECT n.node_id, n.stage, {RUN_COLUMNS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq"
+            "SELECT n.node_id, n.stage, {RUN_COLUMNS_WITHOUT_PARTS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
@@ -54,6 +60,20 @@ impl Store {
             states.entry(node_id).or_default().last_attempt = Some(attempt);
         }
         Ok(states)
+    }
+
+    /// The key parts recorded with `run` (loaded on demand when `load_states`
+    /// left them out).
+    pub fn key_parts(&self, run: &RunRecord) -> Result<RawJson, StoreError> {
+        if !run.key_parts.0.is_empty() {
+            return Ok(run.key_parts.clone());
+        }
+        let conn = self.conn();
+        let text: Option<String> = conn
+            .prepare_cached("SELECT key_parts FROM runs WHERE key = ?1")
+            .and_then(|mut stmt| stmt.query_row([&run.key.0[..]], |r| r.get(0)).optional())
+            .map_err(|e| self.db_err(e))?;
+        Ok(RawJson(text.unwrap_or_default()))
     }
 
     /// The successful run recorded for `key`, if any (its `node_id` is the node
