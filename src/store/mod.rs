@@ -31,6 +31,6 @@ pub use error::StoreError;
 pub use lock::KeyLock;
 pub use open::Store;
 pub use record::{
-    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NodeState, NewRun,
+    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, LazyJson, NodeState, NewRun,
     OutputCheck, OutputEntry, RunRecord,
 };

@@ -16,9 +16,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::error::{IoContext, StoreError};
 use rusqlite::TransactionBehavior;
 
+use super::error::{IoContext, StoreError};
 use super::fileio::{clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, now_ns, remove_tree};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, OutputEntry, RunRecord};
@@ -67,9 +67,9 @@ impl Store {
             node_id: new.node_id.to_string(),
             stage: new.stage.to_string(),
             key: new.key,
-            key_parts: new.key_parts.clone(),
+            key_parts: new.key_parts.clone().into(),
             outputs,
-            env: new.env.clone(),
+            env: new.env.clone().into(),
             started_at_ms: new.started_at_ms,
             duration_ms: new.duration_ms,
             log,
@@ -110,12 +110,15 @@ impl Store {
         let size = fs::metadata(&source).ctx("read metadata of", &source)?.len();
         let hash = self.hash_uncached(&source, size)?;
         let object = self.object_path(&hash);
+        let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         if fs::metadata(&object).map(|m| m.len() == size).unwrap_or(false) {
-            return Ok((hash, size)); // same content committed before
+            // Same content committed before. Its directory entry is flushed
+            // again, in case the commit that placed it crashed before doing so.
+            touched.insert(shard);
+            return Ok((hash, size));
         }
         make_read_only(&source).ctx("make read-only", &source)?;
         fsync_file(&source).ctx("flush", &source)?;
-        let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
             Ok(()) => {
                 touched.insert(self.cache.join("objects"));
@@ -327,7 +330,7 @@ mod tests {
         let loaded = state.latest_success.as_ref().expect("recorded");
         assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
         assert_eq!(loaded.outputs, run.outputs);
-        assert_eq!((&loaded.key_parts, &loaded.env), (&parts, &env));
+        assert_eq!((loaded.key_parts.value(), loaded.env.value()), (&parts, &env));
         assert_eq!((loaded.started_at_ms, loaded.duration_ms, loaded.log), (1, 2, run.log));
         assert_eq!(loaded.manifest_hash(), run.manifest_hash());
         let attempt = state.last_attempt.as_ref().unwrap();

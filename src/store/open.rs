@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{params, Connection, ErrorCode};
+use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
@@ -182,7 +182,7 @@ impl Store {
         if dead.is_empty() {
             return Ok(());
         }
-        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
         for (id, owner) in &dead {
             let message = format!("process {} on `{}` ended without recording a result", owner.pid, owner.host);
             tx.execute(
@@ -199,6 +199,14 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn set_racy_window_ns(&self, ns: i64) {
         self.racy_window_ns.store(ns, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Store {
+    /// A safety net for a command that ends without `flush_stat_cache` (an
+    /// error path): what was learned is kept. Errors here only cost re-hashing.
+    fn drop(&mut self) {
+        let _ = self.flush_stat_cache();
     }
 }
 
@@ -258,6 +266,13 @@ mod tests {
         assert!(!leftover.exists(), "dead owner's staging removed");
         assert!(mine.exists() && other.exists(), "a live process's staging is kept");
         assert!(foreign.exists(), "other hosts' staging is left alone");
+    }
+
+    #[test]
+    fn a_store_is_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Store>();
+        shared::<StoreError>();
     }
 
     #[test]

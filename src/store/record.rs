@@ -1,9 +1,13 @@
 //! What the store records: runs (a successful build of one key), attempts (every
 //! time a node started), and the values the store's queries return.
 
+use std::fmt;
+use std::ops::Deref;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
 
 use crate::hash::ContentHash;
 
@@ -31,10 +35,12 @@ pub struct RunRecord {
     pub node_id: String,
     pub stage: String,
     pub key: ContentHash,
-    pub key_parts: serde_json::Value,
+    /// The key's parts; derefs to a `serde_json::Value`, parsed on first use.
+    pub key_parts: LazyJson,
     /// Sorted by name.
     pub outputs: Vec<OutputEntry>,
-    pub env: serde_json::Value,
+    /// The full environment record; derefs to a `serde_json::Value`.
+    pub env: LazyJson,
     pub started_at_ms: i64,
     pub duration_ms: i64,
     pub log: Option<ContentHash>,
@@ -46,6 +52,72 @@ impl RunRecord {
     /// which is what gives early cutoff.
     pub fn manifest_hash(&self) -> ContentHash {
         manifest_hash(&self.outputs)
+    }
+}
+
+/// JSON recorded with a run, parsed on first use. `load_states` reads every
+/// node's run on each command, and most runs are only compared by key: parsing
+/// ten thousand key parts up front would cost more than the whole no-op build
+/// may take. Derefs to [`serde_json::Value`]; clones share one parse.
+#[derive(Clone)]
+pub struct LazyJson(Arc<LazyInner>);
+
+struct LazyInner {
+    text: Option<Box<str>>,
+    parsed: OnceLock<Value>,
+}
+
+impl LazyJson {
+    /// JSON text as stored; parsed when first looked at.
+    pub fn from_text(text: String) -> LazyJson {
+        LazyJson(Arc::new(LazyInner { text: Some(text.into_boxed_str()), parsed: OnceLock::new() }))
+    }
+
+    /// The value. Text that is not valid JSON (a damaged database) reads as a
+    /// string saying so, since key parts are only shown, never trusted.
+    pub fn value(&self) -> &Value {
+        self.0.parsed.get_or_init(|| match &self.0.text {
+            Some(text) => serde_json::from_str(text)
+                .unwrap_or_else(|e| Value::String(format!("damaged record in the state database: {e}"))),
+            None => Value::Null,
+        })
+    }
+}
+
+impl From<Value> for LazyJson {
+    fn from(value: Value) -> LazyJson {
+        LazyJson(Arc::new(LazyInner { text: None, parsed: OnceLock::from(value) }))
+    }
+}
+
+impl Deref for LazyJson {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        self.value()
+    }
+}
+
+impl fmt::Debug for LazyJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value().fmt(f)
+    }
+}
+
+impl PartialEq for LazyJson {
+    fn eq(&self, other: &LazyJson) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for LazyJson {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == other
+    }
+}
+
+impl Serialize for LazyJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(s)
     }
 }
 
@@ -231,6 +303,17 @@ mod tests {
         assert_eq!(decode_outputs(&[]), Some(vec![]));
         assert_eq!(decode_outputs(&bytes[..bytes.len() - 1]), None);
         assert_eq!(decode_outputs(&[255, 255, 255, 255, 0]), None);
+    }
+
+    #[test]
+    fn lazy_json_parses_on_use_and_shares_the_parse() {
+        let lazy = LazyJson::from_text(r#"{"spec": {"batch": 8}}"#.to_string());
+        let copy = lazy.clone();
+        assert_eq!(lazy["spec"]["batch"], 8);
+        assert!(std::ptr::eq(lazy.value(), copy.value()));
+        assert_eq!(LazyJson::from(serde_json::json!([1])), serde_json::json!([1]));
+        let damaged = LazyJson::from_text("{oops".to_string());
+        assert!(damaged.as_str().unwrap_or_default().starts_with("damaged record"));
     }
 
     #[test]

@@ -11,15 +11,17 @@ use super::error::StoreError;
 use super::fileio::now_ms;
 use super::open::Store;
 use super::owner::{Liveness, Owner};
-use super::record::{decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, NodeState, RunRecord};
+use super::record::{
+    decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, LazyJson, NodeState, RunRecord,
+};
 use crate::hash::ContentHash;
 
 /// The columns `decode_run` reads, in order (after the node id and stage).
 pub(super) const RUN_COLUMNS: &str =
     "r.key, r.key_parts, r.env_hash, r.outputs, r.log, r.started_at_ms, r.duration_ms";
 
-/// Environment records by hash, each parsed once per query.
-type EnvCache = HashMap<Vec<u8>, serde_json::Value>;
+/// Environment records by hash: runs that share one share its parse.
+type EnvCache = HashMap<Vec<u8>, LazyJson>;
 
 impl Store {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
@@ -185,7 +187,7 @@ impl Store {
             node_id: row.get(0).map_err(db)?,
             stage: row.get(1).map_err(db)?,
             key: self.hash_column(row.get(2).map_err(db)?)?,
-            key_parts: serde_json::from_str(&key_parts).map_err(|e| self.damaged(format!("key parts: {e}")))?,
+            key_parts: LazyJson::from_text(key_parts),
             env,
             outputs: decode_outputs(&outputs).ok_or_else(|| self.damaged("an output list".into()))?,
             log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
@@ -194,12 +196,12 @@ impl Store {
         })
     }
 
-    fn query_env(&self, conn: &Connection, hash: &[u8]) -> Result<serde_json::Value, StoreError> {
+    fn query_env(&self, conn: &Connection, hash: &[u8]) -> Result<LazyJson, StoreError> {
         let json: String = conn
             .prepare_cached("SELECT json FROM envs WHERE hash = ?1")
             .and_then(|mut stmt| stmt.query_row([hash], |r| r.get(0)))
             .map_err(|e| self.db_err(e))?;
-        serde_json::from_str(&json).map_err(|e| self.damaged(format!("environment: {e}")))
+        Ok(LazyJson::from_text(json))
     }
 
     fn decode_attempt(&self, row: &Row<'_>) -> Result<(String, Attempt), StoreError> {
