@@ -41,9 +41,15 @@ pub enum StoreError {
     #[error("state database `{}` has schema version {found}; this vitgraph understands up to {supported}", path.display())]
     #[diagnostic(
         code(vitgraph::store::schema_too_new),
-        help("use the vitgraph version that created this workspace's cache, or move `cache/` aside")
+        help(
+            "use the vitgraph version that created this workspace's cache, or move `cache/` aside"
+        )
     )]
-    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
 
     /// A task succeeded but did not create one of its declared outputs.
     #[error("node `{node_id}` did not create its declared output `{name}` (expected `{}`)", path.display())]
@@ -51,7 +57,11 @@ pub enum StoreError {
         code(vitgraph::store::missing_output),
         help("make the task write `{name}` into its output directory `${{out}}`, or remove it from `outputs`")
     )]
-    MissingOutput { node_id: String, name: String, path: PathBuf },
+    MissingOutput {
+        node_id: String,
+        name: String,
+        path: PathBuf,
+    },
 
     /// A declared output is a directory or another non-file.
     #[error("declared output `{name}` of node `{node_id}` is not a regular file (`{}`)", path.display())]
@@ -59,10 +69,16 @@ pub enum StoreError {
         code(vitgraph::store::output_not_file),
         help("declare the files inside it instead (e.g. `{name}/result.csv`)")
     )]
-    OutputNotFile { node_id: String, name: String, path: PathBuf },
+    OutputNotFile {
+        node_id: String,
+        name: String,
+        path: PathBuf,
+    },
 
     /// A declared output name escapes the output directory.
-    #[error("declared output `{name}` of node `{node_id}` is not a relative path inside `${{out}}`")]
+    #[error(
+        "declared output `{name}` of node `{node_id}` is not a relative path inside `${{out}}`"
+    )]
     #[diagnostic(
         code(vitgraph::store::bad_output_name),
         help("write outputs as relative paths without `..`, e.g. `plots/a.svg`")
@@ -75,7 +91,11 @@ pub enum StoreError {
         code(vitgraph::store::missing_object),
         help("run `vitgraph verify` to see the damage, then rebuild the node (its run cannot be restored)")
     )]
-    MissingObject { node_id: String, name: String, object: PathBuf },
+    MissingObject {
+        node_id: String,
+        name: String,
+        object: PathBuf,
+    },
 
     /// A path that must be a file (an input) is something else.
     #[error("`{}` is not a regular file", path.display())]
@@ -98,13 +118,22 @@ impl StoreError {
     /// An I/O error, with advice chosen from its kind.
     pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> StoreError {
         let help = io_help(&source, path);
-        StoreError::Io { action, path: path.to_path_buf(), source, help }
+        StoreError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+            help,
+        }
     }
 
     /// A SQLite error, with advice chosen from its code.
     pub(crate) fn db(path: &Path, source: rusqlite::Error) -> StoreError {
         let help = db_help(&source, path);
-        StoreError::Database { path: path.to_path_buf(), source, help }
+        StoreError::Database {
+            path: path.to_path_buf(),
+            source,
+            help,
+        }
     }
 
     /// Whether this error means the file system is full.

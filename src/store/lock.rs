@@ -50,13 +50,19 @@ impl Store {
     }
 
     fn key_lock_path(&self, key: &ContentHash) -> PathBuf {
-        self.cache.join("locks").join(format!("{}.lock", key.to_hex()))
+        self.cache
+            .join("locks")
+            .join(format!("{}.lock", key.to_hex()))
     }
 
     /// Shared for commits, exclusive for gc; blocks until held.
     pub(super) fn store_lock(&self, exclusive: bool) -> Result<StoreLock, StoreError> {
         let path = self.cache.join("store.lock");
-        let mode = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+        let mode = if exclusive {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_SH
+        };
         loop {
             if let Some(file) = acquire(&path, mode, true)? {
                 return Ok(StoreLock { _file: file });
@@ -120,7 +126,10 @@ mod tests {
         let other = Store::open(dir.path()).unwrap();
         let held = store.lock_key(&key("k")).unwrap();
         assert!(other.try_lock_key(&key("k")).unwrap().is_none());
-        assert!(store.try_lock_key(&key("k")).unwrap().is_none(), "threads of one process are excluded too");
+        assert!(
+            store.try_lock_key(&key("k")).unwrap().is_none(),
+            "threads of one process are excluded too"
+        );
         assert!(other.try_lock_key(&key("another")).unwrap().is_some());
         drop(held);
         assert!(other.try_lock_key(&key("k")).unwrap().is_some());
@@ -142,7 +151,10 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(200));
         released.store(true, Ordering::SeqCst);
         drop(held);
-        assert!(waiter.join().unwrap(), "the waiter got the lock before it was released");
+        assert!(
+            waiter.join().unwrap(),
+            "the waiter got the lock before it was released"
+        );
     }
 
     #[test]

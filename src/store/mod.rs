@@ -18,11 +18,11 @@ mod objects;
 mod open;
 mod owner;
 mod record;
+#[cfg(test)]
+mod robustness_tests;
 mod runs;
 mod schema;
 mod stat_cache;
-#[cfg(test)]
-mod robustness_tests;
 #[cfg(test)]
 mod test_support;
 
@@ -31,6 +31,6 @@ pub use error::StoreError;
 pub use lock::KeyLock;
 pub use open::Store;
 pub use record::{
-    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, LazyJson, NodeState, NewRun,
-    OutputCheck, OutputEntry, RunRecord,
+    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, LazyJson,
+    NewRun, NodeState, OutputCheck, OutputEntry, RunRecord,
 };

@@ -41,7 +41,11 @@ impl Store {
     /// processes and marks the attempts they left `running` as `interrupted`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
         let cache = root.join("cache");
-        for dir in [cache.join("objects"), cache.join("staging"), cache.join("locks")] {
+        for dir in [
+            cache.join("objects"),
+            cache.join("staging"),
+            cache.join("locks"),
+        ] {
             fs::create_dir_all(&dir).ctx("create directory", &dir)?;
         }
         let tag = cache.join("CACHEDIR.TAG");
@@ -139,7 +143,9 @@ impl Store {
 
     /// The database connection; a panic in another thread does not make it unusable.
     pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.db
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(super) fn db_err(&self, e: rusqlite::Error) -> StoreError {
@@ -150,14 +156,19 @@ impl Store {
     /// Best effort: a directory that cannot be removed now is retried next time.
     pub(super) fn remove_dead_staging(&self) -> u64 {
         let host_dir = self.staging_host_dir();
-        let Ok(entries) = fs::read_dir(&host_dir) else { return 0 };
+        let Ok(entries) = fs::read_dir(&host_dir) else {
+            return 0;
+        };
         let mut removed = 0;
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(owner) = Owner::from_staging_name(&self.owner.host, &name.to_string_lossy()) else {
+            let Some(owner) = Owner::from_staging_name(&self.owner.host, &name.to_string_lossy())
+            else {
                 continue;
             };
-            if owner.liveness(&self.owner.host) == Liveness::Dead && remove_tree(&entry.path()).is_ok() {
+            if owner.liveness(&self.owner.host) == Liveness::Dead
+                && remove_tree(&entry.path()).is_ok()
+            {
                 removed += 1;
             }
         }
@@ -169,22 +180,39 @@ impl Store {
         let mut conn = self.conn();
         let dead: Vec<(i64, Owner)> = {
             let mut stmt = conn
-                .prepare_cached("SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'")
+                .prepare_cached(
+                    "SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'",
+                )
                 .map_err(|e| self.db_err(e))?;
             let rows = stmt
                 .query_map([], |r| {
-                    Ok((r.get::<_, i64>(0)?, Owner { host: r.get(1)?, pid: r.get(2)?, start: r.get(3)? }))
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        Owner {
+                            host: r.get(1)?,
+                            pid: r.get(2)?,
+                            start: r.get(3)?,
+                        },
+                    ))
                 })
                 .map_err(|e| self.db_err(e))?;
-            let all: Vec<(i64, Owner)> = rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))?;
-            all.into_iter().filter(|(_, o)| o.liveness(&self.owner.host) == Liveness::Dead).collect()
+            let all: Vec<(i64, Owner)> =
+                rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))?;
+            all.into_iter()
+                .filter(|(_, o)| o.liveness(&self.owner.host) == Liveness::Dead)
+                .collect()
         };
         if dead.is_empty() {
             return Ok(());
         }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         for (id, owner) in &dead {
-            let message = format!("process {} on `{}` ended without recording a result", owner.pid, owner.host);
+            let message = format!(
+                "process {} on `{}` ended without recording a result",
+                owner.pid, owner.host
+            );
             tx.execute(
                 "UPDATE attempts SET status = 'interrupted', finished_at_ms = ?2, message = ?3
                  WHERE id = ?1 AND status = 'running'",
@@ -222,7 +250,9 @@ mod tests {
     /// start time is 1 tick after boot, so a quick reuse of the pid by another
     /// process still reads as dead.
     fn dead_owner() -> Owner {
-        let mut child = std::process::Command::new("true").spawn().expect("spawn `true`");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn `true`");
         let pid = child.id();
         child.wait().expect("wait for `true`");
         Owner::local(pid, 1)
@@ -235,17 +265,37 @@ mod tests {
         store.begin_attempt_as(&dead, "dead", &key("k1")).unwrap();
         store.begin_attempt("alive", &key("k2")).unwrap();
         // Read-only views report it without writing.
-        let view = Store::open_existing(dir.path()).unwrap().expect("cache exists");
+        let view = Store::open_existing(dir.path())
+            .unwrap()
+            .expect("cache exists");
         let states = view.load_states().unwrap();
-        assert_eq!(states["dead"].last_attempt.as_ref().unwrap().status, AttemptStatus::Interrupted);
-        assert_eq!(states["alive"].last_attempt.as_ref().unwrap().status, AttemptStatus::Running);
+        assert_eq!(
+            states["dead"].last_attempt.as_ref().unwrap().status,
+            AttemptStatus::Interrupted
+        );
+        assert_eq!(
+            states["alive"].last_attempt.as_ref().unwrap().status,
+            AttemptStatus::Running
+        );
 
         drop(Store::open(dir.path()).unwrap());
-        let status: String =
-            store.conn().query_row("SELECT status FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        let status: String = store
+            .conn()
+            .query_row(
+                "SELECT status FROM attempts WHERE node_id = 'dead'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert_eq!(status, "interrupted");
-        let message: String =
-            store.conn().query_row("SELECT message FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        let message: String = store
+            .conn()
+            .query_row(
+                "SELECT message FROM attempts WHERE node_id = 'dead'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert!(message.contains(&dead.pid.to_string()), "{message}");
     }
 
@@ -256,7 +306,9 @@ mod tests {
         let other = store.new_staging_dir().unwrap();
         assert_ne!(mine, other);
         let dead = dead_owner();
-        let leftover = store.staging_host_dir().join(format!("{}0", dead.staging_prefix()));
+        let leftover = store
+            .staging_host_dir()
+            .join(format!("{}0", dead.staging_prefix()));
         fs::create_dir_all(leftover.join("sub")).unwrap();
         fs::write(leftover.join("sub/partial.bin"), "half").unwrap();
         let foreign = dir.path().join("cache/staging/another-host/1-1-0");
@@ -264,7 +316,10 @@ mod tests {
 
         drop(Store::open(dir.path()).unwrap());
         assert!(!leftover.exists(), "dead owner's staging removed");
-        assert!(mine.exists() && other.exists(), "a live process's staging is kept");
+        assert!(
+            mine.exists() && other.exists(),
+            "a live process's staging is kept"
+        );
         assert!(foreign.exists(), "other hosts' staging is left alone");
     }
 
@@ -281,7 +336,9 @@ mod tests {
         assert!(Store::open_existing(dir.path()).unwrap().is_none());
         assert!(!dir.path().join("cache").exists());
         drop(Store::open(dir.path()).unwrap());
-        let view = Store::open_existing(dir.path()).unwrap().expect("exists now");
+        let view = Store::open_existing(dir.path())
+            .unwrap()
+            .expect("exists now");
         assert!(view.load_states().unwrap().is_empty());
         assert_eq!(view.root(), dir.path());
     }
@@ -289,10 +346,16 @@ mod tests {
     #[test]
     fn a_newer_schema_is_refused_with_advice() {
         let (dir, store) = workspace();
-        store.conn().pragma_update(None, "user_version", 99).unwrap();
+        store
+            .conn()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
         drop(store);
         let err = Store::open(dir.path()).err().expect("refused");
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 99, .. }), "{err:?}");
+        assert!(
+            matches!(err, StoreError::SchemaTooNew { found: 99, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -301,7 +364,9 @@ mod tests {
         fs::create_dir_all(dir.path().join("cache")).unwrap();
         fs::write(dir.path().join("cache/state.sqlite"), vec![0x42u8; 8192]).unwrap();
         let err = Store::open(dir.path()).err().expect("refused");
-        let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
+        let help = miette::Diagnostic::help(&err)
+            .map(|h| h.to_string())
+            .unwrap_or_default();
         assert!(err.to_string().contains("state.sqlite"), "{err}");
         assert!(help.contains("move it aside"), "{help}");
     }

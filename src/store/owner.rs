@@ -27,13 +27,21 @@ impl Owner {
     /// This process.
     pub fn current() -> Owner {
         let pid = std::process::id();
-        Owner { host: host_name(), pid, start: process_start(pid).unwrap_or(0) }
+        Owner {
+            host: host_name(),
+            pid,
+            start: process_start(pid).unwrap_or(0),
+        }
     }
 
     /// This host's process `pid` (for tests that need a dead one).
     #[cfg(test)]
     pub fn local(pid: u32, start: u64) -> Owner {
-        Owner { host: host_name(), pid, start }
+        Owner {
+            host: host_name(),
+            pid,
+            start,
+        }
     }
 
     pub fn liveness(&self, local_host: &str) -> Liveness {
@@ -62,7 +70,11 @@ impl Owner {
         if parts.next().is_some() {
             return None;
         }
-        Some(Owner { host: host.to_string(), pid, start })
+        Some(Owner {
+            host: host.to_string(),
+            pid,
+            start,
+        })
     }
 }
 
@@ -90,7 +102,9 @@ fn parse_stat(stat: &str) -> Option<u64> {
 }
 
 fn pid_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
@@ -121,20 +135,31 @@ mod tests {
     #[test]
     fn reused_pid_with_other_start_time_is_dead() {
         let me = Owner::current();
-        let impostor = Owner { start: me.start + 1, ..me.clone() };
+        let impostor = Owner {
+            start: me.start + 1,
+            ..me.clone()
+        };
         assert_eq!(impostor.liveness(&me.host), Liveness::Dead);
     }
 
     #[test]
     fn exited_child_is_dead_and_other_hosts_are_unknown() {
-        let mut child = std::process::Command::new("true").spawn().expect("spawn `true`");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn `true`");
         let pid = child.id();
         let start = process_start(pid);
         child.wait().expect("wait for `true`");
         let owner = Owner::local(pid, start.unwrap_or(1));
         assert_eq!(owner.liveness(&Owner::current().host), Liveness::Dead);
-        let elsewhere = Owner { host: "another-host".into(), ..Owner::current() };
-        assert_eq!(elsewhere.liveness(&Owner::current().host), Liveness::Unknown);
+        let elsewhere = Owner {
+            host: "another-host".into(),
+            ..Owner::current()
+        };
+        assert_eq!(
+            elsewhere.liveness(&Owner::current().host),
+            Liveness::Unknown
+        );
     }
 
     #[test]

@@ -70,15 +70,19 @@ struct LazyInner {
 impl LazyJson {
     /// JSON text as stored; parsed when first looked at.
     pub fn from_text(text: String) -> LazyJson {
-        LazyJson(Arc::new(LazyInner { text: Some(text.into_boxed_str()), parsed: OnceLock::new() }))
+        LazyJson(Arc::new(LazyInner {
+            text: Some(text.into_boxed_str()),
+            parsed: OnceLock::new(),
+        }))
     }
 
     /// The value. Text that is not valid JSON (a damaged database) reads as a
     /// string saying so, since key parts are only shown, never trusted.
     pub fn value(&self) -> &Value {
         self.0.parsed.get_or_init(|| match &self.0.text {
-            Some(text) => serde_json::from_str(text)
-                .unwrap_or_else(|e| Value::String(format!("damaged record in the state database: {e}"))),
+            Some(text) => serde_json::from_str(text).unwrap_or_else(|e| {
+                Value::String(format!("damaged record in the state database: {e}"))
+            }),
             None => Value::Null,
         })
     }
@@ -86,7 +90,10 @@ impl LazyJson {
 
 impl From<Value> for LazyJson {
     fn from(value: Value) -> LazyJson {
-        LazyJson(Arc::new(LazyInner { text: None, parsed: OnceLock::from(value) }))
+        LazyJson(Arc::new(LazyInner {
+            text: None,
+            parsed: OnceLock::from(value),
+        }))
     }
 }
 
@@ -273,16 +280,26 @@ mod tests {
     use super::*;
 
     fn entry(name: &str, content: &[u8]) -> OutputEntry {
-        OutputEntry { name: name.into(), hash: ContentHash::of_bytes(content), size: content.len() as u64 }
+        OutputEntry {
+            name: name.into(),
+            hash: ContentHash::of_bytes(content),
+            size: content.len() as u64,
+        }
     }
 
     #[test]
     fn manifest_hash_ignores_order_and_sizes_but_not_names_or_content() {
         let a = entry("a.txt", b"1");
         let b = entry("b.txt", b"2");
-        assert_eq!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[b.clone(), a.clone()]));
+        assert_eq!(
+            manifest_hash(&[a.clone(), b.clone()]),
+            manifest_hash(&[b.clone(), a.clone()])
+        );
         let renamed = entry("c.txt", b"2");
-        assert_ne!(manifest_hash(&[a.clone(), b.clone()]), manifest_hash(&[a.clone(), renamed]));
+        assert_ne!(
+            manifest_hash(&[a.clone(), b.clone()]),
+            manifest_hash(&[a.clone(), renamed])
+        );
         let changed = entry("b.txt", b"3");
         assert_ne!(manifest_hash(&[a.clone(), b]), manifest_hash(&[a, changed]));
     }
@@ -290,14 +307,26 @@ mod tests {
     #[test]
     fn manifest_hash_is_unambiguous_about_name_boundaries() {
         let h = ContentHash::of_bytes(b"x");
-        let one = [OutputEntry { name: "ab".into(), hash: h, size: 1 }];
-        let two = [OutputEntry { name: "a".into(), hash: h, size: 1 }];
+        let one = [OutputEntry {
+            name: "ab".into(),
+            hash: h,
+            size: 1,
+        }];
+        let two = [OutputEntry {
+            name: "a".into(),
+            hash: h,
+            size: 1,
+        }];
         assert_ne!(manifest_hash(&one), manifest_hash(&two));
     }
 
     #[test]
     fn output_lists_round_trip_and_damage_is_detected() {
-        let outputs = vec![entry("plots/a.svg", b"<svg/>"), entry("v.txt", b"1"), entry("", b"")];
+        let outputs = vec![
+            entry("plots/a.svg", b"<svg/>"),
+            entry("v.txt", b"1"),
+            entry("", b""),
+        ];
         let bytes = encode_outputs(&outputs);
         assert_eq!(decode_outputs(&bytes), Some(outputs));
         assert_eq!(decode_outputs(&[]), Some(vec![]));
@@ -311,14 +340,25 @@ mod tests {
         let copy = lazy.clone();
         assert_eq!(lazy["spec"]["batch"], 8);
         assert!(std::ptr::eq(lazy.value(), copy.value()));
-        assert_eq!(LazyJson::from(serde_json::json!([1])), serde_json::json!([1]));
+        assert_eq!(
+            LazyJson::from(serde_json::json!([1])),
+            serde_json::json!([1])
+        );
         let damaged = LazyJson::from_text("{oops".to_string());
-        assert!(damaged.as_str().unwrap_or_default().starts_with("damaged record"));
+        assert!(damaged
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("damaged record"));
     }
 
     #[test]
     fn attempt_status_round_trips() {
-        for s in [AttemptStatus::Running, AttemptStatus::Succeeded, AttemptStatus::Failed, AttemptStatus::Interrupted] {
+        for s in [
+            AttemptStatus::Running,
+            AttemptStatus::Succeeded,
+            AttemptStatus::Failed,
+            AttemptStatus::Interrupted,
+        ] {
             assert_eq!(AttemptStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(AttemptStatus::parse("done"), None);

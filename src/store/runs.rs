@@ -12,7 +12,8 @@ use super::fileio::now_ms;
 use super::open::Store;
 use super::owner::{Liveness, Owner};
 use super::record::{
-    decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, LazyJson, NodeState, RunRecord,
+    decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, LazyJson, NodeState,
+    RunRecord,
 };
 use crate::hash::ContentHash;
 
@@ -82,8 +83,15 @@ impl Store {
                  VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
             )
             .map_err(|e| self.db_err(e))?;
-        stmt.execute(params![node_id, &key.0[..], owner.host, owner.pid, owner.start as i64, now_ms()])
-            .map_err(|e| self.db_err(e))?;
+        stmt.execute(params![
+            node_id,
+            &key.0[..],
+            owner.host,
+            owner.pid,
+            owner.start as i64,
+            now_ms()
+        ])
+        .map_err(|e| self.db_err(e))?;
         Ok(AttemptId(conn.last_insert_rowid()))
     }
 
@@ -104,9 +112,13 @@ impl Store {
         message: Option<&str>,
     ) -> Result<(), StoreError> {
         let conn = self.conn();
-        let changed = set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
+        let changed =
+            set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
         if changed == 0 {
-            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+            return Err(StoreError::UnknownAttempt {
+                id: attempt.0,
+                path: self.db_path.clone(),
+            });
         }
         Ok(())
     }
@@ -120,12 +132,16 @@ impl Store {
         run: &RunRecord,
     ) -> Result<RunRecord, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         let env = run.env.to_string();
         let env_hash = ContentHash::of_bytes(env.as_bytes());
-        tx.prepare_cached("INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING")
-            .and_then(|mut stmt| stmt.execute(params![&env_hash.0[..], env]))
-            .map_err(|e| self.db_err(e))?;
+        tx.prepare_cached(
+            "INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING",
+        )
+        .and_then(|mut stmt| stmt.execute(params![&env_hash.0[..], env]))
+        .map_err(|e| self.db_err(e))?;
         tx.prepare_cached(
             "INSERT INTO runs (key, node_id, stage, key_parts, env_hash, outputs, log, started_at_ms, duration_ms, committed_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING",
@@ -146,19 +162,28 @@ impl Store {
         })
         .map_err(|e| self.db_err(e))?;
         point_node_at(&tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
-        let changed =
-            set_attempt_status(&tx, attempt, AttemptStatus::Succeeded, None).map_err(|e| self.db_err(e))?;
+        let changed = set_attempt_status(&tx, attempt, AttemptStatus::Succeeded, None)
+            .map_err(|e| self.db_err(e))?;
         if changed == 0 {
-            return Err(StoreError::UnknownAttempt { id: attempt.0, path: self.db_path.clone() });
+            return Err(StoreError::UnknownAttempt {
+                id: attempt.0,
+                path: self.db_path.clone(),
+            });
         }
-        let mut recorded = self.query_run(&tx, &run.key)?.ok_or_else(|| self.damaged("run vanished".into()))?;
+        let mut recorded = self
+            .query_run(&tx, &run.key)?
+            .ok_or_else(|| self.damaged("run vanished".into()))?;
         tx.commit().map_err(|e| self.db_err(e))?;
         recorded.node_id = run.node_id.clone();
         recorded.stage = run.stage.clone();
         Ok(recorded)
     }
 
-    pub(super) fn query_run(&self, conn: &Connection, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
+    pub(super) fn query_run(
+        &self,
+        conn: &Connection,
+        key: &ContentHash,
+    ) -> Result<Option<RunRecord>, StoreError> {
         let sql = format!("SELECT r.node_id, r.stage, {RUN_COLUMNS} FROM runs r WHERE r.key = ?1");
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
         let mut rows = stmt.query([&key.0[..]]).map_err(|e| self.db_err(e))?;
@@ -169,7 +194,12 @@ impl Store {
     }
 
     /// Decodes `node_id, stage, RUN_COLUMNS`.
-    fn decode_run(&self, conn: &Connection, row: &Row<'_>, envs: &mut EnvCache) -> Result<RunRecord, StoreError> {
+    fn decode_run(
+        &self,
+        conn: &Connection,
+        row: &Row<'_>,
+        envs: &mut EnvCache,
+    ) -> Result<RunRecord, StoreError> {
         let db = |e| self.db_err(e);
         let key_parts: String = row.get(3).map_err(db)?;
         let env_hash: Vec<u8> = row.get(4).map_err(db)?;
@@ -189,7 +219,8 @@ impl Store {
             key: self.hash_column(row.get(2).map_err(db)?)?,
             key_parts: LazyJson::from_text(key_parts),
             env,
-            outputs: decode_outputs(&outputs).ok_or_else(|| self.damaged("an output list".into()))?,
+            outputs: decode_outputs(&outputs)
+                .ok_or_else(|| self.damaged("an output list".into()))?,
             log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
             started_at_ms: row.get(7).map_err(db)?,
             duration_ms: row.get(8).map_err(db)?,
@@ -207,8 +238,8 @@ impl Store {
     fn decode_attempt(&self, row: &Row<'_>) -> Result<(String, Attempt), StoreError> {
         let db = |e| self.db_err(e);
         let status: String = row.get(2).map_err(db)?;
-        let mut status =
-            AttemptStatus::parse(&status).ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
+        let mut status = AttemptStatus::parse(&status)
+            .ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
         if status == AttemptStatus::Running {
             let owner = Owner {
                 host: row.get(5).map_err(db)?,
@@ -235,12 +266,20 @@ impl Store {
     }
 
     pub(super) fn damaged(&self, detail: String) -> StoreError {
-        StoreError::DamagedRecord { path: self.db_path.clone(), detail }
+        StoreError::DamagedRecord {
+            path: self.db_path.clone(),
+            detail,
+        }
     }
 }
 
 /// Makes `key`'s run the node's current one.
-pub(super) fn point_node_at(conn: &Connection, node_id: &str, stage: &str, key: &ContentHash) -> rusqlite::Result<()> {
+pub(super) fn point_node_at(
+    conn: &Connection,
+    node_id: &str,
+    stage: &str,
+    key: &ContentHash,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO node_runs (node_id, stage, run_seq) SELECT ?1, ?2, seq FROM runs WHERE key = ?3
          ON CONFLICT(node_id) DO UPDATE SET stage = excluded.stage, run_seq = excluded.run_seq",
@@ -255,12 +294,16 @@ fn set_attempt_status(
     status: AttemptStatus,
     message: Option<&str>,
 ) -> rusqlite::Result<usize> {
-    conn.prepare_cached("UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1")?
-        .execute(params![attempt.0, status.as_str(), now_ms(), message])
+    conn.prepare_cached(
+        "UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1",
+    )?
+    .execute(params![attempt.0, status.as_str(), now_ms(), message])
 }
 
 /// The node ids whose records refer to each object (runs' outputs and logs).
-pub(super) fn object_references(store: &Store) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
+pub(super) fn object_references(
+    store: &Store,
+) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
     let conn = store.conn();
     let mut stmt = conn
         .prepare("SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r")
@@ -276,7 +319,8 @@ pub(super) fn object_references(store: &Store) -> Result<HashMap<ContentHash, Ve
         nodes.sort();
         nodes.dedup();
         let outputs: Vec<u8> = row.get(1).map_err(db)?;
-        let outputs = decode_outputs(&outputs).ok_or_else(|| store.damaged("an output list".into()))?;
+        let outputs =
+            decode_outputs(&outputs).ok_or_else(|| store.damaged("an output list".into()))?;
         let log: Option<Vec<u8>> = row.get(2).map_err(db)?;
         let log = log.map(|bytes| store.hash_column(bytes)).transpose()?;
         for hash in outputs.iter().map(|o| o.hash).chain(log) {
@@ -310,7 +354,11 @@ mod tests {
             "clocks": {"sm": 1980, "mem": 2619}, "free_mib": 80000});
         let env = env.to_string();
         let env_hash = key(&env);
-        tx.execute("INSERT INTO envs (hash, json) VALUES (?1, ?2)", params![&env_hash.0[..], env]).unwrap();
+        tx.execute(
+            "INSERT INTO envs (hash, json) VALUES (?1, ?2)",
+            params![&env_hash.0[..], env],
+        )
+        .unwrap();
         for i in 0..n {
             let id = format!("rq2_runs[model=vit32x6x384,res={},batch={}]", i % 97, i);
             let parts = json!({"kind": "Vit", "version": 3, "spec": {"model": "vit32x6x384", "image_size": i % 97,
@@ -319,7 +367,11 @@ mod tests {
                 "env": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "570", "cuda": "12.8"}});
             let outputs: Vec<OutputEntry> = ["summary.json", "timings.csv", "trace.nsys-rep"]
                 .iter()
-                .map(|name| OutputEntry { name: name.to_string(), hash: key(&format!("{i}{name}")), size: 1000 })
+                .map(|name| OutputEntry {
+                    name: name.to_string(),
+                    hash: key(&format!("{i}{name}")),
+                    size: 1000,
+                })
                 .collect();
             tx.execute(
                 "INSERT INTO runs (key, node_id, stage, key_parts, env_hash, outputs, started_at_ms, duration_ms, committed_at_ms)
@@ -348,7 +400,10 @@ mod tests {
         assert_eq!(states.len(), 10_000);
         let one = &states["rq2_runs[model=vit32x6x384,res=5,batch=5]"];
         let run: &RunRecord = one.latest_success.as_ref().unwrap();
-        assert_eq!((run.outputs.len(), run.key_parts["spec"]["batch"].as_u64()), (3, Some(5)));
+        assert_eq!(
+            (run.outputs.len(), run.key_parts["spec"]["batch"].as_u64()),
+            (3, Some(5))
+        );
         assert_eq!(run.env["driver"], "570.86.15");
         eprintln!("load_states on 10,000 nodes: {elapsed:?}");
         // Generous for unoptimized test builds on a loaded machine; release builds take a few ms.
@@ -363,10 +418,15 @@ mod tests {
         let started = Instant::now();
         for (id, state) in &states {
             let run = state.latest_success.as_ref().unwrap();
-            let check = store.check_outputs(run, &dir.path().join("out/rq2_runs").join(id)).unwrap();
+            let check = store
+                .check_outputs(run, &dir.path().join("out/rq2_runs").join(id))
+                .unwrap();
             assert_eq!(check, OutputCheck::Missing("summary.json".into()));
         }
-        eprintln!("check_outputs on 2,000 missing nodes: {:?}", started.elapsed());
+        eprintln!(
+            "check_outputs on 2,000 missing nodes: {:?}",
+            started.elapsed()
+        );
         assert_eq!(store.hashes_computed(), 0);
     }
 }

@@ -81,7 +81,9 @@ pub(crate) fn open_writable(db_path: &Path, create: bool) -> Result<Connection, 
     // WAL lets readers (`status`) run beside a writer. It is persistent in the
     // file. Some network file systems refuse it; SQLite then keeps its rollback
     // journal, which is slower but equally safe, so the answer is not checked.
-    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(err)?;
+    let _mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(err)?;
     migrate(&mut conn, db_path)?;
     Ok(conn)
 }
@@ -128,8 +130,11 @@ fn migrate(conn: &mut Connection, db_path: &Path) -> Result<(), StoreError> {
     }
     let err = |e| StoreError::db(db_path, e);
     // IMMEDIATE: two processes creating the schema at once take turns.
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
     tx.execute_batch(SCHEMA).map_err(err)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(err)?;
     tx.commit().map_err(err)
 }

@@ -65,7 +65,9 @@ impl Store {
             Err(e) => return Err(StoreError::io("read metadata of", path, e)),
         };
         if !meta.is_file() {
-            return Err(StoreError::NotAFile { path: path.to_path_buf() });
+            return Err(StoreError::NotAFile {
+                path: path.to_path_buf(),
+            });
         }
         let stat = Stat::of(&meta);
         let key = self.stat_key(path);
@@ -73,7 +75,15 @@ impl Store {
             return Ok(Some(hash));
         }
         let hash = self.hash_uncached(path, stat.size)?;
-        self.remember(key, Entry { stat, hash, recorded_ns }, true);
+        self.remember(
+            key,
+            Entry {
+                stat,
+                hash,
+                recorded_ns,
+            },
+            true,
+        );
         Ok(Some(hash))
     }
 
@@ -84,7 +94,9 @@ impl Store {
             return Ok(());
         }
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         for (path, entry) in &dirty {
             upsert_stat(&tx, path, entry).map_err(|e| self.db_err(e))?;
         }
@@ -100,7 +112,9 @@ impl Store {
             let recorded_ns = now_ns();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutputCheck::Missing(output.name.clone())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Ok(OutputCheck::Missing(output.name.clone()))
+                }
                 Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
             };
             if !meta.is_file() {
@@ -112,7 +126,15 @@ impl Store {
                 Some(hash) => hash,
                 None => {
                     let hash = self.hash_uncached(&path, stat.size)?;
-                    self.remember(key, Entry { stat, hash, recorded_ns }, true);
+                    self.remember(
+                        key,
+                        Entry {
+                            stat,
+                            hash,
+                            recorded_ns,
+                        },
+                        true,
+                    );
                     hash
                 }
             };
@@ -125,17 +147,31 @@ impl Store {
 
     /// Records the stat of each file `materialize` just wrote, and makes the
     /// run the node's current one, in one transaction.
-    pub(super) fn record_materialized(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
+    pub(super) fn record_materialized(
+        &self,
+        run: &RunRecord,
+        dest: &Path,
+    ) -> Result<(), StoreError> {
         let recorded_ns = now_ns();
         let mut learned = Vec::with_capacity(run.outputs.len());
         for output in &run.outputs {
             let path = dest.join(&output.name);
-            let meta = fs::symlink_metadata(&path).map_err(|e| StoreError::io("read metadata of", &path, e))?;
-            learned.push((self.stat_key(&path), Entry { stat: Stat::of(&meta), hash: output.hash, recorded_ns }));
+            let meta = fs::symlink_metadata(&path)
+                .map_err(|e| StoreError::io("read metadata of", &path, e))?;
+            learned.push((
+                self.stat_key(&path),
+                Entry {
+                    stat: Stat::of(&meta),
+                    hash: output.hash,
+                    recorded_ns,
+                },
+            ));
         }
         if !self.read_only {
             let mut conn = self.conn();
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
             for (key, entry) in &learned {
                 upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
             }
@@ -205,14 +241,18 @@ impl Store {
     fn load_stat_rows(&self) -> Result<HashMap<String, Entry>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached("SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats")
+            .prepare_cached(
+                "SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats",
+            )
             .map_err(|e| self.db_err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
         let mut entries = HashMap::new();
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let hash: Vec<u8> = row.get(5).map_err(|e| self.db_err(e))?;
             // A damaged row only costs a re-hash.
-            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else { continue };
+            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else {
+                continue;
+            };
             let entry = (|| {
                 Ok::<_, rusqlite::Error>(Entry {
                     stat: Stat {
@@ -232,7 +272,11 @@ impl Store {
     }
 }
 
-pub(super) fn upsert_stat(conn: &rusqlite::Connection, path: &str, entry: &Entry) -> rusqlite::Result<()> {
+pub(super) fn upsert_stat(
+    conn: &rusqlite::Connection,
+    path: &str,
+    entry: &Entry,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO file_stats (path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -271,22 +315,42 @@ mod tests {
     fn check_outputs_tells_intact_missing_and_modified() {
         let (dir, store) = workspace();
         store.set_racy_window_ns(WINDOW_NS);
-        let run = commit(&store, "n", "k", &[("a.txt", "alpha"), ("sub/b.txt", "beta")]);
+        let run = commit(
+            &store,
+            "n",
+            "k",
+            &[("a.txt", "alpha"), ("sub/b.txt", "beta")],
+        );
         let dest = dir.path().join("out/n/n");
         store.materialize(&run, &dest).unwrap();
         write(&dest.join("extra.txt"), "extra files are ignored");
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
 
         // Same size, same moment: only the racy rule or the hash can see it.
         fs::write(dest.join("a.txt"), "ALPHA").unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("a.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Modified("a.txt".into())
+        );
         fs::write(dest.join("a.txt"), "alpha").unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
 
         fs::remove_file(dest.join("sub/b.txt")).unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Missing("sub/b.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Missing("sub/b.txt".into())
+        );
         fs::create_dir(dest.join("sub/b.txt")).unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("sub/b.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Modified("sub/b.txt".into())
+        );
     }
 
     #[test]
@@ -300,25 +364,53 @@ mod tests {
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
         fresh.load_states().unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 0);
 
         // Touching without a change: hashed once, intact, then trusted again.
         let touched = SystemTime::now() - Duration::from_secs(3);
-        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(touched).unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        fs::File::options()
+            .write(true)
+            .open(dest.join("a.txt"))
+            .unwrap()
+            .set_modified(touched)
+            .unwrap();
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 1);
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 1);
         // Touched to now (racy): hashed until its mtime is a window old.
         let now = SystemTime::now();
-        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(now).unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        fs::File::options()
+            .write(true)
+            .open(dest.join("a.txt"))
+            .unwrap()
+            .set_modified(now)
+            .unwrap();
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 2);
         settle();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 3);
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 3);
     }
 
@@ -331,7 +423,10 @@ mod tests {
         let dest = dir.path().join("out/n/n");
         store.materialize(&old, &dest).unwrap();
         let before = store.hashes_computed();
-        assert_eq!(store.check_outputs(&new, &dest).unwrap(), OutputCheck::Modified("v.txt".into()));
+        assert_eq!(
+            store.check_outputs(&new, &dest).unwrap(),
+            OutputCheck::Modified("v.txt".into())
+        );
         assert_eq!(store.hashes_computed(), before);
     }
 
@@ -341,7 +436,10 @@ mod tests {
         store.set_racy_window_ns(WINDOW_NS);
         let input = dir.path().join("inputs/model.cfg");
         write(&input, "depth=6");
-        assert_eq!(store.hash_file(&dir.path().join("inputs/none")).unwrap(), None);
+        assert_eq!(
+            store.hash_file(&dir.path().join("inputs/none")).unwrap(),
+            None
+        );
         let first = store.hash_file(&input).unwrap().unwrap();
         assert_eq!(first, ContentHash::of_bytes(b"depth=6"));
         // Still racy (written a moment ago): hashed again, then trusted.
@@ -353,7 +451,10 @@ mod tests {
 
         // Same size, written right away: must not be served from the cache.
         fs::write(&input, "depth=8").unwrap();
-        assert_eq!(store.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+        assert_eq!(
+            store.hash_file(&input).unwrap(),
+            Some(ContentHash::of_bytes(b"depth=8"))
+        );
 
         // Persisted: a new handle trusts the flushed entry.
         settle();
@@ -361,7 +462,10 @@ mod tests {
         store.flush_stat_cache().unwrap();
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
-        assert_eq!(fresh.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+        assert_eq!(
+            fresh.hash_file(&input).unwrap(),
+            Some(ContentHash::of_bytes(b"depth=8"))
+        );
         assert_eq!(fresh.hashes_computed(), 0);
     }
 
@@ -373,6 +477,9 @@ mod tests {
         let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
         let path = dir.path().join("big.bin");
         fs::write(&path, &big).unwrap();
-        assert_eq!(store.hash_file(&path).unwrap(), Some(ContentHash::of_bytes(&big)));
+        assert_eq!(
+            store.hash_file(&path).unwrap(),
+            Some(ContentHash::of_bytes(&big))
+        );
     }
 }

@@ -19,13 +19,26 @@ pub(crate) fn key(seed: &str) -> ContentHash {
 }
 
 /// Stages `files` (name, content) and commits them as a run of `node_id` with key `key(key_seed)`.
-pub(crate) fn commit(store: &Store, node_id: &str, key_seed: &str, files: &[(&str, &str)]) -> RunRecord {
+pub(crate) fn commit(
+    store: &Store,
+    node_id: &str,
+    key_seed: &str,
+    files: &[(&str, &str)],
+) -> RunRecord {
     let staging = stage(store, files);
     let names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
-    let attempt = store.begin_attempt(node_id, &key(key_seed)).expect("begin attempt");
+    let attempt = store
+        .begin_attempt(node_id, &key(key_seed))
+        .expect("begin attempt");
     let parts = json!({ "spec": key_seed });
     let env = json!({ "host": "test" });
-    store.commit_success(attempt, new_run(node_id, key(key_seed), &parts, &names, &env), &staging).expect("commit")
+    store
+        .commit_success(
+            attempt,
+            new_run(node_id, key(key_seed), &parts, &names, &env),
+            &staging,
+        )
+        .expect("commit")
 }
 
 pub(crate) fn stage(store: &Store, files: &[(&str, &str)]) -> std::path::PathBuf {
@@ -44,7 +57,17 @@ pub(crate) fn new_run<'a>(
     env: &'a serde_json::Value,
 ) -> NewRun<'a> {
     let stage = node_id.split('[').next().unwrap_or(node_id);
-    NewRun { node_id, stage, key, key_parts: parts, outputs, env, started_at_ms: 1, duration_ms: 2, log: None }
+    NewRun {
+        node_id,
+        stage,
+        key,
+        key_parts: parts,
+        outputs,
+        env,
+        started_at_ms: 1,
+        duration_ms: 2,
+        log: None,
+    }
 }
 
 pub(crate) fn write(path: &Path, content: &str) {
