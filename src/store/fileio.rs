@@ -26,8 +26,14 @@ impl Stat {
     pub fn of(meta: &Metadata) -> Stat {
         Stat {
             size: meta.size(),
-            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
-            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+            ctime_ns: meta
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.ctime_nsec()),
             inode: meta.ino(),
         }
     }
@@ -60,7 +66,11 @@ pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
 /// `mtime`, the new file's modification time is set to it.
 pub(crate) fn clone_or_copy(src: &Path, dst: &Path, mtime: Option<SystemTime>) -> io::Result<()> {
     let mut from = File::open(src)?;
-    let mut to = OpenOptions::new().write(true).create_new(true).mode(0o644).open(dst)?;
+    let mut to = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(dst)?;
     // SAFETY: both descriptors are open for the duration of the call; FICLONE
     // takes the source descriptor as its argument.
     let rc = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) };
@@ -82,7 +92,10 @@ pub(crate) fn make_read_only(path: &Path) -> io::Result<()> {
 }
 
 pub(crate) fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -108,7 +121,10 @@ mod tests {
             let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
             let path = dir.path().join(format!("f{size}"));
             fs::write(&path, &bytes).unwrap();
-            assert_eq!(hash_contents(&path, size as u64).unwrap(), ContentHash::of_bytes(&bytes));
+            assert_eq!(
+                hash_contents(&path, size as u64).unwrap(),
+                ContentHash::of_bytes(&bytes)
+            );
         }
     }
 
@@ -125,6 +141,9 @@ mod tests {
         assert_eq!(fs::read(&dst).unwrap(), b"object");
         fs::write(&dst, b"edited").unwrap();
         assert_eq!(fs::read(&src).unwrap(), b"object");
-        assert!(clone_or_copy(&src, &dst, None).is_err(), "an existing destination is never overwritten");
+        assert!(
+            clone_or_copy(&src, &dst, None).is_err(),
+            "an existing destination is never overwritten"
+        );
     }
 }

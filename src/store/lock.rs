@@ -126,7 +126,10 @@ mod tests {
         let other = Store::open(dir.path()).unwrap();
         let held = store.lock_key(&key("k")).unwrap();
         assert!(other.try_lock_key(&key("k")).unwrap().is_none());
-        assert!(store.try_lock_key(&key("k")).unwrap().is_none(), "threads of one process are excluded too");
+        assert!(
+            store.try_lock_key(&key("k")).unwrap().is_none(),
+            "threads of one process are excluded too"
+        );
         assert!(other.try_lock_key(&key("another")).unwrap().is_some());
         drop(held);
         assert!(other.try_lock_key(&key("k")).unwrap().is_some());
@@ -148,7 +151,10 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(200));
         released.store(true, Ordering::SeqCst);
         drop(held);
-        assert!(waiter.join().unwrap(), "the waiter got the lock before it was released");
+        assert!(
+            waiter.join().unwrap(),
+            "the waiter got the lock before it was released"
+        );
     }
 
     #[test]

@@ -161,7 +161,10 @@ mod tests {
         assert!(store.verify().unwrap().is_empty());
         let a = commit(&store, "a", "ka", &[("x.txt", "xxxx"), ("y.txt", "yyyy")]);
         commit(&store, "b", "kb", &[("z.txt", "xxxx")]);
-        assert!(store.verify().unwrap().is_empty(), "a fresh store is intact");
+        assert!(
+            store.verify().unwrap().is_empty(),
+            "a fresh store is intact"
+        );
 
         let tampered = store.object_path(&a.outputs[0].hash);
         fs::set_permissions(&tampered, fs::Permissions::from_mode(0o644)).unwrap();
@@ -171,11 +174,25 @@ mod tests {
 
         let damage = store.verify().unwrap();
         assert_eq!(damage.len(), 2, "{damage:?}");
-        let corrupt = damage.iter().find(|d| d.object == tampered.display().to_string()).expect("tampered found");
-        assert_eq!(corrupt.kind, DamageKind::Corrupt { actual: crate::hash::ContentHash::of_bytes(b"xxxX") });
+        let corrupt = damage
+            .iter()
+            .find(|d| d.object == tampered.display().to_string())
+            .expect("tampered found");
+        assert_eq!(
+            corrupt.kind,
+            DamageKind::Corrupt {
+                actual: crate::hash::ContentHash::of_bytes(b"xxxX")
+            }
+        );
         assert_eq!(corrupt.runs, ["a", "b"]);
-        let gone = damage.iter().find(|d| d.object == missing.display().to_string()).expect("missing found");
-        assert_eq!((&gone.kind, gone.runs.as_slice()), (&DamageKind::Missing, &["a".to_string()][..]));
+        let gone = damage
+            .iter()
+            .find(|d| d.object == missing.display().to_string())
+            .expect("missing found");
+        assert_eq!(
+            (&gone.kind, gone.runs.as_slice()),
+            (&DamageKind::Missing, &["a".to_string()][..])
+        );
     }
 
     #[test]
@@ -190,8 +207,14 @@ mod tests {
         let stray = dir.path().join("cache/objects/zz/not-a-hash");
         fs::create_dir_all(stray.parent().unwrap()).unwrap();
         fs::write(&stray, "?").unwrap();
-        let _held = store.lock_key(&crate::hash::ContentHash::of_bytes(b"held")).unwrap();
-        drop(store.lock_key(&crate::hash::ContentHash::of_bytes(b"free")).unwrap());
+        let _held = store
+            .lock_key(&crate::hash::ContentHash::of_bytes(b"held"))
+            .unwrap();
+        drop(
+            store
+                .lock_key(&crate::hash::ContentHash::of_bytes(b"free"))
+                .unwrap(),
+        );
 
         let stats = store.gc().unwrap();
         assert_eq!((stats.objects_removed, stats.bytes_freed), (2, 8));
@@ -201,7 +224,9 @@ mod tests {
         assert!(store.verify().unwrap().is_empty());
         assert_eq!(store.gc().unwrap().objects_removed, 0);
         let reopened = Store::open(dir.path()).unwrap();
-        assert!(reopened.load_states().unwrap()["a"].latest_success.is_some());
+        assert!(reopened.load_states().unwrap()["a"]
+            .latest_success
+            .is_some());
     }
 
     #[test]
@@ -209,14 +234,23 @@ mod tests {
         let (_dir, store) = workspace();
         let first = commit(&store, "n", "k1", &[("v.txt", "1")]);
         commit(&store, "n", "k2", &[("v.txt", "2")]);
-        let failed = store.begin_attempt("n", &super::super::test_support::key("k3")).unwrap();
+        let failed = store
+            .begin_attempt("n", &super::super::test_support::key("k3"))
+            .unwrap();
         store.commit_failure(failed, "exit status 3").unwrap();
-        assert_eq!(store.gc().unwrap().objects_removed, 0, "superseded runs keep their objects");
+        assert_eq!(
+            store.gc().unwrap().objects_removed,
+            0,
+            "superseded runs keep their objects"
+        );
         assert!(store.object_path(&first.outputs[0].hash).exists());
         let states = store.load_states().unwrap();
         let attempt = states["n"].last_attempt.as_ref().unwrap();
         assert_eq!(attempt.message.as_deref(), Some("exit status 3"));
-        let count: i64 = store.conn().query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0)).unwrap();
+        let count: i64 = store
+            .conn()
+            .query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(count, 1);
     }
 }

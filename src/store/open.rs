@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{params, Connection, ErrorCode};
+use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
@@ -205,7 +205,9 @@ impl Store {
         if dead.is_empty() {
             return Ok(());
         }
-        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         for (id, owner) in &dead {
             let message = format!(
                 "process {} on `{}` ended without recording a result",
@@ -228,6 +230,14 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    /// A safety net for a command that ends without `flush_stat_cache` (an
+    /// error path): what was learned is kept. Errors here only cost re-hashing.
+    fn drop(&mut self) {
+        let _ = self.flush_stat_cache();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -240,7 +250,9 @@ mod tests {
     /// start time is 1 tick after boot, so a quick reuse of the pid by another
     /// process still reads as dead.
     fn dead_owner() -> Owner {
-        let mut child = std::process::Command::new("true").spawn().expect("spawn `true`");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn `true`");
         let pid = child.id();
         child.wait().expect("wait for `true`");
         Owner::local(pid, 1)
@@ -253,17 +265,37 @@ mod tests {
         store.begin_attempt_as(&dead, "dead", &key("k1")).unwrap();
         store.begin_attempt("alive", &key("k2")).unwrap();
         // Read-only views report it without writing.
-        let view = Store::open_existing(dir.path()).unwrap().expect("cache exists");
+        let view = Store::open_existing(dir.path())
+            .unwrap()
+            .expect("cache exists");
         let states = view.load_states().unwrap();
-        assert_eq!(states["dead"].last_attempt.as_ref().unwrap().status, AttemptStatus::Interrupted);
-        assert_eq!(states["alive"].last_attempt.as_ref().unwrap().status, AttemptStatus::Running);
+        assert_eq!(
+            states["dead"].last_attempt.as_ref().unwrap().status,
+            AttemptStatus::Interrupted
+        );
+        assert_eq!(
+            states["alive"].last_attempt.as_ref().unwrap().status,
+            AttemptStatus::Running
+        );
 
         drop(Store::open(dir.path()).unwrap());
-        let status: String =
-            store.conn().query_row("SELECT status FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        let status: String = store
+            .conn()
+            .query_row(
+                "SELECT status FROM attempts WHERE node_id = 'dead'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert_eq!(status, "interrupted");
-        let message: String =
-            store.conn().query_row("SELECT message FROM attempts WHERE node_id = 'dead'", [], |r| r.get(0)).unwrap();
+        let message: String = store
+            .conn()
+            .query_row(
+                "SELECT message FROM attempts WHERE node_id = 'dead'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert!(message.contains(&dead.pid.to_string()), "{message}");
     }
 
@@ -274,7 +306,9 @@ mod tests {
         let other = store.new_staging_dir().unwrap();
         assert_ne!(mine, other);
         let dead = dead_owner();
-        let leftover = store.staging_host_dir().join(format!("{}0", dead.staging_prefix()));
+        let leftover = store
+            .staging_host_dir()
+            .join(format!("{}0", dead.staging_prefix()));
         fs::create_dir_all(leftover.join("sub")).unwrap();
         fs::write(leftover.join("sub/partial.bin"), "half").unwrap();
         let foreign = dir.path().join("cache/staging/another-host/1-1-0");
@@ -282,8 +316,18 @@ mod tests {
 
         drop(Store::open(dir.path()).unwrap());
         assert!(!leftover.exists(), "dead owner's staging removed");
-        assert!(mine.exists() && other.exists(), "a live process's staging is kept");
+        assert!(
+            mine.exists() && other.exists(),
+            "a live process's staging is kept"
+        );
         assert!(foreign.exists(), "other hosts' staging is left alone");
+    }
+
+    #[test]
+    fn a_store_is_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Store>();
+        shared::<StoreError>();
     }
 
     #[test]
@@ -292,7 +336,9 @@ mod tests {
         assert!(Store::open_existing(dir.path()).unwrap().is_none());
         assert!(!dir.path().join("cache").exists());
         drop(Store::open(dir.path()).unwrap());
-        let view = Store::open_existing(dir.path()).unwrap().expect("exists now");
+        let view = Store::open_existing(dir.path())
+            .unwrap()
+            .expect("exists now");
         assert!(view.load_states().unwrap().is_empty());
         assert_eq!(view.root(), dir.path());
     }
@@ -300,10 +346,16 @@ mod tests {
     #[test]
     fn a_newer_schema_is_refused_with_advice() {
         let (dir, store) = workspace();
-        store.conn().pragma_update(None, "user_version", 99).unwrap();
+        store
+            .conn()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
         drop(store);
         let err = Store::open(dir.path()).err().expect("refused");
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 99, .. }), "{err:?}");
+        assert!(
+            matches!(err, StoreError::SchemaTooNew { found: 99, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -312,7 +364,9 @@ mod tests {
         fs::create_dir_all(dir.path().join("cache")).unwrap();
         fs::write(dir.path().join("cache/state.sqlite"), vec![0x42u8; 8192]).unwrap();
         let err = Store::open(dir.path()).err().expect("refused");
-        let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
+        let help = miette::Diagnostic::help(&err)
+            .map(|h| h.to_string())
+            .unwrap_or_default();
         assert!(err.to_string().contains("state.sqlite"), "{err}");
         assert!(help.contains("move it aside"), "{help}");
     }

@@ -23,13 +23,23 @@ fn two_handles_commit_concurrently_from_threads() {
                 let store = Store::open(&root).unwrap();
                 for i in 0..20 {
                     let own = format!("{t}-{i}");
-                    commit(&store, &format!("own[t={t},i={i}]"), &own, &[("v.txt", &own), ("same.txt", "same")]);
+                    commit(
+                        &store,
+                        &format!("own[t={t},i={i}]"),
+                        &own,
+                        &[("v.txt", &own), ("same.txt", "same")],
+                    );
                     // Both threads build the same key: the key lock makes one
                     // build it and the other adopt the record.
                     let shared = format!("shared-{i}");
                     let _lock = store.lock_key(&key(&shared)).unwrap();
                     if store.run_for_key(&key(&shared)).unwrap().is_none() {
-                        commit(&store, &format!("shared[i={i}]"), &shared, &[("v.txt", &format!("by {t}"))]);
+                        commit(
+                            &store,
+                            &format!("shared[i={i}]"),
+                            &shared,
+                            &[("v.txt", &format!("by {t}"))],
+                        );
                     }
                 }
             })
@@ -42,7 +52,10 @@ fn two_handles_commit_concurrently_from_threads() {
     let states = store.load_states().unwrap();
     assert_eq!(states.len(), 60);
     assert!(states.values().all(|s| s.latest_success.is_some()));
-    let runs: i64 = store.conn().query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0)).unwrap();
+    let runs: i64 = store
+        .conn()
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(runs, 60, "each shared key recorded once");
     assert!(store.verify().unwrap().is_empty());
 }
@@ -98,24 +111,43 @@ fn a_full_disk_fails_the_commit_cleanly() {
     let parts = json!({ "blob": "y".repeat(300_000) });
     let (outputs, env) = (vec!["data.txt".to_string()], json!({}));
     let err = store
-        .commit_success(attempt, new_run("big", key("k1"), &parts, &outputs, &env), &staging)
+        .commit_success(
+            attempt,
+            new_run("big", key("k1"), &parts, &outputs, &env),
+            &staging,
+        )
         .expect_err("a full disk must fail the commit");
     assert!(err.is_disk_full(), "{err:?}");
-    let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
-    assert!(err.to_string().contains(&root.display().to_string()), "names the path: {err}");
+    let help = miette::Diagnostic::help(&err)
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.to_string().contains(&root.display().to_string()),
+        "names the path: {err}"
+    );
     assert!(help.contains("full"), "{help}");
 
     fs::remove_file(root.join("filler")).unwrap();
     drop(store);
     let store = Store::open(&root).unwrap();
-    let ok: String = store.conn().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let ok: String = store
+        .conn()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(ok, "ok");
     let states = store.load_states().unwrap();
     assert!(states["ok"].latest_success.is_some());
-    assert!(states["big"].latest_success.is_none(), "nothing half-recorded");
+    assert!(
+        states["big"].latest_success.is_none(),
+        "nothing half-recorded"
+    );
     assert!(store.run_for_key(&key("k1")).unwrap().is_none());
     assert!(store.verify().unwrap().is_empty());
-    assert_eq!(store.gc().unwrap().objects_removed, 1, "the unrecorded object is garbage");
+    assert_eq!(
+        store.gc().unwrap().objects_removed,
+        1,
+        "the unrecorded object is garbage"
+    );
 }
 
 const CRASH_ROOT: &str = "VITGRAPH_STORE_CRASH_ROOT";
@@ -124,15 +156,27 @@ const CRASH_ROOT: &str = "VITGRAPH_STORE_CRASH_ROOT";
 /// killed. Does nothing unless started by that test.
 #[test]
 fn crash_writer() {
-    let Some(root) = std::env::var_os(CRASH_ROOT) else { return };
+    let Some(root) = std::env::var_os(CRASH_ROOT) else {
+        return;
+    };
     let store = Store::open(Path::new(&root)).unwrap();
     let me = std::process::id();
     for i in 0.. {
         let content = format!("{me}-{i}");
         let big = "z".repeat(i % 7 * 40_000);
         let (id, seed) = (format!("n[p={me},i={i}]"), format!("{me}/{i}"));
-        commit(&store, &id, &seed, &[("a.txt", &content), ("b/big.txt", &big), ("c.txt", "same")]);
-        store.materialize(&store.run_for_key(&key(&seed)).unwrap().unwrap(), &Path::new(&root).join("out/n").join(&id)).unwrap();
+        commit(
+            &store,
+            &id,
+            &seed,
+            &[("a.txt", &content), ("b/big.txt", &big), ("c.txt", "same")],
+        );
+        store
+            .materialize(
+                &store.run_for_key(&key(&seed)).unwrap().unwrap(),
+                &Path::new(&root).join("out/n").join(&id),
+            )
+            .unwrap();
     }
 }
 
@@ -143,7 +187,12 @@ fn commits_survive_sigkill_at_any_instant() {
     let mut recorded = 0;
     for round in 0..6u64 {
         let mut child = Command::new(&exe)
-            .args(["--exact", "store::robustness_tests::crash_writer", "--test-threads", "1"])
+            .args([
+                "--exact",
+                "store::robustness_tests::crash_writer",
+                "--test-threads",
+                "1",
+            ])
             .env(CRASH_ROOT, dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -154,27 +203,55 @@ fn commits_survive_sigkill_at_any_instant() {
         child.wait().unwrap();
 
         let store = Store::open(dir.path()).unwrap();
-        let ok: String = store.conn().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        let ok: String = store
+            .conn()
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(ok, "ok");
-        assert!(store.verify().unwrap().is_empty(), "round {round}: a recorded run lost an object");
+        assert!(
+            store.verify().unwrap().is_empty(),
+            "round {round}: a recorded run lost an object"
+        );
         let states = store.load_states().unwrap();
-        recorded = states.values().filter(|s| s.latest_success.is_some()).count();
+        recorded = states
+            .values()
+            .filter(|s| s.latest_success.is_some())
+            .count();
         for (id, state) in &states {
             if let Some(attempt) = &state.last_attempt {
-                assert_ne!(attempt.status, AttemptStatus::Running, "{id} still running after open");
+                assert_ne!(
+                    attempt.status,
+                    AttemptStatus::Running,
+                    "{id} still running after open"
+                );
                 let recorded = state.latest_success.is_some();
-                assert_eq!(recorded, attempt.status == AttemptStatus::Succeeded, "{id}: {attempt:?}");
+                assert_eq!(
+                    recorded,
+                    attempt.status == AttemptStatus::Succeeded,
+                    "{id}: {attempt:?}"
+                );
             }
         }
         let staging = dir.path().join("cache/staging");
         let leftovers = staging_dirs(&staging);
-        assert_eq!(leftovers, 0, "round {round}: staging of the killed writer was not removed");
+        assert_eq!(
+            leftovers, 0,
+            "round {round}: staging of the killed writer was not removed"
+        );
     }
-    assert!(recorded >= 6, "the writers recorded only {recorded} runs: the test did not exercise commits");
+    assert!(
+        recorded >= 6,
+        "the writers recorded only {recorded} runs: the test did not exercise commits"
+    );
 }
 
 /// Attempt directories under `cache/staging/<host>/`.
 fn staging_dirs(staging: &Path) -> usize {
-    let Ok(hosts) = fs::read_dir(staging) else { return 0 };
-    hosts.flatten().map(|host| fs::read_dir(host.path()).map(|d| d.count()).unwrap_or(0)).sum()
+    let Ok(hosts) = fs::read_dir(staging) else {
+        return 0;
+    };
+    hosts
+        .flatten()
+        .map(|host| fs::read_dir(host.path()).map(|d| d.count()).unwrap_or(0))
+        .sum()
 }

@@ -315,22 +315,42 @@ mod tests {
     fn check_outputs_tells_intact_missing_and_modified() {
         let (dir, store) = workspace();
         store.set_racy_window_ns(WINDOW_NS);
-        let run = commit(&store, "n", "k", &[("a.txt", "alpha"), ("sub/b.txt", "beta")]);
+        let run = commit(
+            &store,
+            "n",
+            "k",
+            &[("a.txt", "alpha"), ("sub/b.txt", "beta")],
+        );
         let dest = dir.path().join("out/n/n");
         store.materialize(&run, &dest).unwrap();
         write(&dest.join("extra.txt"), "extra files are ignored");
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
 
         // Same size, same moment: only the racy rule or the hash can see it.
         fs::write(dest.join("a.txt"), "ALPHA").unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("a.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Modified("a.txt".into())
+        );
         fs::write(dest.join("a.txt"), "alpha").unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
 
         fs::remove_file(dest.join("sub/b.txt")).unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Missing("sub/b.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Missing("sub/b.txt".into())
+        );
         fs::create_dir(dest.join("sub/b.txt")).unwrap();
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("sub/b.txt".into()));
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Modified("sub/b.txt".into())
+        );
     }
 
     #[test]
@@ -344,25 +364,53 @@ mod tests {
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
         fresh.load_states().unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 0);
 
         // Touching without a change: hashed once, intact, then trusted again.
         let touched = SystemTime::now() - Duration::from_secs(3);
-        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(touched).unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        fs::File::options()
+            .write(true)
+            .open(dest.join("a.txt"))
+            .unwrap()
+            .set_modified(touched)
+            .unwrap();
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 1);
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 1);
         // Touched to now (racy): hashed until its mtime is a window old.
         let now = SystemTime::now();
-        fs::File::options().write(true).open(dest.join("a.txt")).unwrap().set_modified(now).unwrap();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        fs::File::options()
+            .write(true)
+            .open(dest.join("a.txt"))
+            .unwrap()
+            .set_modified(now)
+            .unwrap();
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 2);
         settle();
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 3);
-        assert_eq!(fresh.check_outputs(&run, &dest).unwrap(), OutputCheck::Intact);
+        assert_eq!(
+            fresh.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Intact
+        );
         assert_eq!(fresh.hashes_computed(), 3);
     }
 
@@ -375,7 +423,10 @@ mod tests {
         let dest = dir.path().join("out/n/n");
         store.materialize(&old, &dest).unwrap();
         let before = store.hashes_computed();
-        assert_eq!(store.check_outputs(&new, &dest).unwrap(), OutputCheck::Modified("v.txt".into()));
+        assert_eq!(
+            store.check_outputs(&new, &dest).unwrap(),
+            OutputCheck::Modified("v.txt".into())
+        );
         assert_eq!(store.hashes_computed(), before);
     }
 
@@ -385,7 +436,10 @@ mod tests {
         store.set_racy_window_ns(WINDOW_NS);
         let input = dir.path().join("inputs/model.cfg");
         write(&input, "depth=6");
-        assert_eq!(store.hash_file(&dir.path().join("inputs/none")).unwrap(), None);
+        assert_eq!(
+            store.hash_file(&dir.path().join("inputs/none")).unwrap(),
+            None
+        );
         let first = store.hash_file(&input).unwrap().unwrap();
         assert_eq!(first, ContentHash::of_bytes(b"depth=6"));
         // Still racy (written a moment ago): hashed again, then trusted.
@@ -397,7 +451,10 @@ mod tests {
 
         // Same size, written right away: must not be served from the cache.
         fs::write(&input, "depth=8").unwrap();
-        assert_eq!(store.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+        assert_eq!(
+            store.hash_file(&input).unwrap(),
+            Some(ContentHash::of_bytes(b"depth=8"))
+        );
 
         // Persisted: a new handle trusts the flushed entry.
         settle();
@@ -405,7 +462,10 @@ mod tests {
         store.flush_stat_cache().unwrap();
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
-        assert_eq!(fresh.hash_file(&input).unwrap(), Some(ContentHash::of_bytes(b"depth=8")));
+        assert_eq!(
+            fresh.hash_file(&input).unwrap(),
+            Some(ContentHash::of_bytes(b"depth=8"))
+        );
         assert_eq!(fresh.hashes_computed(), 0);
     }
 
@@ -417,6 +477,9 @@ mod tests {
         let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
         let path = dir.path().join("big.bin");
         fs::write(&path, &big).unwrap();
-        assert_eq!(store.hash_file(&path).unwrap(), Some(ContentHash::of_bytes(&big)));
+        assert_eq!(
+            store.hash_file(&path).unwrap(),
+            Some(ContentHash::of_bytes(&big))
+        );
     }
 }
