@@ -329,7 +329,9 @@ mod tests {
         let loaded = state.latest_success.as_ref().expect("recorded");
         assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
         assert_eq!(loaded.outputs, run.outputs);
-        assert_eq!((loaded.key_parts.value(), loaded.env.value()), (parts.clone(), env.clone()));
+        assert_eq!(loaded.key_parts.0, "", "load_states leaves the key parts out");
+        let parts_loaded = reopened.key_parts(loaded).unwrap();
+        assert_eq!((parts_loaded.value(), loaded.env.value()), (parts.clone(), env.clone()));
         assert_eq!((loaded.started_at_ms, loaded.duration_ms, loaded.log), (1, 2, run.log));
         assert_eq!(loaded.manifest_hash(), run.manifest_hash());
         let attempt = state.last_attempt.as_ref().unwrap();

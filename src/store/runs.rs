@@ -425,7 +425,8 @@ mod tests {
         assert_eq!(states.len(), 10_000);
         let one = &states["rq2_runs[model=vit32x6x384,res=5,batch=5]"];
         let run: &RunRecord = one.latest_success.as_ref().unwrap();
-        assert_eq!((run.outputs.len(), run.key_parts.value()["spec"]["batch"].as_u64()), (3, Some(5)));
+        let parts = store.key_parts(run).unwrap();
+        assert_eq!((run.outputs.len(), parts.value()["spec"]["batch"].as_u64()), (3, Some(5)));
         assert_eq!(run.env.value()["driver"], "570.86.15");
         eprintln!("load_states on 10,000 nodes: {elapsed:?}");
         // Generous for unoptimized test builds on a loaded machine; release builds take a few ms.
