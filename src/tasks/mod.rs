@@ -6,7 +6,12 @@
 //! child `vitgraph exec-task` process, so a crash, `numactl` or `nsys` wrapping
 //! and SIGINT handling are the same for every kind.
 
+pub mod analyze;
 pub mod command;
+pub mod error;
+pub mod export;
+
+pub use error::TaskError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +22,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskSpec {
     Command(command::CommandSpec),
+    Export(export::ExportSpec),
+    Analyze(analyze::AnalyzeSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -36,6 +43,8 @@ impl TaskSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TaskSpec::Command(_) => "Command",
+            TaskSpec::Export(_) => "Export",
+            TaskSpec::Analyze(_) => "Analyze",
         }
     }
 
@@ -44,6 +53,8 @@ impl TaskSpec {
     pub fn version(&self) -> u32 {
         match self {
             TaskSpec::Command(_) => command::VERSION,
+            TaskSpec::Export(_) => export::VERSION,
+            TaskSpec::Analyze(_) => analyze::VERSION,
         }
     }
 
@@ -51,6 +62,8 @@ impl TaskSpec {
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
+            TaskSpec::Export(e) => e.inputs(),
+            TaskSpec::Analyze(a) => a.inputs(),
         }
     }
 
@@ -58,12 +71,15 @@ impl TaskSpec {
     pub fn outputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.outputs.clone(),
+            TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
+            TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
         }
     }
 
     pub fn resources(&self) -> Resources {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
+            TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
         }
     }
 
