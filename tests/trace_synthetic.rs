@@ -325,3 +325,75 @@ fn metrics_are_written_identically_twice() {
         );
     }
 }
+
+#[test]
+fn perfetto_export_has_a_track_per_stream_and_every_activity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.sqlite");
+    write_fixture(&path);
+    let trace = Trace::load(&path).unwrap();
+    let out = dir.path().join("trace.json");
+    let n = vitgraph::trace::perfetto::write(&trace, &out).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    assert_eq!(events.len() as u64, n);
+    let count = |cat: &str| events.iter().filter(|e| e["cat"] == cat).count();
+    assert_eq!(count("kernel"), 10);
+    assert_eq!(count("gpu_memcpy"), 5);
+    assert_eq!(count("gpu_memset"), 1);
+    assert_eq!(count("cuda_runtime"), 9);
+    assert_eq!(count("nvtx"), 5);
+    // Tracks: device 0 streams 0 (memset), 1, 2, 3 (copies); device 1 stream 7.
+    let tracks = events.iter().filter(|e| e["name"] == "thread_name").count();
+    assert_eq!(tracks, 5);
+    let processes: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(processes, ["GPU 0 (Test GPU 0)", "GPU 1 (Test GPU 1)"]);
+    let b = events.iter().find(|e| e["name"] == "b_kernel").unwrap();
+    assert_eq!(
+        (b["ts"].as_f64(), b["dur"].as_f64()),
+        (Some(4.0), Some(5.0))
+    );
+}
+
+#[test]
+fn trace_cli_imports_and_converts_a_kineto_json() {
+    use vitgraph::cli::trace::{run, TraceCommand};
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.pt.trace.json");
+    std::fs::write(
+        &json,
+        r#"{"traceEvents": [
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9,
+           "ts": 100.250, "dur": 3, "args": {"correlation": 5}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 110.5, "dur": 2.125,
+           "args": {"device": 0, "stream": 7, "correlation": 5}},
+          {"ph": "X", "cat": "user_annotation", "name": "measure", "pid": 9, "tid": 9, "ts": 100, "dur": 20}
+        ]}"#,
+    )
+    .unwrap();
+    let sqlite = dir.path().join("t.sqlite");
+    let code = run(TraceCommand::Import {
+        file: json.clone(),
+        o: sqlite.clone(),
+    })
+    .unwrap();
+    assert_eq!(code, 0);
+    let m = compute(&Trace::load(&sqlite).unwrap(), &Options::default());
+    assert!(m.window.found);
+    let d = &m.devices[0];
+    assert_eq!((d.kernel_count, d.kernel_time_sum_ns), (1, 2_125));
+    // 110.5 µs − 100.25 µs, joined through the one CUDA process.
+    assert_eq!(d.launch_latency_ns.median, 10_250.0);
+    let perfetto = dir.path().join("p.json");
+    run(TraceCommand::Perfetto {
+        file: json,
+        o: perfetto.clone(),
+    })
+    .unwrap();
+    let text = std::fs::read_to_string(&perfetto).unwrap();
+    assert!(text.contains("\"ts\":110.500,\"dur\":2.125"), "{text}");
+}

@@ -116,4 +116,67 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, TraceError::NsysMissing { .. }), "{err:?}");
     }
+
+    /// A stand-in `nsys`: prints a version, and "exports" by copying `src`.
+    fn fake_nsys(dir: &Path, src: &Path, fail: bool) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join("nsys");
+        let export = if fail {
+            "echo 'cannot open report' >&2; exit 3".to_string()
+        } else {
+            format!(
+                "while [ $# -gt 1 ]; do [ \"$1\" = --output ] && out=$2; shift; done; cp '{}' \"$out\"",
+                src.display()
+            )
+        };
+        let body = format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'NVIDIA Nsight Systems version 2099.1.1-abc'; exit 0; fi\n{export}\n"
+        );
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    #[test]
+    fn export_runs_nsys_in_a_private_folder_and_renames() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("exported.sqlite");
+        crate::trace::TraceWriter::create(&src)
+            .unwrap()
+            .finish()
+            .unwrap();
+        let nsys = fake_nsys(dir.path(), &src, false);
+        let input = dir.path().join("report.nsys-rep");
+        std::fs::write(&input, b"report").unwrap();
+        let out_dir = dir.path().join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let output = out_dir.join("trace.sqlite");
+        export_report_with(nsys.as_os_str(), &input, &output).unwrap();
+        TraceFile::open(&output).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["trace.sqlite"],
+            "the private export folder is removed"
+        );
+        assert_eq!(
+            key_facet_for(nsys.as_os_str()),
+            "nsys 2099.1.1-abc export --type sqlite --force-overwrite true"
+        );
+    }
+
+    #[test]
+    fn a_failing_export_reports_nsys_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let nsys = fake_nsys(dir.path(), Path::new("/none"), true);
+        let input = dir.path().join("report.nsys-rep");
+        std::fs::write(&input, b"report").unwrap();
+        let output = dir.path().join("trace.sqlite");
+        let err = export_report_with(nsys.as_os_str(), &input, &output).unwrap_err();
+        assert!(err.to_string().contains("cannot open report"), "{err}");
+        assert!(!output.exists());
+    }
 }
