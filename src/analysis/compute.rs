@@ -309,12 +309,22 @@ fn memcpy_directions(memcpys: &[&MemcpyRow]) -> BTreeMap<String, MemcpyDirection
 
 /// `cuda_gpu_kern_sum`: per kernel name, by total time descending.
 fn kernel_summary(trace: &Trace, kernels: &[&KernelRow]) -> Vec<KernelSummary> {
-    let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
+    // Group by the dense name index first (cheap), then merge indices that
+    // carry the same text, so rows are exactly one per name.
+    let mut by_index: Vec<Vec<i64>> = vec![Vec::new(); trace.names.len()];
     for k in kernels {
-        by_name
-            .entry(trace.name(k.name))
-            .or_default()
-            .push(k.end - k.start);
+        if let Some(v) = by_index.get_mut(k.name as usize) {
+            v.push(k.end - k.start);
+        }
+    }
+    let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
+    for (i, durations) in by_index.into_iter().enumerate() {
+        if !durations.is_empty() {
+            by_name
+                .entry(trace.name(i as u32))
+                .or_default()
+                .extend(durations);
+        }
     }
     let mut rows: Vec<(&str, _)> = by_name
         .into_iter()

@@ -128,20 +128,25 @@ fn device(s: &mut String, d: &DeviceMetrics) {
             d.kernels.len() - TOP_KERNELS
         );
     }
-    memory(s, "memory time (ns)", &d.memory_time);
-    memory(s, "memory size (bytes)", &d.memory_size);
+    memory(s, "memory time (ns)", &d.memory_time, true);
+    memory(s, "memory size (bytes)", &d.memory_size, false);
 }
 
-fn memory(s: &mut String, title: &str, rows: &[MemorySummary]) {
+fn memory(s: &mut String, title: &str, rows: &[MemorySummary], with_pct: bool) {
     if rows.is_empty() {
         return;
     }
     let _ = writeln!(s, "\n {title}");
     for r in rows {
+        let pct = if with_pct {
+            format!("{:>7.1}", r.time_pct)
+        } else {
+            " ".repeat(7)
+        };
         let _ = writeln!(
             s,
-            " {:>7.1} {:>15} {:>9} {:>14.1} {:>14.1} {:>12} {:>12} {:>14.1}  {}",
-            r.time_pct, r.total, r.count, r.avg, r.med, r.min, r.max, r.stddev, r.operation
+            " {pct} {:>15} {:>9} {:>14.1} {:>14.1} {:>12} {:>12} {:>14.1}  {}",
+            r.total, r.count, r.avg, r.med, r.min, r.max, r.stddev, r.operation
         );
     }
 }

@@ -245,8 +245,9 @@ fn open_read_only(path: &Path) -> Result<Connection, TraceError> {
             path: path.to_path_buf(),
             source,
         })?;
-    // Large page cache and memory-mapped reads: a trace is read once, front to back.
-    let _ = conn.execute_batch("PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456;");
+    // A trace is read once, front to back: a small page cache is enough, and
+    // keeps the reader's memory independent of the file's size.
+    let _ = conn.execute_batch("PRAGMA cache_size = -8192;");
     Ok(conn)
 }
 
