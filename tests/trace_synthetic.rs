@@ -397,3 +397,51 @@ fn trace_cli_imports_and_converts_a_kineto_json() {
     let text = std::fs::read_to_string(&perfetto).unwrap();
     assert!(text.contains("\"ts\":110.500,\"dur\":2.125"), "{text}");
 }
+
+#[test]
+fn export_task_converts_kineto_copies_sqlite_and_rejects_unknown_names() {
+    use vitgraph::tasks::export::{self, ExportSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let ctx = TaskContext {
+        root: dir.path().to_path_buf(),
+        out: out.clone(),
+        needs: Default::default(),
+        gpus: vec![],
+        node: "export".into(),
+    };
+    std::fs::write(
+        dir.path().join("prof.json"),
+        r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+            "ts": 1.5, "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 1}}]}"#,
+    )
+    .unwrap();
+    let spec: ExportSpec = ron::from_str(r#"(input: "prof.json")"#).unwrap();
+    export::run(&spec, &ctx).unwrap();
+    let trace = Trace::load(&out.join("trace.sqlite")).unwrap();
+    assert_eq!(trace.kernels.len(), 1);
+    assert_eq!(
+        (trace.kernels[0].start, trace.kernels[0].end),
+        (1_500, 3_500)
+    );
+
+    // A trace SQLite is checked and copied.
+    write_fixture(&dir.path().join("given.sqlite"));
+    let spec: ExportSpec = ron::from_str(r#"(input: "given.sqlite")"#).unwrap();
+    export::run(&spec, &ctx).unwrap();
+    assert_eq!(
+        Trace::load(&out.join("trace.sqlite"))
+            .unwrap()
+            .kernels
+            .len(),
+        10
+    );
+
+    std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+    let spec: ExportSpec = ron::from_str(r#"(input: "notes.txt")"#).unwrap();
+    let err = export::run(&spec, &ctx).unwrap_err();
+    assert!(err.to_string().contains("notes.txt"), "{err}");
+    let bad = ron::from_str::<ExportSpec>(r#"(input: "a.json", fromat: Kineto)"#);
+    assert!(bad.is_err(), "unknown fields are rejected");
+}
