@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use vitgraph::analysis::{analyze_file, write_outputs, Options};
+use vitgraph::analysis::{compute, write_outputs, Options};
 use vitgraph::trace::records::{global_pid, global_tid};
-use vitgraph::trace::{kineto, Kernel, Memcpy, Nvtx, Runtime, TraceWriter};
+use vitgraph::trace::{kineto, Kernel, Memcpy, Nvtx, Runtime, Trace, TraceWriter};
 
 const KERNELS: i64 = 1_000_000;
 const MEMCPYS: i64 = 100_000;
@@ -219,8 +219,20 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--analyze-child") {
-        let m = analyze_file(Path::new(&args[2]), &Options::default()).unwrap();
+        // Phase times go to stderr when asked for (BENCH_PHASES=1).
+        let t = Instant::now();
+        let trace = Trace::load(Path::new(&args[2])).unwrap();
+        let loaded = t.elapsed().as_secs_f64();
+        let m = compute(&trace, &Options::default());
+        let computed = t.elapsed().as_secs_f64();
         write_outputs(&m, Path::new(&args[3])).unwrap();
+        if std::env::var_os("BENCH_PHASES").is_some() {
+            eprintln!(
+                "load {loaded:.3} s, compute {:.3} s, write {:.3} s",
+                computed - loaded,
+                t.elapsed().as_secs_f64() - computed
+            );
+        }
         return;
     }
     let dir: PathBuf = std::env::temp_dir().join(format!("vitgraph-bench-{}", std::process::id()));
@@ -298,5 +310,9 @@ fn main() {
         json_bytes as f64 / 1e6,
         json_bytes as f64 / 1e6 / import
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("BENCH_KEEP").is_some() {
+        println!("kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

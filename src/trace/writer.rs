@@ -38,6 +38,51 @@ pub struct TraceWriter {
     strings: HashMap<String, i64>,
     domains: HashMap<String, i64>,
     summary: WriteSummary,
+    kernels: Batch,
+    memcpys: Batch,
+    memsets: Batch,
+    runtime: Batch,
+}
+
+/// Rows of one table waiting to be inserted, flattened: binding a batch
+/// through one prepared statement is several times faster than a statement
+/// lookup per row.
+struct Batch {
+    sql: &'static str,
+    width: usize,
+    cells: Vec<Option<i64>>,
+}
+
+/// Rows buffered per table before they are inserted.
+const BATCH_ROWS: usize = 4096;
+
+impl Batch {
+    fn new(sql: &'static str, width: usize) -> Self {
+        Batch {
+            sql,
+            width,
+            cells: Vec::with_capacity(width * BATCH_ROWS),
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.cells.len() >= self.width * BATCH_ROWS
+    }
+
+    fn flush(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.cells.is_empty() {
+            return Ok(());
+        }
+        let mut st = conn.prepare_cached(self.sql)?;
+        for row in self.cells.chunks_exact(self.width) {
+            for (i, v) in row.iter().enumerate() {
+                st.raw_bind_parameter(i + 1, v)?;
+            }
+            st.raw_execute()?;
+        }
+        self.cells.clear();
+        Ok(())
+    }
 }
 
 const INSERT_KERNEL: &str = "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, \
@@ -83,6 +128,10 @@ impl TraceWriter {
             strings: HashMap::new(),
             domains: HashMap::new(),
             summary: WriteSummary::default(),
+            kernels: Batch::new(INSERT_KERNEL, 18),
+            memcpys: Batch::new(INSERT_MEMCPY, 11),
+            memsets: Batch::new(INSERT_MEMSET, 10),
+            runtime: Batch::new(INSERT_RUNTIME, 7),
         })
     }
 
@@ -115,98 +164,106 @@ impl TraceWriter {
             Some(s) => self.string_id(s)?,
             None => self.string_id(short_name(&k.name))?,
         };
-        self.conn()
-            .prepare_cached(INSERT_KERNEL)
-            .and_then(|mut st| {
-                st.execute(params![
-                    k.start,
-                    k.end,
-                    k.device_id,
-                    k.context_id,
-                    k.stream_id,
-                    k.correlation_id,
-                    k.global_pid,
-                    name,
-                    short,
-                    k.registers_per_thread,
-                    k.grid[0],
-                    k.grid[1],
-                    k.grid[2],
-                    k.block[0],
-                    k.block[1],
-                    k.block[2],
-                    k.static_shared_memory,
-                    k.dynamic_shared_memory,
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        let n = |v: u32| Some(i64::from(v));
+        self.kernels.cells.extend_from_slice(&[
+            Some(k.start),
+            Some(k.end),
+            n(k.device_id),
+            n(k.context_id),
+            n(k.stream_id),
+            n(k.correlation_id),
+            k.global_pid,
+            Some(name),
+            Some(short),
+            n(k.registers_per_thread),
+            n(k.grid[0]),
+            n(k.grid[1]),
+            n(k.grid[2]),
+            n(k.block[0]),
+            n(k.block[1]),
+            n(k.block[2]),
+            n(k.static_shared_memory),
+            n(k.dynamic_shared_memory),
+        ]);
         self.summary.kernels += 1;
-        Ok(())
+        self.flush_if_full()
     }
 
     pub fn push_memcpy(&mut self, m: &Memcpy) -> Result<(), TraceError> {
-        self.conn()
-            .prepare_cached(INSERT_MEMCPY)
-            .and_then(|mut st| {
-                st.execute(params![
-                    m.start,
-                    m.end,
-                    m.device_id,
-                    m.context_id,
-                    m.stream_id,
-                    m.correlation_id,
-                    m.global_pid,
-                    m.bytes as i64,
-                    m.copy_kind,
-                    m.src_kind,
-                    m.dst_kind,
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        let n = |v: u32| Some(i64::from(v));
+        self.memcpys.cells.extend_from_slice(&[
+            Some(m.start),
+            Some(m.end),
+            n(m.device_id),
+            n(m.context_id),
+            n(m.stream_id),
+            n(m.correlation_id),
+            m.global_pid,
+            Some(m.bytes as i64),
+            n(m.copy_kind),
+            n(m.src_kind),
+            n(m.dst_kind),
+        ]);
         self.summary.memcpys += 1;
-        Ok(())
+        self.flush_if_full()
     }
 
     pub fn push_memset(&mut self, m: &Memset) -> Result<(), TraceError> {
-        self.conn()
-            .prepare_cached(INSERT_MEMSET)
-            .and_then(|mut st| {
-                st.execute(params![
-                    m.start,
-                    m.end,
-                    m.device_id,
-                    m.context_id,
-                    m.stream_id,
-                    m.correlation_id,
-                    m.global_pid,
-                    m.value,
-                    m.bytes as i64,
-                    m.mem_kind,
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        let n = |v: u32| Some(i64::from(v));
+        self.memsets.cells.extend_from_slice(&[
+            Some(m.start),
+            Some(m.end),
+            n(m.device_id),
+            n(m.context_id),
+            n(m.stream_id),
+            n(m.correlation_id),
+            m.global_pid,
+            n(m.value),
+            Some(m.bytes as i64),
+            n(m.mem_kind),
+        ]);
         self.summary.memsets += 1;
-        Ok(())
+        self.flush_if_full()
     }
 
     pub fn push_runtime(&mut self, r: &Runtime) -> Result<(), TraceError> {
         let name = self.string_id(&r.name)?;
-        self.conn()
-            .prepare_cached(INSERT_RUNTIME)
-            .and_then(|mut st| {
-                st.execute(params![
-                    r.start,
-                    r.end,
-                    r.global_tid,
-                    r.correlation_id,
-                    name,
-                    r.return_value,
-                    u32::from(r.driver)
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        self.runtime.cells.extend_from_slice(&[
+            Some(r.start),
+            Some(r.end),
+            Some(r.global_tid),
+            Some(i64::from(r.correlation_id)),
+            Some(name),
+            Some(i64::from(r.return_value)),
+            Some(i64::from(r.driver)),
+        ]);
         self.summary.runtime += 1;
+        self.flush_if_full()
+    }
+
+    fn flush_if_full(&mut self) -> Result<(), TraceError> {
+        let full = self.kernels.is_full()
+            || self.memcpys.is_full()
+            || self.memsets.is_full()
+            || self.runtime.is_full();
+        if full {
+            self.flush()?;
+        }
         Ok(())
+    }
+
+    /// Inserts every buffered row.
+    fn flush(&mut self) -> Result<(), TraceError> {
+        let Some(conn) = self.conn.as_ref() else {
+            return Ok(());
+        };
+        let result = self
+            .kernels
+            .flush(conn)
+            .and_then(|()| self.memcpys.flush(conn))
+            .and_then(|()| self.memsets.flush(conn))
+            .and_then(|()| self.runtime.flush(conn));
+        result.map_err(|e| TraceError::write(&self.dest, e))
     }
 
     pub fn push_nvtx(&mut self, n: &Nvtx) -> Result<(), TraceError> {
@@ -285,6 +342,7 @@ impl TraceWriter {
     /// Sets `globalPid` of every kernel, memcpy and memset written without one.
     /// Importers use it once the launching process is known.
     pub fn fill_missing_global_pid(&mut self, global_pid: i64) -> Result<(), TraceError> {
+        self.flush()?;
         for table in ["KERNEL", "MEMCPY", "MEMSET"] {
             let sql = format!(
                 "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = ?1 WHERE globalPid IS NULL"
@@ -298,6 +356,7 @@ impl TraceWriter {
 
     /// Commits, closes and renames the file into place.
     pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
+        self.flush()?;
         let conn = self.conn.take().expect("finish runs once");
         let meta = schema::export_metadata();
         let result = (|| {

@@ -110,6 +110,10 @@ impl Importer {
     ) -> Result<(), TraceError> {
         let index = self.events;
         self.events += 1;
+        // Most events are CPU operators: skip those without a full parse.
+        if quick_cat(json).is_some_and(|cat| !KEPT.iter().any(|k| k.as_bytes() == cat)) {
+            return Ok(());
+        }
         let ev: Event = serde_json::from_slice(json).map_err(|e| TraceError::Json {
             path: self.path.clone(),
             offset,
@@ -121,16 +125,7 @@ impl Importer {
         let Some(cat) = ev.cat.as_deref() else {
             return Ok(());
         };
-        if !matches!(
-            cat,
-            "kernel"
-                | "gpu_memcpy"
-                | "gpu_memset"
-                | "cuda_runtime"
-                | "cuda_driver"
-                | "user_annotation"
-                | "gpu_user_annotation"
-        ) {
+        if !KEPT.contains(&cat) {
             return Ok(());
         }
         let t = self.timed(&ev, index)?;
@@ -279,6 +274,28 @@ impl Importer {
     }
 }
 
+/// The categories a trace keeps.
+const KEPT: [&str; 7] = [
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "user_annotation",
+    "gpu_user_annotation",
+];
+
+/// The value of the first `"cat"` key of an event's JSON, found without
+/// parsing it (`None` if it is not a plain string). A `"cat"` token can only
+/// be a key: inside a JSON string its quotes would be escaped.
+fn quick_cat(json: &[u8]) -> Option<&[u8]> {
+    let at = json.windows(5).position(|w| w == b"\"cat\"")? + 5;
+    let rest = json[at..].trim_ascii_start().strip_prefix(b":")?;
+    let rest = rest.trim_ascii_start().strip_prefix(b"\"")?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest.get(end) == Some(&b'"')).then(|| &rest[..end])
+}
+
 fn id(v: Option<Id>) -> u32 {
     v.map_or(0, |i| i.0)
 }
@@ -314,6 +331,20 @@ fn mem_kind_of(label: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quick_cat_finds_the_category_key() {
+        assert_eq!(
+            quick_cat(br#"{"ph": "X", "cat" : "cpu_op", "name": "a"}"#),
+            Some(&b"cpu_op"[..])
+        );
+        assert_eq!(
+            quick_cat(br#"{"name": "say \"cat\": x", "cat":"kernel"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(quick_cat(br#"{"ph": "X"}"#), None);
+        assert_eq!(quick_cat(br#"{"cat": 3}"#), None);
+    }
 
     #[test]
     fn memcpy_names_give_direction_and_memory_kinds() {
