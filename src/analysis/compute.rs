@@ -9,13 +9,13 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use super::intervals::union;
 use super::metrics::*;
-use super::stats::{median_sorted, percentile_sorted, stats};
+use super::stats::{median, percentile, stats};
 use super::window::{batch_latency, find_window, Span};
+use crate::trace::idmap::IdMap;
 use crate::trace::reader::{KernelRow, MemcpyRow, MemsetRow, RuntimeRow, Trace};
 use crate::trace::records::{copy_kind_label, copy_kind_operation, mem_kind_label, process_of_tid};
 
@@ -120,10 +120,16 @@ fn device_metrics(
         .filter(|(k, c)| (k.start, k.end) != **c)
         .count() as u64;
     let kernel_time_sum: i64 = kernel_iv.iter().map(|(s, e)| e - s).sum();
-    let mut all_iv = kernel_iv.clone();
-    all_iv.extend(memcpys.iter().map(|m| span.clip(m.start, m.end)));
-    all_iv.extend(memsets.iter().map(|m| span.clip(m.start, m.end)));
     let busy = union(&mut kernel_iv);
+    // `union` left the kernels sorted: merging in the sorted copies and sets
+    // keeps the second union's sort linear.
+    let mut others: Vec<(i64, i64)> = memcpys
+        .iter()
+        .map(|m| span.clip(m.start, m.end))
+        .chain(memsets.iter().map(|m| span.clip(m.start, m.end)))
+        .collect();
+    others.sort_unstable_by_key(|i| i.0);
+    let mut all_iv = merge_sorted(&kernel_iv, &others);
     let busy_all = union(&mut all_iv);
     let (launch_latency_ns, cpu_api) = launch_figures(kernels, launches);
     DeviceMetrics {
@@ -155,12 +161,34 @@ fn device_metrics(
     }
 }
 
+/// Two lists sorted by start, merged into one.
+fn merge_sorted(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].0 <= b[j].0 {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
 fn gaps(mut gaps: Vec<i64>) -> Gaps {
     let count_ge = |t: i64| gaps.iter().filter(|&&g| g >= t).count() as u64;
     let (c1, c10, c100) = (count_ge(1_000), count_ge(10_000), count_ge(100_000));
-    gaps.sort_unstable_by(|a, b| b.cmp(a));
     let count = gaps.len() as u64;
-    gaps.truncate(10);
+    // The ten largest, without sorting them all.
+    if gaps.len() > 10 {
+        gaps.select_nth_unstable_by(9, |a, b| b.cmp(a));
+        gaps.truncate(10);
+    }
+    gaps.sort_unstable_by(|a, b| b.cmp(a));
     Gaps {
         count_ge_1us: c1,
         count_ge_10us: c10,
@@ -217,40 +245,6 @@ impl<'a> LaunchIndex<'a> {
     }
 }
 
-/// A map keyed by integer ids. The default SipHash is built to resist
-/// adversarial keys, which trace ids are not; a multiply-rotate hash (as in
-/// rustc's FxHash) makes indexing a million runtime calls several times faster.
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.add(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.add(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl IdHasher {
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
 fn launch_figures(kernels: &[&KernelRow], launches: &LaunchIndex) -> (LaunchLatency, CpuApi) {
     let mut latency = Vec::with_capacity(kernels.len());
     let mut api = Vec::with_capacity(kernels.len());
@@ -260,21 +254,19 @@ fn launch_figures(kernels: &[&KernelRow], launches: &LaunchIndex) -> (LaunchLate
             api.push(r.end - r.start);
         }
     }
-    latency.sort_unstable();
-    api.sort_unstable();
     let n = latency.len();
     let ll = LaunchLatency {
-        median: median_sorted(&latency),
-        p99: percentile_sorted(&latency, 99.0),
+        median: median(&mut latency),
+        p99: percentile(&mut latency, 99.0),
         count: n as u64,
         mean: ratio(latency.iter().sum::<i64>() as f64, n as f64),
-        min: latency.first().copied().unwrap_or(0),
-        max: latency.last().copied().unwrap_or(0),
+        min: latency.iter().copied().min().unwrap_or(0),
+        max: latency.iter().copied().max().unwrap_or(0),
     };
     let api_sum: i64 = api.iter().sum();
     let cpu = CpuApi {
         launch_call_mean_ns: ratio(api_sum as f64, api.len() as f64),
-        launch_call_median_ns: median_sorted(&api),
+        launch_call_median_ns: median(&mut api),
         api_time_per_kernel_ns: ratio(api_sum as f64, kernels.len() as f64),
     };
     (ll, cpu)

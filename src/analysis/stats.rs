@@ -16,16 +16,17 @@ pub struct Stats {
     pub stddev: f64,
 }
 
-/// The statistics of `values` (sorted in place).
+/// The statistics of `values` (reordered in place).
 pub fn stats(values: &mut [i64]) -> Stats {
     let n = values.len();
     if n == 0 {
         return Stats::default();
     }
-    values.sort_unstable();
     let total: i64 = values.iter().sum();
     let avg = total as f64 / n as f64;
-    let med = median_sorted(values);
+    let min = values.iter().copied().min().unwrap_or(0);
+    let max = values.iter().copied().max().unwrap_or(0);
+    let med = median(values);
     let stddev = if n > 1 {
         let ss: f64 = values.iter().map(|&v| (v as f64 - avg).powi(2)).sum();
         (ss / (n - 1) as f64).sqrt()
@@ -37,8 +38,8 @@ pub fn stats(values: &mut [i64]) -> Stats {
         count: n as u64,
         avg,
         med,
-        min: values[0],
-        max: values[n - 1],
+        min,
+        max,
         stddev,
     }
 }
@@ -51,6 +52,33 @@ pub fn median_sorted(sorted: &[i64]) -> f64 {
         _ if n % 2 == 1 => sorted[n / 2] as f64,
         _ => (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0,
     }
+}
+
+/// The median of unsorted values (reordered in place), in linear time.
+pub fn median(values: &mut [i64]) -> f64 {
+    let n = values.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let (lower, mid, _) = values.select_nth_unstable(n / 2);
+    let mid = *mid as f64;
+    if n % 2 == 1 {
+        mid
+    } else {
+        // The other middle value is the largest of the lower half.
+        let below = lower.iter().copied().max().unwrap_or(0) as f64;
+        (below + mid) / 2.0
+    }
+}
+
+/// The nearest-rank percentile of unsorted values (reordered in place).
+pub fn percentile(values: &mut [i64], p: f64) -> i64 {
+    if values.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    let k = rank.clamp(1, values.len()) - 1;
+    *values.select_nth_unstable(k).1
 }
 
 /// The nearest-rank percentile `p` (0–100] of sorted values: the smallest
@@ -81,6 +109,27 @@ mod tests {
         assert_eq!(s.avg, 2.5);
         // Sample variance of 1..4 is 5/3.
         assert!((s.stddev - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn linear_time_median_and_percentile_agree_with_sorting() {
+        let mut v: Vec<i64> = (0..1001).map(|i| (i * 7919) % 1009).collect();
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        for n in [1, 2, 3, 10, 1000, 1001] {
+            let mut part = v[..n].to_vec();
+            let mut s = part.clone();
+            s.sort_unstable();
+            assert_eq!(median(&mut part), median_sorted(&s), "n={n}");
+            for p in [50.0, 90.0, 99.0, 100.0] {
+                assert_eq!(
+                    percentile(&mut part, p),
+                    percentile_sorted(&s, p),
+                    "n={n} p={p}"
+                );
+            }
+        }
+        assert_eq!(median(&mut v), median_sorted(&sorted));
     }
 
     #[test]

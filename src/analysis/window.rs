@@ -97,6 +97,7 @@ pub fn batch_latency(
         return None;
     }
     let s = stats(&mut durations);
+    durations.sort_unstable();
     Some(BatchLatency {
         prefix: prefix.to_string(),
         count: s.count,

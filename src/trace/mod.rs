@@ -11,6 +11,7 @@
 //! - [`perfetto`]: writes a trace as Chrome-trace JSON for ui.perfetto.dev.
 
 pub mod error;
+pub(crate) mod idmap;
 mod json_scan;
 pub mod kineto;
 mod load;

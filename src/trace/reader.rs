@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, Row};
 
 use super::error::TraceError;
+use super::idmap::IdMap;
 use super::schema::NVTX_DOMAIN_CREATE;
 
 pub const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
@@ -260,7 +261,7 @@ fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<HashSet<Str
 /// Interns `StringIds` ids into a dense index, resolved to text at the end.
 #[derive(Default)]
 pub(crate) struct NameTable {
-    index: HashMap<i64, u32>,
+    index: IdMap<i64, u32>,
     ids: Vec<i64>,
 }
 
