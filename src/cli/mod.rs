@@ -57,6 +57,9 @@ pub enum Command {
     Verify,
     /// Create a workspace with an example pipeline.
     Init(maintenance::InitArgs),
+    /// Work with one trace file: metrics, Kineto import, Perfetto export.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
     /// Execute one built-in task (used by the engine).
     #[command(hide = true)]
     ExecTask { job: PathBuf },
@@ -106,6 +109,8 @@ pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Failure {
     )
 }
 
+pub mod trace;
+
 pub fn main() -> i32 {
     // Die quietly on a closed pipe (`vitgraph ls | head`), as command-line tools do.
     // SAFETY: resetting a signal disposition before any other thread exists.
@@ -141,6 +146,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
+        Command::Trace(cmd) => trace::run(cmd).map_err(|report| Failure::Report(report, exit::NODE_FAILED)),
         command => {
             check_fake_env()?;
             let ws = find_workspace(&start, cli.dir.is_some())?;
@@ -155,7 +161,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify => maintenance::verify(&ws),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
-                Command::Init(_) | Command::ExecTask { .. } => unreachable!("handled above"),
+                Command::Init(_) | Command::ExecTask { .. } | Command::Trace(_) => unreachable!("handled above"),
             }
         }
     }

@@ -127,11 +127,12 @@ impl<'a> Evaluator<'a> {
             let hash = self.hash_input(&self.root.join(&rel))?;
             inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
         }
-        let env = if node.task.measures_hardware() {
+        let mut env = if node.task.measures_hardware() {
             self.env.facets().clone()
         } else {
             BTreeMap::new()
         };
+        env.extend(node.task.tool_facets());
         Ok(KeyParts {
             kind: node.task.kind().to_string(),
             version: node.task.version(),

@@ -6,8 +6,13 @@
 //! child `vitgraph exec-task` process, so a crash, `numactl` or `nsys` wrapping
 //! and SIGINT handling are the same for every kind.
 
+pub mod analyze;
 pub mod command;
 pub mod env;
+pub mod error;
+pub mod export;
+
+pub use error::TaskError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,6 +23,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskSpec {
     Command(command::CommandSpec),
+    Export(export::ExportSpec),
+    Analyze(analyze::AnalyzeSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -37,6 +44,8 @@ impl TaskSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TaskSpec::Command(_) => "Command",
+            TaskSpec::Export(_) => "Export",
+            TaskSpec::Analyze(_) => "Analyze",
         }
     }
 
@@ -45,6 +54,8 @@ impl TaskSpec {
     pub fn version(&self) -> u32 {
         match self {
             TaskSpec::Command(_) => command::VERSION,
+            TaskSpec::Export(_) => export::VERSION,
+            TaskSpec::Analyze(_) => analyze::VERSION,
         }
     }
 
@@ -52,6 +63,8 @@ impl TaskSpec {
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
+            TaskSpec::Export(e) => e.inputs(),
+            TaskSpec::Analyze(a) => a.inputs(),
         }
     }
 
@@ -59,12 +72,15 @@ impl TaskSpec {
     pub fn outputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.outputs.clone(),
+            TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
+            TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
         }
     }
 
     pub fn resources(&self) -> Resources {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
+            TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
         }
     }
 
@@ -86,6 +102,18 @@ impl TaskSpec {
             }
         }
         Ok(())
+    }
+
+    /// Key facets a task adds beyond its spec (the nsys version for an
+    /// `Export` of an `.nsys-rep`).
+    pub fn tool_facets(&self) -> BTreeMap<String, String> {
+        let mut f = BTreeMap::new();
+        if let TaskSpec::Export(e) = self {
+            if let Some(v) = export::key_facet(e) {
+                f.insert("nsys".to_string(), v);
+            }
+        }
+        f
     }
 
     /// Whether results depend on the hardware, so the key includes the
@@ -130,22 +158,15 @@ pub struct UpstreamNode {
 /// A command prefix the engine runs a built-in task under (`numactl …`, `nsys profile …`).
 pub fn wrapper(spec: &TaskSpec) -> Result<Vec<String>, TaskError> {
     match spec {
-        TaskSpec::Command(_) => Ok(Vec::new()),
+        TaskSpec::Command(_) | TaskSpec::Export(_) | TaskSpec::Analyze(_) => Ok(Vec::new()),
     }
 }
 
 /// Runs a built-in task in this process (`vitgraph exec-task`).
-pub fn run_builtin(spec: &TaskSpec, _ctx: &TaskContext) -> Result<(), TaskError> {
+pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     match spec {
         TaskSpec::Command(_) => Err(TaskError::NotBuiltin),
+        TaskSpec::Export(s) => export::run(s, ctx),
+        TaskSpec::Analyze(s) => analyze::run(s, ctx),
     }
-}
-
-/// Why a built-in task failed.
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum TaskError {
-    #[error("`Command` tasks run under `sh -c`, not `exec-task`")]
-    NotBuiltin,
-    #[error("{message}")]
-    Other { message: String },
 }
