@@ -4,6 +4,7 @@
 mod harness;
 mod support;
 
+mod commands;
 mod crash;
 mod freshness;
 mod pipeline_errors;
