@@ -226,6 +226,10 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--write-child") {
+        generate_sqlite(Path::new(&args[2]));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--import-child") {
         kineto::import(Path::new(&args[2]), Path::new(&args[3])).unwrap();
         return;
