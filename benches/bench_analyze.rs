@@ -204,12 +204,12 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
     for i in 0..kernels {
         let (us, ns) = (ts / 1000, ts % 1000);
         let d = 2_000 + rng.below(20_000);
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"Input Dims\": [[32, 197, 768], [768, 768], [768]], \"Input type\": [\"float\", \"float\", \"float\"]}}}},\n", d / 1000, d % 1000).unwrap();
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": 4.123, \"args\": {{\"External id\": {i}, \"cbid\": 211, \"correlation\": {i}}}}},\n").unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"Input Dims\": [[32, 197, 768], [768, 768], [768]], \"Input type\": [\"float\", \"float\", \"float\"]}}}},", d / 1000, d % 1000).unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": 4.123, \"args\": {{\"External id\": {i}, \"cbid\": 211, \"correlation\": {i}}}}},").unwrap();
         let k = ts + 9_000;
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel_{}<float>(float*, float const*, int)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 5.3, \"warps per SM\": 21.2, \"grid\": [4, 106, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 33}}}},\n", i % 50, k / 1000, k % 1000, d / 1000, d % 1000).unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel_{}<float>(float*, float const*, int)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 5.3, \"warps per SM\": 21.2, \"grid\": [4, 106, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 33}}}},", i % 50, k / 1000, k % 1000, d / 1000, d % 1000).unwrap();
         if i % 10 == 0 {
-            write!(f, "  {{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pinned -> Device)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": 1.280, \"args\": {{\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"bytes\": 1048576, \"memory bandwidth (GB/s)\": 12.5}}}},\n", (k + d) / 1000, (k + d) % 1000).unwrap();
+            writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pinned -> Device)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": 1.280, \"args\": {{\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"bytes\": 1048576, \"memory bandwidth (GB/s)\": 12.5}}}},", (k + d) / 1000, (k + d) % 1000).unwrap();
         }
         ts += d + 10_000;
     }
