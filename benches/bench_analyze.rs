@@ -130,22 +130,28 @@ fn generate_sqlite(path: &Path) -> f64 {
     secs
 }
 
-/// Runs Analyze in a child process; returns (wall seconds, peak RSS of children in MB).
-fn analyze_in_child(trace: &Path, out: &Path) -> (f64, f64) {
-    let exe = std::env::current_exe().unwrap();
-    let t = Instant::now();
-    let status = Command::new(exe)
-        .arg("--analyze-child")
-        .arg(trace)
-        .arg(out)
-        .status()
-        .unwrap();
-    let secs = t.elapsed().as_secs_f64();
-    assert!(status.success());
+/// The children's CPU time (user + system, s) and peak RSS (MB) so far.
+fn children_usage() -> (f64, f64) {
     // SAFETY: getrusage only writes into the struct we pass.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    (secs, usage.ru_maxrss as f64 / 1024.0)
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        secs(u.ru_utime) + secs(u.ru_stime),
+        u.ru_maxrss as f64 / 1024.0,
+    )
+}
+
+/// Runs this binary with `args` as a child; returns (wall s, CPU s, peak RSS MB of all children).
+fn child(args: &[&Path]) -> (f64, f64, f64) {
+    let exe = std::env::current_exe().unwrap();
+    let (cpu0, _) = children_usage();
+    let t = Instant::now();
+    let status = Command::new(exe).args(args).status().unwrap();
+    let wall = t.elapsed().as_secs_f64();
+    assert!(status.success());
+    let (cpu1, rss) = children_usage();
+    (wall, cpu1 - cpu0, rss)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -158,7 +164,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn pandas(trace: &Path) -> Option<(f64, serde_json::Value)> {
+fn pandas(trace: &Path) -> Option<(f64, f64, serde_json::Value)> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_analyze_pandas.py");
     let has_pandas = Command::new("python3")
         .args(["-c", "import pandas"])
@@ -170,6 +176,7 @@ fn pandas(trace: &Path) -> Option<(f64, serde_json::Value)> {
             .args(["-m", "pip", "install", "-q", "pandas"])
             .status();
     }
+    let (cpu0, _) = children_usage();
     let t = Instant::now();
     let out = Command::new("python3")
         .arg(script)
@@ -177,6 +184,7 @@ fn pandas(trace: &Path) -> Option<(f64, serde_json::Value)> {
         .output()
         .ok()?;
     let secs = t.elapsed().as_secs_f64();
+    let cpu = children_usage().0 - cpu0;
     if !out.status.success() {
         println!(
             "pandas reference failed: {}",
@@ -184,7 +192,7 @@ fn pandas(trace: &Path) -> Option<(f64, serde_json::Value)> {
         );
         return None;
     }
-    Some((secs, serde_json::from_slice(&out.stdout).ok()?))
+    Some((secs, cpu, serde_json::from_slice(&out.stdout).ok()?))
 }
 
 /// A Kineto-like JSON with CPU ops, runtime calls, kernels and copies; returns its size.
@@ -196,12 +204,12 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
     for i in 0..kernels {
         let (us, ns) = (ts / 1000, ts % 1000);
         let d = 2_000 + rng.below(20_000);
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"Input Dims\": [[32, 197, 768], [768, 768], [768]], \"Input type\": [\"float\", \"float\", \"float\"]}}}},\n", d / 1000, d % 1000).unwrap();
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": 4.123, \"args\": {{\"External id\": {i}, \"cbid\": 211, \"correlation\": {i}}}}},\n").unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"Input Dims\": [[32, 197, 768], [768, 768], [768]], \"Input type\": [\"float\", \"float\", \"float\"]}}}},", d / 1000, d % 1000).unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\": 77, \"ts\": {us}.{ns:03}, \"dur\": 4.123, \"args\": {{\"External id\": {i}, \"cbid\": 211, \"correlation\": {i}}}}},").unwrap();
         let k = ts + 9_000;
-        write!(f, "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel_{}<float>(float*, float const*, int)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 5.3, \"warps per SM\": 21.2, \"grid\": [4, 106, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 33}}}},\n", i % 50, k / 1000, k % 1000, d / 1000, d % 1000).unwrap();
+        writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel_{}<float>(float*, float const*, int)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": {}.{:03}, \"args\": {{\"External id\": {i}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 5.3, \"warps per SM\": 21.2, \"grid\": [4, 106, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 33}}}},", i % 50, k / 1000, k % 1000, d / 1000, d % 1000).unwrap();
         if i % 10 == 0 {
-            write!(f, "  {{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pinned -> Device)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": 1.280, \"args\": {{\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"bytes\": 1048576, \"memory bandwidth (GB/s)\": 12.5}}}},\n", (k + d) / 1000, (k + d) % 1000).unwrap();
+            writeln!(f, "  {{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pinned -> Device)\", \"pid\": 0, \"tid\": 7, \"ts\": {}.{:03}, \"dur\": 1.280, \"args\": {{\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {i}, \"bytes\": 1048576, \"memory bandwidth (GB/s)\": 12.5}}}},", (k + d) / 1000, (k + d) % 1000).unwrap();
         }
         ts += d + 10_000;
     }
@@ -218,6 +226,10 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--write-child") {
+        generate_sqlite(Path::new(&args[2]));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--import-child") {
         kineto::import(Path::new(&args[2]), Path::new(&args[3])).unwrap();
         return;
@@ -249,19 +261,22 @@ fn main() {
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     let mut times = Vec::new();
+    let mut cpus = Vec::new();
     let mut rss = 0.0f64;
     for _ in 0..5 {
-        let (secs, peak) = analyze_in_child(&trace, &out);
-        times.push(secs);
+        let (wall, cpu, peak) = child(&[Path::new("--analyze-child"), &trace, &out]);
+        times.push(wall);
+        cpus.push(cpu);
         rss = rss.max(peak);
     }
     let analyze = median(times.clone());
+    let analyze_cpu = median(cpus);
     println!("analyze runs: {times:.3?}");
     let ours: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("metrics.json")).unwrap()).unwrap();
 
     let reference = pandas(&trace);
-    if let Some((_, theirs)) = &reference {
+    if let Some((_, _, theirs)) = &reference {
         for key in [
             "kernel_count",
             "kernel_time_sum_ns",
@@ -284,35 +299,50 @@ fn main() {
     let json = dir.join("kineto.json");
     let json_bytes = generate_kineto(&json, 400_000);
     let mut import_times = Vec::new();
+    let mut import_cpus = Vec::new();
     for _ in 0..3 {
-        let t = Instant::now();
-        kineto::import(&json, &dir.join("kineto.sqlite")).unwrap();
-        import_times.push(t.elapsed().as_secs_f64());
+        let (wall, cpu, _) = child(&[
+            Path::new("--import-child"),
+            &json,
+            &dir.join("kineto.sqlite"),
+        ]);
+        import_times.push(wall);
+        import_cpus.push(cpu);
     }
     let import = median(import_times);
+    let import_cpu = median(import_cpus);
+    let mb = json_bytes as f64 / 1e6;
 
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load: Vec<&str> = load.split(' ').take(3).collect();
+    println!("machine: {cpus} CPUs, load average {}", load.join(" "));
     println!();
-    println!("| measurement | value |");
-    println!("|---|---|");
+    println!("| measurement | wall | CPU (user + system) |");
+    println!("|---|---|---|");
     println!(
-        "| write 2.1 M rows with TraceWriter | {write_secs:.2} s ({:.2} M rows/s) |",
+        "| write 2.1 M rows with TraceWriter | {write_secs:.2} s ({:.2} M rows/s) | |",
         2.1 / write_secs
     );
     println!(
-        "| Analyze, 1 M kernels + 100 k memcpy + 1 M runtime (median of 5) | {analyze:.3} s |"
+        "| Analyze, 1 M kernels + 100 k memcpy + 1 M runtime (median of 5) | {analyze:.3} s | {analyze_cpu:.3} s |"
     );
-    println!("| Analyze peak RSS | {rss:.0} MB |");
+    println!("| Analyze peak RSS | {rss:.0} MB | |");
     match reference {
-        Some((secs, _)) => {
-            println!("| pandas reference, same metrics | {secs:.2} s |");
-            println!("| speed-up over pandas | {:.1}× |", secs / analyze);
+        Some((secs, cpu, _)) => {
+            println!("| pandas reference, same metrics | {secs:.2} s | {cpu:.2} s |");
+            println!(
+                "| speed-up over pandas | {:.1}× | {:.1}× |",
+                secs / analyze,
+                cpu / analyze_cpu
+            );
         }
-        None => println!("| pandas reference | not run |"),
+        None => println!("| pandas reference | not run | |"),
     }
     println!(
-        "| Kineto import, {:.0} MB JSON (median of 3) | {import:.2} s ({:.0} MB/s) |",
-        json_bytes as f64 / 1e6,
-        json_bytes as f64 / 1e6 / import
+        "| Kineto import, {mb:.0} MB JSON (median of 3) | {import:.2} s ({:.0} MB/s) | {import_cpu:.2} s ({:.0} MB/s) |",
+        mb / import,
+        mb / import_cpu
     );
     if std::env::var_os("BENCH_KEEP").is_some() {
         println!("kept {}", dir.display());

@@ -184,3 +184,21 @@ fn gzip_that_is_not_gzip() {
     assert!(matches!(err, TraceError::Io { .. }), "{err:?}");
     assert_names_file(&err, &path);
 }
+
+#[test]
+fn failed_finish_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // The destination is a non-empty folder: the final rename must fail.
+    let dest = dir.path().join("t.sqlite");
+    std::fs::create_dir(&dest).unwrap();
+    std::fs::write(dest.join("keep"), "x").unwrap();
+    let mut w = TraceWriter::create(&dest).unwrap();
+    w.push_kernel(&Kernel::default()).unwrap();
+    let err = w.finish().unwrap_err();
+    assert_names_file(&err, &dest);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["t.sqlite"]);
+}

@@ -129,4 +129,36 @@ mod tests {
         assert_eq!(w.clip(190, 250), (190, 200));
         assert_eq!(Span::ALL.clip(1, 2), (1, 2));
     }
+
+    fn row(text: &str, start: i64, end: i64, domain: Option<&str>) -> NvtxRow {
+        NvtxRow {
+            start,
+            end: Some(end),
+            text: text.into(),
+            global_tid: 0,
+            domain: domain.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_window_spans_every_cpu_range_of_that_name_and_ignores_gpu_projections() {
+        let nvtx = [
+            row("measure", 100, 200, None),
+            row("measure", 300, 400, Some("app")),
+            row("measure", 50, 900, Some(GPU_ANNOTATION_DOMAIN)),
+            row("batch 1", 120, 180, None),
+            row("Batch 2", 310, 390, None),
+            row("batch 3", 90, 150, None),
+        ];
+        let (w, span) = find_window(&nvtx, "measure");
+        assert_eq!(
+            (w.found, w.ranges, w.start_ns, w.end_ns),
+            (true, 2, Some(100), Some(400))
+        );
+        let b = batch_latency(&nvtx, span, "measure", "batch").unwrap();
+        // `batch 3` starts before the window.
+        assert_eq!((b.count, b.min_ns, b.max_ns), (2, 60, 80));
+        let (w, span) = find_window(&nvtx, "absent");
+        assert!(!w.found && span == Span::ALL);
+    }
 }

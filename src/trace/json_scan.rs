@@ -121,53 +121,13 @@ impl<R: Read> Scanner<R> {
         if self.peek_non_ws()?.is_none() {
             return Err(self.syntax("unexpected end of file, expected a value"));
         }
-        let mut depth = 0usize;
-        let mut in_string = false;
-        let mut escaped = false;
+        let mut st = ValueState::default();
         loop {
             if !self.fill()? {
                 return Err(self.syntax("unexpected end of file inside a value (truncated?)"));
             }
             let chunk = &self.buf[self.pos..self.len];
-            let mut done = None;
-            for (i, &b) in chunk.iter().enumerate() {
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if b == b'\\' {
-                        escaped = true;
-                    } else if b == b'"' {
-                        in_string = false;
-                        if depth == 0 {
-                            done = Some(i + 1);
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                match b {
-                    b'"' => in_string = true,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        if depth == 0 {
-                            // The end of an enclosing container: a scalar ended before it.
-                            done = Some(i);
-                            break;
-                        }
-                        depth -= 1;
-                        if depth == 0 {
-                            done = Some(i + 1);
-                            break;
-                        }
-                    }
-                    b',' | b' ' | b'\n' | b'\r' | b'\t' if depth == 0 => {
-                        done = Some(i);
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            match done {
+            match st.advance(chunk) {
                 Some(n) => {
                     out.extend_from_slice(&chunk[..n]);
                     self.pos += n;
@@ -179,6 +139,99 @@ impl<R: Read> Scanner<R> {
                 }
             }
         }
+    }
+}
+
+/// Byte classes outside strings: 0 plain, 1 quote, 2 open, 3 close, 4 a
+/// separator that ends a scalar (comma or white space).
+static OUTSIDE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = 1;
+    t[b'{' as usize] = 2;
+    t[b'[' as usize] = 2;
+    t[b'}' as usize] = 3;
+    t[b']' as usize] = 3;
+    t[b',' as usize] = 4;
+    t[b' ' as usize] = 4;
+    t[b'\n' as usize] = 4;
+    t[b'\r' as usize] = 4;
+    t[b'\t' as usize] = 4;
+    t
+};
+
+/// Inside strings only a quote or a backslash matters.
+static INSIDE: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Where the scan of one value stands between chunks.
+#[derive(Default)]
+struct ValueState {
+    depth: usize,
+    in_string: bool,
+    /// The chunk ended right after a backslash inside a string.
+    escaped: bool,
+}
+
+impl ValueState {
+    /// Scans `chunk`; returns how many of its bytes complete the value, or
+    /// `None` when the value goes on past it. Table lookups let the loops
+    /// skip plain bytes quickly: this is the importer's innermost loop.
+    fn advance(&mut self, chunk: &[u8]) -> Option<usize> {
+        let n = chunk.len();
+        let mut i = 0;
+        if self.escaped {
+            self.escaped = false;
+            i = 1;
+        }
+        while i < n {
+            if self.in_string {
+                while i < n && !INSIDE[chunk[i] as usize] {
+                    i += 1;
+                }
+                if i >= n {
+                    return None;
+                }
+                if chunk[i] == b'\\' {
+                    if i + 1 >= n {
+                        self.escaped = true;
+                        return None;
+                    }
+                    i += 2;
+                    continue;
+                }
+                self.in_string = false;
+                i += 1;
+                if self.depth == 0 {
+                    return Some(i);
+                }
+                continue;
+            }
+            while i < n && OUTSIDE[chunk[i] as usize] == 0 {
+                i += 1;
+            }
+            if i >= n {
+                return None;
+            }
+            match OUTSIDE[chunk[i] as usize] {
+                1 => self.in_string = true,
+                2 => self.depth += 1,
+                3 if self.depth == 0 => return Some(i),
+                3 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ if self.depth == 0 => return Some(i),
+                _ => {}
+            }
+            i += 1;
+        }
+        None
     }
 }
 
@@ -213,6 +266,41 @@ mod tests {
                 "true"
             ]
         );
+    }
+
+    /// Hands out one byte per read, so every value crosses chunk boundaries.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.split_first() {
+                Some((b, rest)) if !buf.is_empty() => {
+                    buf[0] = *b;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn values_split_the_same_across_chunk_boundaries() {
+        let json = r#"[{"a": "x}\"]\\", "b": [1, {"c": 2}]},12.5,"s,t\\" ,true]"#;
+        let mut s = Scanner::new(Trickle(json.as_bytes()));
+        let mut got = Vec::new();
+        let mut v = Vec::new();
+        s.expect(b'[').unwrap();
+        loop {
+            s.value_into(&mut v).unwrap();
+            got.push(String::from_utf8(v.clone()).unwrap());
+            if !s.comma_or(b']').unwrap() {
+                break;
+            }
+        }
+        assert_eq!(got, values(json));
+        assert_eq!(got[0], r#"{"a": "x}\"]\\", "b": [1, {"c": 2}]}"#);
+        assert_eq!(got[2], r#""s,t\\""#);
     }
 
     #[test]

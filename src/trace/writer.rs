@@ -359,7 +359,7 @@ impl TraceWriter {
         self.flush()?;
         let conn = self.conn.take().expect("finish runs once");
         let meta = schema::export_metadata();
-        let result = (|| {
+        let committed = (|| {
             let mut st =
                 conn.prepare("INSERT INTO META_DATA_EXPORT (name, value) VALUES (?1, ?2)")?;
             for (name, value) in &meta {
@@ -368,10 +368,17 @@ impl TraceWriter {
             drop(st);
             conn.execute_batch("COMMIT")
         })();
-        result.map_err(|e| self.err(e))?;
-        conn.close().map_err(|(_, e)| self.err(e))?;
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| TraceError::io(&self.dest, e))?;
-        Ok(self.summary)
+        let result = committed
+            .and_then(|()| conn.close().map_err(|(_, e)| e))
+            .map_err(|e| self.err(e))
+            .and_then(|()| {
+                std::fs::rename(&self.tmp, &self.dest).map_err(|e| TraceError::io(&self.dest, e))
+            });
+        if result.is_err() {
+            // Drop no longer owns the connection: remove the partial file here.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        result.map(|()| self.summary)
     }
 
     /// The rows pushed so far.
