@@ -18,7 +18,9 @@ impl ContentHash {
     }
 
     pub fn from_hex(hex: &str) -> Option<ContentHash> {
-        blake3::Hash::from_hex(hex).ok().map(|h| ContentHash(*h.as_bytes()))
+        blake3::Hash::from_hex(hex)
+            .ok()
+            .map(|h| ContentHash(*h.as_bytes()))
     }
 
     /// The first 12 hex digits, for humans.
@@ -48,6 +50,7 @@ impl Serialize for ContentHash {
 impl<'de> Deserialize<'de> for ContentHash {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ContentHash, D::Error> {
         let s = String::deserialize(d)?;
-        ContentHash::from_hex(&s).ok_or_else(|| serde::de::Error::custom("invalid blake3 hex digest"))
+        ContentHash::from_hex(&s)
+            .ok_or_else(|| serde::de::Error::custom("invalid blake3 hex digest"))
     }
 }

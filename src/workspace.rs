@@ -15,7 +15,9 @@ impl Workspace {
         start
             .ancestors()
             .find(|dir| dir.join("pipelines").is_dir())
-            .map(|root| Workspace { root: root.to_path_buf() })
+            .map(|root| Workspace {
+                root: root.to_path_buf(),
+            })
     }
 
     /// A workspace rooted exactly at `root` (for `-C DIR` and `init`).

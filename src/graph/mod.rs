@@ -43,7 +43,11 @@ pub struct Need {
 impl Node {
     /// All upstream nodes, without duplicates, in index order.
     pub fn deps(&self) -> Vec<NodeIdx> {
-        let mut deps: Vec<NodeIdx> = self.needs.iter().flat_map(|n| n.nodes.iter().copied()).collect();
+        let mut deps: Vec<NodeIdx> = self
+            .needs
+            .iter()
+            .flat_map(|n| n.nodes.iter().copied())
+            .collect();
         deps.sort_unstable();
         deps.dedup();
         deps
@@ -91,9 +95,20 @@ pub struct Graph {
 impl Graph {
     /// Builds a graph from nodes in topological order (debug-asserted).
     pub fn new(nodes: Vec<Node>, stages: Vec<Stage>) -> Graph {
-        debug_assert!(nodes.iter().enumerate().all(|(i, n)| n.deps().iter().all(|&d| d < i)));
-        let index = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
-        Graph { nodes, stages, index }
+        debug_assert!(nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| n.deps().iter().all(|&d| d < i)));
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.clone(), i))
+            .collect();
+        Graph {
+            nodes,
+            stages,
+            index,
+        }
     }
 
     pub fn find(&self, id: &str) -> Option<NodeIdx> {

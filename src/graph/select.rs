@@ -56,7 +56,10 @@ fn resolve_one(graph: &Graph, target: &str) -> Result<Vec<NodeIdx>, SelectError>
     }
     if target.contains(['*', '?', '[']) {
         let glob = Glob::new(target)
-            .map_err(|e| SelectError::BadGlob { target: target.into(), message: e.to_string() })?
+            .map_err(|e| SelectError::BadGlob {
+                target: target.into(),
+                message: e.to_string(),
+            })?
             .compile_matcher();
         let mut hits: Vec<NodeIdx> = Vec::new();
         for s in &graph.stages {
@@ -84,5 +87,8 @@ fn resolve_one(graph: &Graph, target: &str) -> Result<Vec<NodeIdx>, SelectError>
         Some(s) => format!("did you mean `{s}`? `vitgraph ls` lists every stage and node"),
         None => "`vitgraph ls` lists every stage and node".to_string(),
     };
-    Err(SelectError::Unknown { target: target.into(), help })
+    Err(SelectError::Unknown {
+        target: target.into(),
+        help,
+    })
 }

@@ -1,7 +1,10 @@
 //! Reading `pipelines/**/*.ron` into a validated, expanded [`crate::graph::Graph`].
 
 /// The closest candidate to `name` by edit distance, if it is close enough to be a typo.
-pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::damerau_levenshtein(name, c), c))

@@ -7,6 +7,10 @@
 //! and SIGINT handling are the same for every kind.
 
 pub mod command;
+pub mod error;
+pub mod report;
+
+pub use error::TaskError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +21,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskSpec {
     Command(command::CommandSpec),
+    Report(report::ReportSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -36,6 +41,7 @@ impl TaskSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TaskSpec::Command(_) => "Command",
+            TaskSpec::Report(_) => "Report",
         }
     }
 
@@ -44,6 +50,7 @@ impl TaskSpec {
     pub fn version(&self) -> u32 {
         match self {
             TaskSpec::Command(_) => command::VERSION,
+            TaskSpec::Report(_) => report::VERSION,
         }
     }
 
@@ -51,6 +58,7 @@ impl TaskSpec {
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
+            TaskSpec::Report(_) => Vec::new(),
         }
     }
 
@@ -58,12 +66,14 @@ impl TaskSpec {
     pub fn outputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.outputs.clone(),
+            TaskSpec::Report(r) => r.outputs(),
         }
     }
 
     pub fn resources(&self) -> Resources {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
+            TaskSpec::Report(_) => Resources::default(),
         }
     }
 
@@ -86,4 +96,16 @@ pub struct TaskContext {
     pub gpus: Vec<u32>,
     /// The node id, for messages.
     pub node: String,
+    /// Upstream nodes by stage name, with their params: what a `Report` joins.
+    #[serde(default)]
+    pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
+}
+
+/// One upstream node as a task sees it: its id, its params (matrix cell and
+/// inherited params) and its output directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamNode {
+    pub id: String,
+    pub params: BTreeMap<String, crate::value::Value>,
+    pub dir: PathBuf,
 }
