@@ -129,8 +129,8 @@ fn joins_metrics_and_results_by_params_into_an_exact_csv() {
     assert_eq!(
         read(&ctx.out, "table.csv"),
         "dim,patch,gpu_utilization,throughput_images_per_s,latency_ms.median,gaps.largest_ns.0,samples,env_group,nodes\n\
-         192,16,0.25,4000.0,2.0,900,2,env1,analysis[dim=192,patch=16] runs[dim=192,patch=16]\n\
-         384,16,0.5,2000.0,4.0,900,2,env1,analysis[dim=384,patch=16] runs[dim=384,patch=16]\n"
+         192,16,0.25,4000.0,2.0,900,2,env1,\"analysis[dim=192,patch=16] runs[dim=192,patch=16]\"\n\
+         384,16,0.5,2000.0,4.0,900,2,env1,\"analysis[dim=384,patch=16] runs[dim=384,patch=16]\"\n"
     );
     let parquet = std::fs::read(ctx.out.join("table.parquet")).unwrap();
     assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));

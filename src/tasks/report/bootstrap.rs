@@ -109,7 +109,7 @@ pub fn ratio_interval(
     }
     let point = stat.of(&mut candidate.to_vec()) / stat.of(&mut baseline.to_vec());
     let mut rng = Rng::new(seed);
-    let mut draw = |from: &[f64], into: &mut Vec<f64>, rng: &mut Rng| {
+    let draw = |from: &[f64], into: &mut Vec<f64>, rng: &mut Rng| {
         into.clear();
         into.extend((0..from.len()).map(|_| from[rng.below(from.len())]));
     };

@@ -41,11 +41,11 @@ pub struct ReportSpec {
 #[serde(deny_unknown_fields)]
 pub struct Plot {
     /// The file stem under `plots/`; by default `<y>_vs_<x>[_by_<series>]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bare_some")]
     pub name: Option<String>,
     pub x: String,
     pub y: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bare_some")]
     pub series: Option<String>,
     #[serde(default)]
     pub log_x: bool,
@@ -67,6 +67,12 @@ pub struct Compare {
     /// Bootstrap resamples per interval.
     #[serde(default = "default_resamples")]
     pub resamples: u32,
+}
+
+/// Optional names are written bare (`series: "patch"`), as in the pipeline
+/// files' other string fields, rather than as `Some("patch")`.
+fn bare_some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 fn default_seed() -> u64 {
