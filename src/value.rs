@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
 
 /// A parameter value. Numbers keep their kind (an integer stays an integer), so
@@ -75,5 +76,80 @@ impl Serialize for Value {
 impl From<&Value> for serde_json::Value {
     fn from(v: &Value) -> serde_json::Value {
         serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Reads a value back from JSON (or any self-describing format): bool, integer,
+/// float, string or list. An unsigned integer above `i64::MAX` becomes a float.
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a bool, a number, a string or a list of those")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(i64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::Str(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::Str(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::List(items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Value;
+
+    #[test]
+    fn json_round_trip_keeps_each_kind() {
+        let v = Value::List(vec![
+            Value::Bool(true),
+            Value::Int(-3),
+            Value::Float(0.5),
+            Value::Str("sdpa".into()),
+        ]);
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(text, r#"[true,-3,0.5,"sdpa"]"#);
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
+    }
+
+    #[test]
+    fn huge_unsigned_becomes_float_and_objects_are_refused() {
+        let v: Value = serde_json::from_str("18446744073709551615").unwrap();
+        assert!(matches!(v, Value::Float(_)));
+        assert!(serde_json::from_str::<Value>(r#"{"a": 1}"#).is_err());
     }
 }

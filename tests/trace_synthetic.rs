@@ -292,6 +292,7 @@ fn analyze_task_writes_its_three_outputs() {
         needs: Default::default(),
         gpus: vec![],
         node: "analyze".into(),
+        upstream: Default::default(),
     };
     let spec: AnalyzeSpec = ron::from_str(r#"(trace: "trace.sqlite")"#).unwrap();
     analyze::run(&spec, &ctx).unwrap();
@@ -410,6 +411,7 @@ fn export_task_converts_kineto_copies_sqlite_and_rejects_unknown_names() {
         needs: Default::default(),
         gpus: vec![],
         node: "export".into(),
+        upstream: Default::default(),
     };
     std::fs::write(
         dir.path().join("prof.json"),

@@ -461,11 +461,7 @@ impl<'a> Builder<'a> {
                 let up = &self.graph.nodes[d];
                 let dir = self.root.join(up.out_rel());
                 dirs.push(dir.clone());
-                let params = up
-                    .params
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
-                    .collect();
+                let params = up.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 ups.push(UpstreamNode {
                     id: up.id.clone(),
                     params,

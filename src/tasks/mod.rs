@@ -11,6 +11,7 @@ pub mod command;
 pub mod env;
 pub mod error;
 pub mod export;
+pub mod report;
 
 pub use error::TaskError;
 
@@ -25,6 +26,7 @@ pub enum TaskSpec {
     Command(command::CommandSpec),
     Export(export::ExportSpec),
     Analyze(analyze::AnalyzeSpec),
+    Report(report::ReportSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -46,6 +48,7 @@ impl TaskSpec {
             TaskSpec::Command(_) => "Command",
             TaskSpec::Export(_) => "Export",
             TaskSpec::Analyze(_) => "Analyze",
+            TaskSpec::Report(_) => "Report",
         }
     }
 
@@ -56,6 +59,7 @@ impl TaskSpec {
             TaskSpec::Command(_) => command::VERSION,
             TaskSpec::Export(_) => export::VERSION,
             TaskSpec::Analyze(_) => analyze::VERSION,
+            TaskSpec::Report(_) => report::VERSION,
         }
     }
 
@@ -65,6 +69,7 @@ impl TaskSpec {
             TaskSpec::Command(c) => c.inputs.clone(),
             TaskSpec::Export(e) => e.inputs(),
             TaskSpec::Analyze(a) => a.inputs(),
+            TaskSpec::Report(_) => Vec::new(),
         }
     }
 
@@ -74,6 +79,7 @@ impl TaskSpec {
             TaskSpec::Command(c) => c.outputs.clone(),
             TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
             TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
+            TaskSpec::Report(r) => r.outputs(),
         }
     }
 
@@ -81,6 +87,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
             TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
+            TaskSpec::Report(_) => Resources::default(),
         }
     }
 
@@ -142,23 +149,24 @@ pub struct TaskContext {
     pub gpus: Vec<u32>,
     /// The node id, for messages.
     pub node: String,
-    /// Upstream nodes by stage, with their params (what a `Report` joins).
+    /// Upstream nodes by stage name, with their params: what a `Report` joins.
     #[serde(default)]
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
 }
 
-/// An upstream node as a task sees it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One upstream node as a task sees it: its id, its params (matrix cell and
+/// inherited params) and its output directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpstreamNode {
     pub id: String,
-    pub params: BTreeMap<String, serde_json::Value>,
+    pub params: BTreeMap<String, crate::value::Value>,
     pub dir: PathBuf,
 }
 
 /// A command prefix the engine runs a built-in task under (`numactl …`, `nsys profile …`).
 pub fn wrapper(spec: &TaskSpec) -> Result<Vec<String>, TaskError> {
     match spec {
-        TaskSpec::Command(_) | TaskSpec::Export(_) | TaskSpec::Analyze(_) => Ok(Vec::new()),
+        TaskSpec::Command(_) | TaskSpec::Export(_) | TaskSpec::Analyze(_) | TaskSpec::Report(_) => Ok(Vec::new()),
     }
 }
 
@@ -168,5 +176,6 @@ pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> 
         TaskSpec::Command(_) => Err(TaskError::NotBuiltin),
         TaskSpec::Export(s) => export::run(s, ctx),
         TaskSpec::Analyze(s) => analyze::run(s, ctx),
+        TaskSpec::Report(s) => report::run(s, ctx),
     }
 }

@@ -1,0 +1,208 @@
+//! Comparisons: for each group of rows equal in every param but one, the
+//! ratio of a metric at each value of that param to its value at the
+//! baseline, with a bootstrap 95% interval where per-batch samples exist.
+//! Rows of different environments are never paired; the pair is listed with a
+//! note instead.
+
+use super::bootstrap::{ratio_interval, Statistic};
+use super::cell::Cell;
+use super::spec::Compare;
+use super::table::Table;
+use crate::tasks::TaskError;
+
+/// The column names of `compare.csv` after the group's params and the param.
+pub const TAIL: [&str; 10] = [
+    "baseline",
+    "metric_baseline",
+    "metric_value",
+    "ratio",
+    "ci95_low",
+    "ci95_high",
+    "n_baseline",
+    "n_value",
+    "env_group",
+    "note",
+];
+
+/// The comparison as a table: group params, the compared param, then [`TAIL`].
+pub struct Comparison {
+    pub names: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+pub fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskError> {
+    let param = table_column(table, "compare.param", &spec.param)?;
+    let metric = table_column(table, "compare.metric", &spec.metric)?;
+    let baseline = Cell::from_value(&spec.baseline);
+    let is_baseline = |row: usize| same(&table.rows[row].cells[param], &baseline);
+    if !(0..table.rows.len()).any(is_baseline) {
+        return Err(TaskError::BadSpec {
+            field: "compare.baseline".to_owned(),
+            detail: format!(
+                "baseline `{}` of `{}` is in no row",
+                baseline.text(),
+                spec.param
+            ),
+            help: format!(
+                "the table's values of `{}` are: {}",
+                spec.param,
+                values_of(table, param)
+            ),
+        });
+    }
+    let keys: Vec<usize> = (0..table.param_count).filter(|&i| i != param).collect();
+    let mut names: Vec<String> = keys.iter().map(|&i| table.names[i].clone()).collect();
+    names.push(spec.param.clone());
+    names.extend(TAIL.map(str::to_owned));
+
+    let mut rows = Vec::new();
+    for group in groups(table, &keys) {
+        let bases: Vec<usize> = group.iter().copied().filter(|&r| is_baseline(r)).collect();
+        for &row in group.iter().filter(|&&r| !is_baseline(r)) {
+            if table.rows[row].cells[param].is_null() {
+                continue;
+            }
+            let mut out: Vec<Cell> = keys
+                .iter()
+                .map(|&k| table.rows[row].cells[k].clone())
+                .collect();
+            out.push(table.rows[row].cells[param].clone());
+            out.extend(pair(table, spec, metric, &bases, row, &baseline));
+            rows.push(out);
+        }
+    }
+    Ok(Comparison { names, rows })
+}
+
+/// The [`TAIL`] cells of one compared row.
+fn pair(
+    table: &Table,
+    spec: &Compare,
+    metric: usize,
+    bases: &[usize],
+    row: usize,
+    baseline: &Cell,
+) -> Vec<Cell> {
+    let value = &table.rows[row];
+    let n = |r: &super::table::TableRow| {
+        r.samples
+            .as_ref()
+            .map_or(Cell::Null, |s| Cell::Int(s.len() as i64))
+    };
+    let env = |r: &super::table::TableRow| r.env_group.map(|g| table.env_groups[g].label.clone());
+    let mut cells = vec![baseline.clone(), Cell::Null, value.cells[metric].clone()];
+    let mut tail = [Cell::Null, Cell::Null, Cell::Null, Cell::Null, n(value)];
+    let base = match bases {
+        [one] => &table.rows[*one],
+        [] => return finish(cells, tail, env(value), "no baseline row in this group"),
+        _ => {
+            return finish(
+                cells,
+                tail,
+                env(value),
+                "several baseline rows in this group",
+            )
+        }
+    };
+    cells[1] = base.cells[metric].clone();
+    tail[3] = n(base);
+    if env(base) != env(value) {
+        let note = format!(
+            "environments differ (baseline in {}, this row in {}): not compared",
+            env(base).unwrap_or_else(|| "unknown".into()),
+            env(value).unwrap_or_else(|| "unknown".into())
+        );
+        return finish(cells, tail, env(value), &note);
+    }
+    let (Some(b), Some(v)) = (base.cells[metric].as_f64(), value.cells[metric].as_f64()) else {
+        return finish(cells, tail, env(value), "metric missing");
+    };
+    if b == 0.0 {
+        return finish(cells, tail, env(value), "baseline metric is zero");
+    }
+    let ratio = v / b;
+    tail[0] = Cell::Float(ratio);
+    let interval = Statistic::for_metric(&spec.metric).and_then(|stat| {
+        ratio_interval(
+            base.samples.as_deref()?,
+            value.samples.as_deref()?,
+            stat,
+            spec.resamples,
+            spec.seed,
+        )
+    });
+    let note = match interval {
+        Some((low, high)) => {
+            tail[1] = Cell::Float(ratio * low);
+            tail[2] = Cell::Float(ratio * high);
+            ""
+        }
+        None if Statistic::for_metric(&spec.metric).is_none() => {
+            "no per-sample statistic for this metric"
+        }
+        None => "no per-batch samples",
+    };
+    finish(cells, tail, env(value), note)
+}
+
+fn finish(mut cells: Vec<Cell>, tail: [Cell; 5], env: Option<String>, note: &str) -> Vec<Cell> {
+    cells.extend(tail);
+    cells.push(env.map_or(Cell::Null, Cell::Str));
+    cells.push(if note.is_empty() {
+        Cell::Null
+    } else {
+        Cell::Str(note.to_owned())
+    });
+    cells
+}
+
+/// Numbers equal by value (so `1` matches `1.0`), everything else by text.
+fn same(cell: &Cell, wanted: &Cell) -> bool {
+    match (cell.as_f64(), wanted.as_f64()) {
+        (Some(a), Some(b)) => a == b,
+        _ => !cell.is_null() && cell.text() == wanted.text(),
+    }
+}
+
+/// Row indices grouped by the cells of `keys`, groups in first-row order.
+fn groups(table: &Table, keys: &[usize]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for (i, row) in table.rows.iter().enumerate() {
+        let key: Vec<String> = keys.iter().map(|&k| row.cells[k].text()).collect();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+fn values_of(table: &Table, column: usize) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for cell in table.column(column).filter(|c| !c.is_null()) {
+        let text = format!("`{}`", cell.text());
+        if !seen.contains(&text) {
+            seen.push(text);
+        }
+    }
+    seen.join(", ")
+}
+
+/// The index of a column a spec field names, or an error listing the columns.
+pub fn table_column(table: &Table, field: &str, name: &str) -> Result<usize, TaskError> {
+    table
+        .column_index(name)
+        .ok_or_else(|| TaskError::UnknownTableColumn {
+            field: field.to_owned(),
+            name: name.to_owned(),
+            help: format!(
+                "the table's columns are {}; a metric must also be listed in `columns`",
+                table
+                    .names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}

@@ -1,0 +1,161 @@
+//! `report.md`: a header stating where and on how much data the numbers were
+//! measured, the table, the comparison and links to the plots.
+
+use std::fmt::Write;
+
+use serde_json::Value as Json;
+
+use super::cell::Cell;
+use super::compare::Comparison;
+use super::spec::ReportSpec;
+use super::table::{EnvGroup, Table};
+
+/// The facets named in the header, in this order, with their labels.
+const FACETS: [(&str, &str); 6] = [
+    ("gpu", "GPU"),
+    ("driver_major", "driver"),
+    ("cuda", "CUDA"),
+    ("libtorch", "libtorch"),
+    ("cpu", "CPU"),
+    ("numa", "NUMA"),
+];
+
+pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
+    let mut md = format!("# {}\n\n", spec.title);
+    environment(&mut md, table);
+    sample_sizes(&mut md, spec, table);
+    md.push_str("## Table\n\n");
+    // Node ids are in `table.csv`; in the markdown they would only crowd the table.
+    let shown = table.names.len() - 1;
+    let rows: Vec<&[Cell]> = table.rows.iter().map(|r| &r.cells[..shown]).collect();
+    grid(&mut md, &table.names[..shown], &rows);
+    if let (Some(c), Some(cmp)) = (comparison, &spec.compare) {
+        let _ = writeln!(
+            md,
+            "\n## Comparison: `{}` against `{}` = `{}`\n",
+            cmp.metric, cmp.param, cmp.baseline
+        );
+        let _ = writeln!(
+            md,
+            "`ratio` is the row's `{}` divided by the baseline row's, within rows equal in every \
+             other param. The 95% interval is a percentile bootstrap over per-batch latencies \
+             (seed {}, {} resamples); rows of different environments are not paired.\n",
+            cmp.metric, cmp.seed, cmp.resamples
+        );
+        let rows: Vec<&[Cell]> = c.rows.iter().map(Vec::as_slice).collect();
+        grid(&mut md, &c.names, &rows);
+    }
+    if !spec.plots.is_empty() {
+        md.push_str("\n## Plots\n\n");
+        for plot in &spec.plots {
+            let stem = plot.stem();
+            let _ = writeln!(md, "![{} vs {}](plots/{stem}.svg)\n", plot.y, plot.x);
+        }
+    }
+    md
+}
+
+fn environment(md: &mut String, table: &Table) {
+    md.push_str("## Environment\n\n");
+    let unknown = table.rows.iter().filter(|r| r.env_group.is_none()).count();
+    if table.env_groups.len() > 1 {
+        let _ = writeln!(
+            md,
+            "> **Warning:** the rows were measured in {} different environments (column \
+             `env_group`). Numbers from different environments are not comparable; \
+             comparisons only pair rows of one environment.\n",
+            table.env_groups.len()
+        );
+    }
+    for group in &table.env_groups {
+        let _ = writeln!(md, "- {}", describe(group));
+    }
+    if unknown > 0 {
+        let _ = writeln!(
+            md,
+            "- {unknown} row(s) with no environment fingerprint (no `results.json` with `env`)"
+        );
+    }
+    md.push('\n');
+}
+
+fn describe(group: &EnvGroup) -> String {
+    let mut parts: Vec<String> = FACETS
+        .iter()
+        .filter_map(|(key, label)| {
+            let value = group.facets.get(key)?;
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            Some(format!("{label} {text}"))
+        })
+        .collect();
+    if let Json::Object(map) = &group.facets {
+        for (key, value) in map
+            .iter()
+            .filter(|(k, _)| !FACETS.iter().any(|(f, _)| f == k))
+        {
+            parts.push(format!("{key} {value}"));
+        }
+    }
+    let hosts = if group.hosts.is_empty() {
+        "host not recorded".to_owned()
+    } else {
+        format!("host {}", group.hosts.join(", "))
+    };
+    format!(
+        "`{}` ({} row(s)): {hosts}; {}",
+        group.label,
+        group.rows,
+        parts.join(", ")
+    )
+}
+
+fn sample_sizes(md: &mut String, spec: &ReportSpec, table: &Table) {
+    md.push_str("## Sample sizes\n\n");
+    let sources: Vec<String> = spec.sources.iter().map(|s| format!("`{s}`")).collect();
+    let _ = writeln!(
+        md,
+        "- {} row(s) joined from {} node(s) of {}",
+        table.rows.len(),
+        table.node_count,
+        sources.join(", ")
+    );
+    let samples: Vec<usize> = table
+        .rows
+        .iter()
+        .filter_map(|r| r.samples.as_ref().map(Vec::len))
+        .collect();
+    if let (Some(lo), Some(hi)) = (samples.iter().min(), samples.iter().max()) {
+        let _ = writeln!(
+            md,
+            "- per-batch latency samples per row: {} (in {} row(s))",
+            span(*lo as i64, *hi as i64),
+            samples.len()
+        );
+    }
+    let images: Vec<i64> = table.rows.iter().filter_map(|r| r.images).collect();
+    if let (Some(lo), Some(hi)) = (images.iter().min(), images.iter().max()) {
+        let _ = writeln!(md, "- measured images per row: {}", span(*lo, *hi));
+    }
+    md.push('\n');
+}
+
+fn span(lo: i64, hi: i64) -> String {
+    if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}–{hi}")
+    }
+}
+
+/// A GitHub-flavoured markdown table.
+fn grid(md: &mut String, names: &[String], rows: &[&[Cell]]) {
+    let header: Vec<String> = names.iter().map(|n| n.replace('|', "\\|")).collect();
+    let _ = writeln!(md, "| {} |", header.join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(names.len()));
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(Cell::markdown).collect();
+        let _ = writeln!(md, "| {} |", cells.join(" | "));
+    }
+}

@@ -1,0 +1,25 @@
+//! `Report`: joins the files of many upstream nodes (`metrics.json`,
+//! `results.json`) with their params into `table.csv` and `table.parquet`,
+//! writes `report.md` (environment, sample sizes, the table, a comparison)
+//! and plots under `plots/`.
+//!
+//! The flow: [`load`] reads each node's files, [`join`] merges nodes with
+//! equal params into rows, [`table`] lays rows out as columns and groups them
+//! by environment, [`compare`] and [`plot`] read the table, [`write`] and
+//! [`markdown`] write it out.
+
+mod bootstrap;
+mod cell;
+mod compare;
+mod join;
+mod load;
+mod markdown;
+mod plot;
+mod run;
+mod spec;
+mod table;
+mod write;
+
+pub use bootstrap::{ratio_interval, Rng, Statistic};
+pub use run::run;
+pub use spec::{Compare, Plot, ReportSpec, VERSION};

@@ -1,0 +1,46 @@
+//! The task's entry point: build the table, then write every output.
+
+use super::compare::compare;
+use super::markdown::render;
+use super::plot::{series, write_plot};
+use super::spec::{ReportSpec, COMPARE_CSV, REPORT_MD, TABLE_CSV, TABLE_PARQUET};
+use super::table::build_table;
+use super::write::{write_atomic, Grid};
+use crate::tasks::{TaskContext, TaskError};
+
+/// Runs a `Report` node: reads `ctx.upstream` for the stages in
+/// `spec.sources` and writes [`ReportSpec::outputs`] into `ctx.out`.
+pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
+    let table = build_table(spec, ctx)?;
+    // Check every spec field against the table before writing anything, so a
+    // typo in a plot does not leave a half-done output directory behind.
+    let comparison = spec
+        .compare
+        .as_ref()
+        .map(|c| compare(&table, c))
+        .transpose()?;
+    let plots = spec
+        .plots
+        .iter()
+        .map(|p| Ok((p, series(&table, p)?)))
+        .collect::<Result<Vec<_>, TaskError>>()?;
+
+    let grid = Grid {
+        names: &table.names,
+        rows: table.rows.iter().map(|r| r.cells.as_slice()).collect(),
+    };
+    grid.write_csv(&ctx.out.join(TABLE_CSV))?;
+    grid.write_parquet(&ctx.out.join(TABLE_PARQUET))?;
+    if let Some(c) = &comparison {
+        Grid {
+            names: &c.names,
+            rows: c.rows.iter().map(Vec::as_slice).collect(),
+        }
+        .write_csv(&ctx.out.join(COMPARE_CSV))?;
+    }
+    for (plot, lines) in &plots {
+        write_plot(plot, lines, &ctx.out)?;
+    }
+    let md = render(spec, &table, comparison.as_ref());
+    write_atomic(&ctx.out.join(REPORT_MD), md.as_bytes())
+}

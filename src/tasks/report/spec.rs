@@ -1,0 +1,187 @@
+//! The `Report` task as written in a pipeline file, and the file names it
+//! promises to create (which depend on its plots and its comparison).
+
+use serde::{Deserialize, Serialize};
+
+use crate::value::Value;
+
+/// Bump when the report's output changes for the same inputs.
+pub const VERSION: u32 = 1;
+
+/// The files every report writes, whatever its spec.
+pub const TABLE_CSV: &str = "table.csv";
+pub const TABLE_PARQUET: &str = "table.parquet";
+pub const REPORT_MD: &str = "report.md";
+pub const COMPARE_CSV: &str = "compare.csv";
+
+/// `Report(...)`: join upstream nodes' files with their params into tables,
+/// plots and comparisons.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportSpec {
+    /// The heading of `report.md`.
+    pub title: String,
+    /// Stages (all among the stage's `needs`) whose nodes are joined.
+    pub sources: Vec<String>,
+    /// Dotted paths into the joined files; empty takes every field of `rows`
+    /// tables, or a default set of headline metrics.
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// Which entry of `metrics.json`'s `devices` the paths read from.
+    #[serde(default)]
+    pub device: usize,
+    #[serde(default)]
+    pub plots: Vec<Plot>,
+    #[serde(default)]
+    pub compare: Option<Compare>,
+}
+
+/// `Plot(...)`: one column against another, one line per value of `series`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plot {
+    /// The file stem under `plots/`; by default `<y>_vs_<x>[_by_<series>]`.
+    #[serde(default, deserialize_with = "bare_some")]
+    pub name: Option<String>,
+    pub x: String,
+    pub y: String,
+    #[serde(default, deserialize_with = "bare_some")]
+    pub series: Option<String>,
+    #[serde(default)]
+    pub log_x: bool,
+    #[serde(default)]
+    pub log_y: bool,
+}
+
+/// `Compare(...)`: the ratio `metric(value) / metric(baseline)` for every other
+/// value of `param`, within each group of rows equal in every other param.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    pub param: String,
+    pub baseline: Value,
+    pub metric: String,
+    /// Seed of the bootstrap, so the intervals are reproducible.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Bootstrap resamples per interval.
+    #[serde(default = "default_resamples")]
+    pub resamples: u32,
+}
+
+/// Optional names are written bare (`series: "patch"`), as in the pipeline
+/// files' other string fields, rather than as `Some("patch")`.
+fn bare_some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_resamples() -> u32 {
+    2000
+}
+
+/// Columns taken when `columns` is empty and no source is a `rows` table:
+/// the headline numbers of the study, those present in at least one file.
+pub const DEFAULT_COLUMNS: &[&str] = &[
+    "throughput_images_per_s",
+    "latency_ms.median",
+    "latency_ms.p99",
+    "gpu_utilization",
+    "kernel_time_ratio",
+    "peak_memory_bytes",
+];
+
+impl Plot {
+    /// The file stem of this plot's `plots/<stem>.svg` and `.png`.
+    pub fn stem(&self) -> String {
+        let raw = match (&self.name, &self.series) {
+            (Some(name), _) => name.clone(),
+            (None, Some(series)) => format!("{}_vs_{}_by_{}", self.y, self.x, series),
+            (None, None) => format!("{}_vs_{}", self.y, self.x),
+        };
+        sanitize(&raw)
+    }
+}
+
+impl ReportSpec {
+    /// Every file the task creates, relative to its output directory.
+    pub fn outputs(&self) -> Vec<String> {
+        let mut files = vec![
+            TABLE_CSV.to_owned(),
+            TABLE_PARQUET.to_owned(),
+            REPORT_MD.to_owned(),
+        ];
+        if self.compare.is_some() {
+            files.push(COMPARE_CSV.to_owned());
+        }
+        for plot in &self.plots {
+            let stem = plot.stem();
+            files.push(format!("plots/{stem}.svg"));
+            files.push(format!("plots/{stem}.png"));
+        }
+        files
+    }
+}
+
+/// Keeps ASCII letters, digits, `-` and `_`; anything else becomes `_`, so a
+/// dotted column path makes a safe file name.
+fn sanitize(raw: &str) -> String {
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"(
+        title: "RQ1",
+        sources: ["rq1_analysis", "rq1_runs"],
+        columns: ["gpu_utilization", "latency_ms.median"],
+        plots: [ Plot(x: "dim", y: "latency_ms.median", series: "patch", log_x: true) ],
+        compare: Some(Compare(param: "compile", baseline: "none", metric: "throughput_images_per_s")),
+    )"#;
+
+    #[test]
+    fn reads_from_ron_with_defaults() {
+        let spec: ReportSpec = ron::from_str(SPEC).unwrap();
+        assert_eq!(spec.device, 0);
+        let compare = spec.compare.as_ref().unwrap();
+        assert_eq!(compare.baseline, Value::Str("none".into()));
+        assert_eq!((compare.seed, compare.resamples), (1, 2000));
+        assert!(spec.plots[0].log_x && !spec.plots[0].log_y);
+    }
+
+    #[test]
+    fn outputs_name_every_plot_file() {
+        let spec: ReportSpec = ron::from_str(SPEC).unwrap();
+        assert_eq!(
+            spec.outputs(),
+            [
+                "table.csv",
+                "table.parquet",
+                "report.md",
+                "compare.csv",
+                "plots/latency_ms_median_vs_dim_by_patch.svg",
+                "plots/latency_ms_median_vs_dim_by_patch.png",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err =
+            ron::from_str::<ReportSpec>(r#"(title: "t", sources: [], colums: [])"#).unwrap_err();
+        assert!(err.to_string().contains("colums"), "{err}");
+    }
+}

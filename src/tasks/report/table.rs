@@ -1,0 +1,150 @@
+//! The report table: joined rows laid out as columns (params, values, then
+//! `samples`, `env_group`, `nodes`), with the environment groups that tell
+//! rows measured on different machines or software apart.
+
+use serde_json::Value as Json;
+
+use super::cell::Cell;
+use super::join::{join_rows, param_names, sort_rows, value_columns, Row};
+use super::spec::ReportSpec;
+use crate::tasks::{TaskContext, TaskError};
+
+/// Columns every table ends with.
+pub const SAMPLES: &str = "samples";
+pub const ENV_GROUP: &str = "env_group";
+pub const NODES: &str = "nodes";
+
+/// Rows with an identical `env.key_facets` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvGroup {
+    /// `env1`, `env2`, … in the order of the first row of each group.
+    pub label: String,
+    pub facets: Json,
+    pub hosts: Vec<String>,
+    pub rows: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct TableRow {
+    pub cells: Vec<Cell>,
+    /// Per-batch latencies (ms), when the row's `results.json` has them.
+    pub samples: Option<Vec<f64>>,
+    /// Index into [`Table::env_groups`]; `None` when no file had `env`.
+    pub env_group: Option<usize>,
+    pub images: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub names: Vec<String>,
+    /// How many leading columns are params.
+    pub param_count: usize,
+    pub rows: Vec<TableRow>,
+    pub env_groups: Vec<EnvGroup>,
+    pub node_count: usize,
+}
+
+impl Table {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    pub fn column(&self, index: usize) -> impl Iterator<Item = &Cell> {
+        self.rows.iter().map(move |r| &r.cells[index])
+    }
+}
+
+/// Reads the sources and builds the table.
+pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
+    let mut rows = join_rows(spec, ctx)?;
+    if rows.is_empty() {
+        return Err(TaskError::BadSpec {
+            field: "sources".to_owned(),
+            detail: "the source stages have no nodes, so the table has no rows".to_owned(),
+            help: "check the stages named in `sources` produce at least one node".to_owned(),
+        });
+    }
+    let params = param_names(&rows);
+    sort_rows(&mut rows, &params);
+    let values = value_columns(spec, &rows)?;
+    let (env_groups, membership) = env_groups(&rows);
+
+    let mut names = params.clone();
+    names.extend(values.iter().cloned());
+    names.extend([SAMPLES, ENV_GROUP, NODES].map(str::to_owned));
+    let node_count = rows.iter().map(|r| r.nodes.len()).sum();
+    let table_rows = rows
+        .iter()
+        .zip(membership)
+        .map(|(row, group)| TableRow {
+            cells: row_cells(row, &params, &values, group.map(|g| &env_groups[g])),
+            samples: row.samples.clone(),
+            env_group: group,
+            images: row.images,
+        })
+        .collect();
+    Ok(Table {
+        names,
+        param_count: params.len(),
+        rows: table_rows,
+        env_groups,
+        node_count,
+    })
+}
+
+fn row_cells(
+    row: &Row,
+    params: &[String],
+    values: &[String],
+    group: Option<&EnvGroup>,
+) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = params
+        .iter()
+        .map(|p| row.params.get(p).map_or(Cell::Null, Cell::from_value))
+        .collect();
+    cells.extend(
+        values
+            .iter()
+            .map(|v| row.lookup(v).map_or(Cell::Null, Cell::from_json)),
+    );
+    cells.push(
+        row.samples
+            .as_ref()
+            .map_or(Cell::Null, |s| Cell::Int(s.len() as i64)),
+    );
+    cells.push(group.map_or(Cell::Null, |g| Cell::Str(g.label.clone())));
+    cells.push(Cell::Str(row.nodes.join(" ")));
+    cells
+}
+
+/// Groups rows by their key facets; returns the groups and each row's group.
+fn env_groups(rows: &[Row]) -> (Vec<EnvGroup>, Vec<Option<usize>>) {
+    let mut groups: Vec<EnvGroup> = Vec::new();
+    let membership = rows
+        .iter()
+        .map(|row| {
+            let facets = row.facets.as_ref()?;
+            let index = match groups.iter().position(|g| &g.facets == facets) {
+                Some(i) => i,
+                None => {
+                    groups.push(EnvGroup {
+                        label: format!("env{}", groups.len() + 1),
+                        facets: facets.clone(),
+                        hosts: Vec::new(),
+                        rows: 0,
+                    });
+                    groups.len() - 1
+                }
+            };
+            let group = &mut groups[index];
+            group.rows += 1;
+            if let Some(host) = &row.host {
+                if !group.hosts.contains(host) {
+                    group.hosts.push(host.clone());
+                }
+            }
+            Some(index)
+        })
+        .collect();
+    (groups, membership)
+}

@@ -1,0 +1,393 @@
+//! The `Report` task on fixture upstream directories: the joined table, the
+//! errors for bad upstream files, environment flags, the bootstrap and plots.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as Json};
+use vitgraph::tasks::report::{run, ReportSpec};
+use vitgraph::tasks::{TaskContext, TaskError, UpstreamNode};
+use vitgraph::value::Value;
+
+/// A workspace of fixture nodes under a temporary directory.
+struct Fixture {
+    dir: tempfile::TempDir,
+    upstream: BTreeMap<String, Vec<UpstreamNode>>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+            upstream: BTreeMap::new(),
+        }
+    }
+
+    /// Adds node `stage[k=v,…]` with the given files (name → JSON text).
+    fn node(&mut self, stage: &str, params: &[(&str, Value)], files: &[(&str, String)]) -> PathBuf {
+        let cell: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let id = format!("{stage}[{}]", cell.join(","));
+        let dir = self.dir.path().join("out").join(stage).join(cell.join("_"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        self.upstream
+            .entry(stage.to_owned())
+            .or_default()
+            .push(UpstreamNode {
+                id,
+                params: params
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect(),
+                dir: dir.clone(),
+            });
+        dir
+    }
+
+    fn context(&self, out: &str) -> TaskContext {
+        let out = self.dir.path().join(out);
+        std::fs::create_dir_all(&out).unwrap();
+        TaskContext {
+            root: self.dir.path().to_owned(),
+            out,
+            needs: BTreeMap::new(),
+            gpus: Vec::new(),
+            node: "report".to_owned(),
+            upstream: self.upstream.clone(),
+        }
+    }
+}
+
+fn facets(gpu: &str) -> Json {
+    json!({"gpu": gpu, "driver_major": "570", "cuda": "12.8", "libtorch": "2.11.0",
+           "cpu": "AMD EPYC 9454", "numa": "none"})
+}
+
+/// A `results.json` whose throughput and latency agree with its samples.
+fn results(samples: &[f64], gpu: &str) -> String {
+    let batch = 8.0;
+    let total_ms: f64 = samples.iter().sum();
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = vitgraph::tasks::report::Statistic::Quantile(0.5).of(&mut sorted);
+    json!({
+        "config": {"batch_size": 8},
+        "env": {"key_facets": facets(gpu), "host": "gpu-01", "gpu_uuid": "GPU-1234"},
+        "params": 5_717_416,
+        "flops_per_image": 1.1e9,
+        "images": (batch as usize) * samples.len(),
+        "throughput_images_per_s": batch * samples.len() as f64 / (total_ms / 1000.0),
+        "latency_ms": {"median": median, "mean": total_ms / samples.len() as f64},
+        "latency_samples_ms": samples,
+    })
+    .to_string()
+}
+
+fn metrics(utilization: f64) -> String {
+    json!({
+        "source": {"kind": "cupti"},
+        "window": {"range": "measure"},
+        "devices": [{"device": 0, "kernel_count": 120, "gpu_utilization": utilization,
+                     "kernel_time_ratio": utilization * 1.5,
+                     "gaps": {"count_ge_1us": 4, "largest_ns": [900, 400]}}],
+    })
+    .to_string()
+}
+
+fn spec(ron_text: &str) -> ReportSpec {
+    ron::from_str(ron_text).unwrap()
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
+fn int(i: i64) -> Value {
+    Value::Int(i)
+}
+
+fn text(s: &str) -> Value {
+    Value::Str(s.to_owned())
+}
+
+#[test]
+fn joins_metrics_and_results_by_params_into_an_exact_csv() {
+    let mut fx = Fixture::new();
+    for (dim, util, ms) in [(384, 0.5, 4.0), (192, 0.25, 2.0)] {
+        let p = [("dim", int(dim)), ("patch", int(16))];
+        fx.node("runs", &p, &[("results.json", results(&[ms, ms], "H100"))]);
+        fx.node("analysis", &p, &[("metrics.json", metrics(util))]);
+    }
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "RQ1", sources: ["analysis", "runs"],
+            columns: ["gpu_utilization", "throughput_images_per_s", "latency_ms.median", "gaps.largest_ns.0"])"#,
+    );
+    run(&spec, &ctx).unwrap();
+    assert_eq!(
+        read(&ctx.out, "table.csv"),
+        "dim,patch,gpu_utilization,throughput_images_per_s,latency_ms.median,gaps.largest_ns.0,samples,env_group,nodes\n\
+         192,16,0.25,4000.0,2.0,900,2,env1,\"analysis[dim=192,patch=16] runs[dim=192,patch=16]\"\n\
+         384,16,0.5,2000.0,4.0,900,2,env1,\"analysis[dim=384,patch=16] runs[dim=384,patch=16]\"\n"
+    );
+    let parquet = std::fs::read(ctx.out.join("table.parquet")).unwrap();
+    assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
+    let md = read(&ctx.out, "report.md");
+    assert!(md.starts_with("# RQ1\n"), "{md}");
+    assert!(
+        md.contains("host gpu-01; GPU H100, driver 570, CUDA 12.8, libtorch 2.11.0"),
+        "{md}"
+    );
+    assert!(
+        md.contains("2 row(s) joined from 4 node(s) of `analysis`, `runs`"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 192 | 16 | 0.2500 | 4000 | 2.000 | 900 | 2 | env1 |"),
+        "{md}"
+    );
+    assert!(!md.contains("Warning"), "{md}");
+}
+
+#[test]
+fn a_missing_upstream_file_names_the_node() {
+    let mut fx = Fixture::new();
+    fx.node("runs", &[("dim", int(192))], &[]);
+    let err = run(
+        &spec(r#"(title: "t", sources: ["runs"])"#),
+        &fx.context("report"),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, TaskError::UpstreamFileMissing { .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("`runs[dim=192]`") && message.contains("metrics.json"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_malformed_upstream_file_names_the_node_and_the_file() {
+    let mut fx = Fixture::new();
+    fx.node(
+        "analysis",
+        &[("dim", int(192))],
+        &[("metrics.json", "{\"devices\": [".to_owned())],
+    );
+    let err = run(
+        &spec(r#"(title: "t", sources: ["analysis"])"#),
+        &fx.context("report"),
+    )
+    .unwrap_err();
+    let TaskError::UpstreamJson { node, path, .. } = &err else {
+        panic!("expected a JSON error, got {err:?}");
+    };
+    assert_eq!(node, "analysis[dim=192]");
+    assert!(path.ends_with("metrics.json"), "{path:?}");
+
+    let mut fx = Fixture::new();
+    fx.node(
+        "analysis",
+        &[("dim", int(192))],
+        &[("metrics.json", r#"{"devices": []}"#.to_owned())],
+    );
+    let err = run(
+        &spec(r#"(title: "t", sources: ["analysis"])"#),
+        &fx.context("report"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`devices` has 0 entries"), "{err}");
+}
+
+#[test]
+fn a_source_outside_needs_and_an_unknown_column_are_explained() {
+    let mut fx = Fixture::new();
+    fx.node(
+        "runs",
+        &[("dim", int(192))],
+        &[("results.json", results(&[1.0], "H100"))],
+    );
+    let ctx = fx.context("report");
+    let err = run(&spec(r#"(title: "t", sources: ["runz"])"#), &ctx).unwrap_err();
+    assert!(
+        matches!(err, TaskError::SourceNotNeeded { ref stage } if stage == "runz"),
+        "{err:?}"
+    );
+    let err = run(
+        &spec(r#"(title: "t", sources: ["runs"], columns: ["latency_ms.medain"])"#),
+        &ctx,
+    )
+    .unwrap_err();
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains("did you mean `latency_ms.median`?"), "{help}");
+    assert!(!ctx.out.join("table.csv").exists());
+}
+
+#[test]
+fn rows_of_different_environments_are_flagged_and_not_compared() {
+    let mut fx = Fixture::new();
+    fx.node(
+        "runs",
+        &[("dim", int(192)), ("compile", text("none"))],
+        &[("results.json", results(&[2.0, 2.2], "H100"))],
+    );
+    fx.node(
+        "runs",
+        &[("dim", int(192)), ("compile", text("max"))],
+        &[("results.json", results(&[1.0, 1.1], "H200"))],
+    );
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["runs"], columns: ["throughput_images_per_s"],
+            compare: Some(Compare(param: "compile", baseline: "none", metric: "throughput_images_per_s")))"#,
+    );
+    run(&spec, &ctx).unwrap();
+    let csv = read(&ctx.out, "table.csv");
+    assert!(csv.contains(",env1,") && csv.contains(",env2,"), "{csv}");
+    let md = read(&ctx.out, "report.md");
+    assert!(
+        md.contains("**Warning:** the rows were measured in 2 different environments"),
+        "{md}"
+    );
+    let compare = read(&ctx.out, "compare.csv");
+    assert!(
+        compare.contains("environments differ (baseline in env2, this row in env1): not compared"),
+        "{compare}"
+    );
+    let line = compare.lines().nth(1).unwrap();
+    assert!(line.starts_with("192,max,none,"), "{line}");
+    assert!(line.contains(",,,,2,2,"), "no ratio, no interval: {line}");
+}
+
+/// Samples of a run: `center` ms with a deterministic ±10% wobble.
+fn wobble(center: f64, n: usize, phase: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| center * (0.9 + 0.2 * (((i * 7 + phase) % 13) as f64 / 12.0)))
+        .collect()
+}
+
+fn compare_fixture() -> Fixture {
+    let mut fx = Fixture::new();
+    for dim in [192, 384] {
+        let scale = dim as f64 / 192.0;
+        for (compile, ms, phase) in [("none", 10.0, 0), ("max", 6.0, 5)] {
+            let p = [("dim", int(dim)), ("compile", text(compile))];
+            fx.node(
+                "runs",
+                &p,
+                &[(
+                    "results.json",
+                    results(&wobble(ms * scale, 60, phase), "H100"),
+                )],
+            );
+        }
+    }
+    fx
+}
+
+fn compare_spec(seed: u64) -> ReportSpec {
+    spec(&format!(
+        r#"(title: "t", sources: ["runs"], columns: ["throughput_images_per_s"],
+            compare: Some(Compare(param: "compile", baseline: "none",
+                                  metric: "throughput_images_per_s", seed: {seed}, resamples: 500)))"#
+    ))
+}
+
+#[test]
+fn bootstrap_intervals_are_reproducible_and_contain_the_ratio() {
+    let fx = compare_fixture();
+    let (a, b, c) = (fx.context("a"), fx.context("b"), fx.context("c"));
+    run(&compare_spec(7), &a).unwrap();
+    run(&compare_spec(7), &b).unwrap();
+    run(&compare_spec(8), &c).unwrap();
+    let first = read(&a.out, "compare.csv");
+    assert_eq!(first, read(&b.out, "compare.csv"));
+    assert_ne!(first, read(&c.out, "compare.csv"));
+
+    let mut lines = first.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{first}");
+    for row in rows {
+        let num = |name: &str| row[col(name)].parse::<f64>().unwrap();
+        let (ratio, low, high) = (num("ratio"), num("ci95_low"), num("ci95_high"));
+        // 10 ms against 6 ms per batch: the compiled run is 5/3 as fast.
+        assert!((ratio - 10.0 / 6.0).abs() < 0.05, "{ratio}");
+        assert!(low < ratio && ratio < high, "{low} {ratio} {high}");
+        assert!(
+            high - low < 0.3,
+            "the interval is implausibly wide: {low}..{high}"
+        );
+        assert_eq!(row[col("n_baseline")], "60");
+    }
+    assert!(read(&a.out, "report.md").contains("seed 7, 500 resamples"));
+}
+
+#[test]
+fn plots_are_written_as_svg_and_png_with_series_names() {
+    let mut fx = Fixture::new();
+    for patch in [16, 32] {
+        for dim in [192, 384, 768] {
+            let util = dim as f64 / 1000.0 + patch as f64 / 100.0;
+            fx.node(
+                "analysis",
+                &[("patch", int(patch)), ("dim", int(dim))],
+                &[("metrics.json", metrics(util))],
+            );
+        }
+    }
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization"],
+            plots: [Plot(x: "dim", y: "gpu_utilization", series: "patch", log_x: true)])"#,
+    );
+    run(&spec, &ctx).unwrap();
+    for file in spec.outputs() {
+        let len = std::fs::metadata(ctx.out.join(&file))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let least = if file.starts_with("plots/") {
+            5000
+        } else {
+            100
+        };
+        assert!(len > least, "`{file}` is missing or tiny ({len} bytes)");
+    }
+    let svg = read(&ctx.out, "plots/gpu_utilization_vs_dim_by_patch.svg");
+    assert!(
+        svg.contains("patch=16") && svg.contains("patch=32"),
+        "series names missing"
+    );
+    assert!(svg.contains("dim (log scale)"));
+    let png = std::fs::read(ctx.out.join("plots/gpu_utilization_vs_dim_by_patch.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(read(&ctx.out, "report.md").contains("(plots/gpu_utilization_vs_dim_by_patch.svg)"));
+}
+
+#[test]
+fn rows_tables_become_one_row_per_entry() {
+    let mut fx = Fixture::new();
+    let rows = json!({"rows": [
+        {"op": "gelu", "n": 1024, "time_ms": 0.5, "gbps": 16.0},
+        {"op": "layernorm", "n": 1024, "time_ms": 0.25, "gbps": 32.5},
+    ]});
+    fx.node(
+        "ops",
+        &[("dtype", text("f16"))],
+        &[("results.json", rows.to_string())],
+    );
+    let ctx = fx.context("report");
+    run(&spec(r#"(title: "ops", sources: ["ops"])"#), &ctx).unwrap();
+    assert_eq!(
+        read(&ctx.out, "table.csv"),
+        "dtype,gbps,n,op,time_ms,samples,env_group,nodes\n\
+         f16,16.0,1024,gelu,0.5,,,ops[dtype=f16]\n\
+         f16,32.5,1024,layernorm,0.25,,,ops[dtype=f16]\n"
+    );
+}
