@@ -7,6 +7,20 @@
 //! and SIGINT handling are the same for every kind.
 
 pub mod command;
+#[cfg(feature = "torch")]
+pub mod cuda;
+#[cfg(feature = "torch")]
+pub mod cupti;
+#[cfg(feature = "torch")]
+pub mod cupti_sqlite;
+pub mod env;
+pub mod error;
+pub mod hygiene;
+pub mod nvtx;
+pub mod opbench;
+pub mod vit;
+
+pub use error::TaskError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +31,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskSpec {
     Command(command::CommandSpec),
+    Vit(vit::VitSpec),
+    OpBench(opbench::OpBenchSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -36,6 +52,8 @@ impl TaskSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TaskSpec::Command(_) => "Command",
+            TaskSpec::Vit(_) => "Vit",
+            TaskSpec::OpBench(_) => "OpBench",
         }
     }
 
@@ -44,6 +62,8 @@ impl TaskSpec {
     pub fn version(&self) -> u32 {
         match self {
             TaskSpec::Command(_) => command::VERSION,
+            TaskSpec::Vit(_) => vit::VERSION,
+            TaskSpec::OpBench(_) => opbench::VERSION,
         }
     }
 
@@ -51,6 +71,7 @@ impl TaskSpec {
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
+            TaskSpec::Vit(_) | TaskSpec::OpBench(_) => Vec::new(),
         }
     }
 
@@ -58,19 +79,23 @@ impl TaskSpec {
     pub fn outputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.outputs.clone(),
+            TaskSpec::Vit(v) => vit::outputs(v),
+            TaskSpec::OpBench(_) => vec!["results.json".to_owned()],
         }
     }
 
     pub fn resources(&self) -> Resources {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
+            TaskSpec::Vit(v) => hygiene::device_resources(&v.device),
+            TaskSpec::OpBench(o) => hygiene::device_resources(&o.device),
         }
     }
 
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
-        self.resources().gpus > 0
+        matches!(self, TaskSpec::Vit(_) | TaskSpec::OpBench(_)) || self.resources().gpus > 0
     }
 }
 
