@@ -9,6 +9,7 @@
 //! - [`report`] turns engine events into terminal output or JSON lines;
 //! - [`cli`] parses arguments and maps errors to exit codes once.
 
+pub mod analysis;
 pub mod cli;
 pub mod engine;
 pub mod exit;
@@ -18,5 +19,6 @@ pub mod pipeline;
 pub mod report;
 pub mod store;
 pub mod tasks;
+pub mod trace;
 pub mod value;
 pub mod workspace;

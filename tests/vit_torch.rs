@@ -9,6 +9,14 @@ use vitgraph::tasks::opbench::{self, OpBenchSpec};
 use vitgraph::tasks::vit::{self, formula, model::Vit, VitSpec};
 use vitgraph::tasks::{TaskContext, TaskError};
 
+/// libtorch's random generator is process-wide and tests run on parallel
+/// threads: every test that draws from it holds this lock.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn rng() -> std::sync::MutexGuard<'static, ()> {
+    RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn spec(ron_text: &str) -> VitSpec {
     ron::from_str(ron_text).unwrap_or_else(|e| panic!("{ron_text} should parse: {e}"))
 }
@@ -25,6 +33,7 @@ fn context(out: &std::path::Path) -> TaskContext {
 
 #[test]
 fn model_parameters_and_flops_equal_the_closed_forms() {
+    let _rng = rng();
     let shapes = [
         r#"(model: "vit16x12x384", device: "cpu")"#,
         r#"(model: "vit32x6x384", device: "cpu")"#,
@@ -54,6 +63,7 @@ fn model_parameters_and_flops_equal_the_closed_forms() {
 
 #[test]
 fn forward_gives_finite_logits_of_the_right_shape_and_is_seeded() {
+    let _rng = rng();
     let config =
         spec(r#"(model: "vit16x2x64", image_size: 32, num_classes: 7, device: "cpu", seed: 5)"#)
             .resolve()
@@ -80,6 +90,7 @@ fn read_json(path: &std::path::Path) -> Value {
 
 #[test]
 fn a_tiny_cpu_run_writes_every_normative_field() {
+    let _rng = rng();
     for pipeline in ["Sync", "Async(queue: 2, workers: 2)"] {
         let dir = tempfile::tempdir().expect("temp dir");
         let text = format!(
@@ -161,6 +172,7 @@ fn cuda_without_a_gpu_is_a_clear_error() {
 
 #[test]
 fn opbench_on_the_cpu_reports_time_and_rates() {
+    let _rng = rng();
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = [
         ("(op: LayerNorm(batch: 2, seq: 16, dim: 64), device: \"cpu\", dtype: \"f32\", repeats: 5)", false),

@@ -97,7 +97,7 @@ pub struct Recorder {
 }
 
 fn trace_error(what: &str) -> impl Fn(result::CuptiError) -> TaskError + '_ {
-    move |e| TaskError::Trace {
+    move |e| TaskError::Cupti {
         message: format!("{what}: {e:?}"),
     }
 }
@@ -106,7 +106,7 @@ impl Recorder {
     /// Enables activity recording. Fails with a clear error where libcupti
     /// cannot be loaded (cudarc panics then; the panic is caught here).
     pub fn start() -> Result<Recorder, TaskError> {
-        *RECORDS.lock().map_err(|_| TaskError::Trace {
+        *RECORDS.lock().map_err(|_| TaskError::Cupti {
             message: "the record store is poisoned".into(),
         })? = Some(Activity::default());
         let registered = std::panic::catch_unwind(|| {
@@ -157,7 +157,7 @@ impl Recorder {
         }
         let mut activity = RECORDS
             .lock()
-            .map_err(|_| TaskError::Trace {
+            .map_err(|_| TaskError::Cupti {
                 message: "the record store is poisoned".into(),
             })?
             .take()

@@ -1,194 +1,113 @@
-//! Writes recorded CUDA activity ([`Activity`]) as `trace.sqlite` in the
-//! table layout of `nsys export --type sqlite` (StringIds,
-//! CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET / _RUNTIME, NVTX_EVENTS,
-//! TARGET_INFO_GPU), so that one analyser reads both. Only the columns the
-//! analyser uses are written; the rest are absent, as in older exports.
+//! Writes recorded CUDA activity ([`Activity`]) as `trace.sqlite` through the
+//! trace layer's [`TraceWriter`], in the table layout of
+//! `nsys export --type sqlite`, so that one analyser reads both.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use rusqlite::{params, Connection};
+use crate::trace::records::{global_pid, global_tid};
+use crate::trace::{Gpu, Kernel, Memcpy, Memset, Nvtx, Runtime, TraceWriter};
 
 use super::cupti::Activity;
 use super::error::TaskError;
 
-/// NVTX push/pop range, as nsys numbers event types.
-const NVTX_PUSH_POP_RANGE: i64 = 59;
-
-const SCHEMA: &str = "
-CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL,
-    correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL,
-    shortName INTEGER NOT NULL, mangledName INTEGER, registersPerThread INTEGER NOT NULL,
-    gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, gridZ INTEGER NOT NULL,
-    blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL,
-    staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL,
-    correlationId INTEGER, globalPid INTEGER, bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL,
-    srcKind INTEGER, dstKind INTEGER, copyCount INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL,
-    correlationId INTEGER, globalPid INTEGER, value INTEGER NOT NULL, bytes INTEGER NOT NULL,
-    memKind INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER,
-    nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL);
-CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
-    rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER,
-    endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
-CREATE TABLE TARGET_INFO_GPU (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT,
-    uuid TEXT, cuDevice INTEGER);
-";
-
-fn sql_error(e: rusqlite::Error) -> TaskError {
-    TaskError::Trace {
-        message: format!("writing trace.sqlite: {e}"),
-    }
+fn trace_error(e: crate::trace::TraceError) -> TaskError {
+    TaskError::Trace(e)
 }
 
-/// nsys packs the process id into bits 24.. of `globalPid` and the thread
-/// into the low 24 bits of `globalTid`.
-fn global_pid(pid: u32) -> i64 {
-    i64::from(pid) << 24
-}
-
-/// Writes `activity` to `path` (through a temporary file and a rename).
+/// Writes `activity` to `path`; `gpus` are (CUDA device id, name, UUID).
 pub fn write(
     activity: &Activity,
     gpus: &[(u32, String, String)],
     path: &Path,
 ) -> Result<(), TaskError> {
-    let tmp = path.with_extension("sqlite.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut db = Connection::open(&tmp).map_err(sql_error)?;
-    db.execute_batch(SCHEMA).map_err(sql_error)?;
-    let tx = db.transaction().map_err(sql_error)?;
     let pid = std::process::id();
     let gpid = global_pid(pid);
-    let mut strings: HashMap<String, i64> = HashMap::new();
-    {
-        let mut intern = tx
-            .prepare("INSERT INTO StringIds (id, value) VALUES (?1, ?2)")
-            .map_err(sql_error)?;
-        let mut id_of = |s: &str| -> Result<i64, TaskError> {
-            if let Some(id) = strings.get(s) {
-                return Ok(*id);
-            }
-            let id = strings.len() as i64 + 1;
-            intern.execute(params![id, s]).map_err(sql_error)?;
-            strings.insert(s.to_owned(), id);
-            Ok(id)
-        };
-        let mut kernel = tx.prepare("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)").map_err(sql_error)?;
-        for k in &activity.kernels {
-            let name = id_of(&k.name)?;
-            kernel
-                .execute(params![
-                    k.start as i64,
-                    k.end as i64,
-                    k.device_id,
-                    k.context_id,
-                    k.stream_id,
-                    k.correlation_id,
-                    gpid,
-                    name,
-                    name,
-                    name,
-                    k.registers_per_thread,
-                    k.grid[0],
-                    k.grid[1],
-                    k.grid[2],
-                    k.block[0],
-                    k.block[1],
-                    k.block[2],
-                    k.static_shared_memory,
-                    k.dynamic_shared_memory
-                ])
-                .map_err(sql_error)?;
-        }
-        let mut memcpy = tx.prepare("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,1)").map_err(sql_error)?;
-        for m in &activity.memcpys {
-            memcpy
-                .execute(params![
-                    m.start as i64,
-                    m.end as i64,
-                    m.device_id,
-                    m.context_id,
-                    m.stream_id,
-                    m.correlation_id,
-                    gpid,
-                    m.bytes as i64,
-                    m.copy_kind,
-                    m.src_kind,
-                    m.dst_kind
-                ])
-                .map_err(sql_error)?;
-        }
-        let mut memset = tx
-            .prepare(
-                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
-            )
-            .map_err(sql_error)?;
-        for m in &activity.memsets {
-            memset
-                .execute(params![
-                    m.start as i64,
-                    m.end as i64,
-                    m.device_id,
-                    m.context_id,
-                    m.stream_id,
-                    m.correlation_id,
-                    gpid,
-                    m.value,
-                    m.bytes as i64,
-                    m.dst_kind
-                ])
-                .map_err(sql_error)?;
-        }
-        let mut runtime = tx
-            .prepare("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?1,?2,0,?3,?4,?5,?6)")
-            .map_err(sql_error)?;
-        for a in &activity.runtime {
-            let name = id_of(&a.name)?;
-            let tid = global_pid(a.process_id) | i64::from(a.thread_id & 0xFF_FFFF);
-            runtime
-                .execute(params![
-                    a.start as i64,
-                    a.end as i64,
-                    tid,
-                    a.correlation_id,
-                    name,
-                    a.return_value
-                ])
-                .map_err(sql_error)?;
-        }
-        let main_tid = gpid | i64::from(pid & 0xFF_FFFF);
-        let mut nvtx = tx.prepare("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, endGlobalTid, domainId) VALUES (?1,?2,?3,?4,?5,?5,0)").map_err(sql_error)?;
-        for r in &activity.ranges {
-            nvtx.execute(params![
-                r.start_ns as i64,
-                r.end_ns as i64,
-                NVTX_PUSH_POP_RANGE,
-                r.name,
-                main_tid
-            ])
-            .map_err(sql_error)?;
-        }
-        let mut gpu = tx
-            .prepare("INSERT INTO TARGET_INFO_GPU VALUES (0, ?1, ?2, ?3, ?1)")
-            .map_err(sql_error)?;
-        for (id, name, uuid) in gpus {
-            gpu.execute(params![id, name, uuid]).map_err(sql_error)?;
-        }
+    let mut w = TraceWriter::create(path).map_err(trace_error)?;
+    for k in &activity.kernels {
+        let dim = |v: [i32; 3]| v.map(|x| x.max(0) as u32);
+        w.push_kernel(&Kernel {
+            start: k.start as i64,
+            end: k.end as i64,
+            device_id: k.device_id,
+            context_id: k.context_id,
+            stream_id: k.stream_id,
+            correlation_id: k.correlation_id,
+            global_pid: Some(gpid),
+            grid: dim(k.grid),
+            block: dim(k.block),
+            static_shared_memory: k.static_shared_memory.max(0) as u32,
+            dynamic_shared_memory: k.dynamic_shared_memory.max(0) as u32,
+            registers_per_thread: u32::from(k.registers_per_thread),
+            name: k.name.clone(),
+            short_name: None,
+        })
+        .map_err(trace_error)?;
     }
-    tx.commit().map_err(sql_error)?;
-    drop(db);
-    std::fs::rename(&tmp, path).map_err(|source| TaskError::Io {
-        path: path.to_owned(),
-        source,
-    })
+    for m in &activity.memcpys {
+        w.push_memcpy(&Memcpy {
+            start: m.start as i64,
+            end: m.end as i64,
+            device_id: m.device_id,
+            context_id: m.context_id,
+            stream_id: m.stream_id,
+            correlation_id: m.correlation_id,
+            global_pid: Some(gpid),
+            bytes: m.bytes,
+            copy_kind: u32::from(m.copy_kind),
+            src_kind: u32::from(m.src_kind),
+            dst_kind: u32::from(m.dst_kind),
+        })
+        .map_err(trace_error)?;
+    }
+    for m in &activity.memsets {
+        w.push_memset(&Memset {
+            start: m.start as i64,
+            end: m.end as i64,
+            device_id: m.device_id,
+            context_id: m.context_id,
+            stream_id: m.stream_id,
+            correlation_id: m.correlation_id,
+            global_pid: Some(gpid),
+            bytes: m.bytes,
+            value: m.value,
+            mem_kind: u32::from(m.dst_kind),
+        })
+        .map_err(trace_error)?;
+    }
+    for a in &activity.runtime {
+        w.push_runtime(&Runtime {
+            start: a.start as i64,
+            end: a.end as i64,
+            global_tid: global_tid(a.process_id, a.thread_id),
+            correlation_id: a.correlation_id,
+            name: a.name.clone(),
+            return_value: a.return_value as i32,
+            driver: false,
+        })
+        .map_err(trace_error)?;
+    }
+    let main_tid = global_tid(pid, pid);
+    for r in &activity.ranges {
+        w.push_nvtx(&Nvtx {
+            start: r.start_ns as i64,
+            end: Some(r.end_ns as i64),
+            text: r.name.clone(),
+            domain: None,
+            global_tid: main_tid,
+        })
+        .map_err(trace_error)?;
+    }
+    for (id, name, uuid) in gpus {
+        w.push_gpu(&Gpu {
+            id: *id,
+            name: name.clone(),
+            uuid: Some(uuid.clone()),
+            ..Gpu::default()
+        })
+        .map_err(trace_error)?;
+    }
+    w.finish().map_err(trace_error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -196,6 +115,7 @@ mod tests {
     use super::*;
     use crate::tasks::cupti::{ApiCall, Kernel, Memory};
     use crate::tasks::nvtx::Range;
+    use rusqlite::Connection;
 
     fn kernel(start: u64, name: &str, correlation_id: u32) -> Kernel {
         Kernel {

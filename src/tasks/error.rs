@@ -1,13 +1,25 @@
-//! The error type of built-in tasks ([`TaskError`]): what a `Vit` or `OpBench`
-//! node reports when its spec is wrong, a tool it needs is missing, or libtorch
-//! fails while it runs.
+//! [`TaskError`]: why a built-in task failed, as a diagnostic naming the file
+//! or field and the fix: a `Vit` or `OpBench` spec that is wrong, a tool it
+//! needs that is missing, libtorch failing while it runs; the trace and
+//! analysis layers' own errors convert into it.
 
 use std::path::PathBuf;
+
+use crate::analysis::AnalysisError;
+use crate::trace::TraceError;
 
 /// A built-in task's failure. Messages name the thing in backticks; `help`
 /// says what to do next.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum TaskError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Trace(#[from] TraceError),
+
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Analysis(#[from] AnalysisError),
+
     /// A field of the spec has a value the task cannot run with.
     #[error("invalid `{kind}` spec: {message}")]
     #[diagnostic(
@@ -38,10 +50,10 @@ pub enum TaskError {
     #[diagnostic(code(vitgraph::task::torch))]
     Torch { during: String, message: String },
 
-    /// Recording or writing a trace failed.
-    #[error("tracing failed: {message}")]
-    #[diagnostic(code(vitgraph::task::trace))]
-    Trace { message: String },
+    /// Recording CUDA activity through CUPTI failed.
+    #[error("CUPTI tracing failed: {message}")]
+    #[diagnostic(code(vitgraph::task::cupti))]
+    Cupti { message: String },
 
     /// An output file could not be written.
     #[error("cannot write `{}`: {source}", path.display())]

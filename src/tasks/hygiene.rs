@@ -23,7 +23,7 @@ pub fn numa_prefix(spec: &TaskSpec) -> Result<Option<Vec<String>>, TaskError> {
     let numa = match spec {
         TaskSpec::Vit(v) => v.numa,
         TaskSpec::OpBench(o) => o.numa,
-        TaskSpec::Command(_) => None,
+        _ => None,
     };
     let Some(node) = numa else { return Ok(None) };
     if find_program("numactl").is_none() {

@@ -6,6 +6,7 @@
 //! child `vitgraph exec-task` process, so a crash, `numactl` or `nsys` wrapping
 //! and SIGINT handling are the same for every kind.
 
+pub mod analyze;
 pub mod command;
 #[cfg(feature = "torch")]
 pub mod cuda;
@@ -15,6 +16,7 @@ pub mod cupti;
 pub mod cupti_sqlite;
 pub mod env;
 pub mod error;
+pub mod export;
 pub mod hygiene;
 pub mod nvtx;
 pub mod opbench;
@@ -33,6 +35,8 @@ pub enum TaskSpec {
     Command(command::CommandSpec),
     Vit(vit::VitSpec),
     OpBench(opbench::OpBenchSpec),
+    Export(export::ExportSpec),
+    Analyze(analyze::AnalyzeSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -54,6 +58,8 @@ impl TaskSpec {
             TaskSpec::Command(_) => "Command",
             TaskSpec::Vit(_) => "Vit",
             TaskSpec::OpBench(_) => "OpBench",
+            TaskSpec::Export(_) => "Export",
+            TaskSpec::Analyze(_) => "Analyze",
         }
     }
 
@@ -64,6 +70,8 @@ impl TaskSpec {
             TaskSpec::Command(_) => command::VERSION,
             TaskSpec::Vit(_) => vit::VERSION,
             TaskSpec::OpBench(_) => opbench::VERSION,
+            TaskSpec::Export(_) => export::VERSION,
+            TaskSpec::Analyze(_) => analyze::VERSION,
         }
     }
 
@@ -72,6 +80,8 @@ impl TaskSpec {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
             TaskSpec::Vit(_) | TaskSpec::OpBench(_) => Vec::new(),
+            TaskSpec::Export(e) => e.inputs(),
+            TaskSpec::Analyze(a) => a.inputs(),
         }
     }
 
@@ -81,6 +91,8 @@ impl TaskSpec {
             TaskSpec::Command(c) => c.outputs.clone(),
             TaskSpec::Vit(v) => vit::outputs(v),
             TaskSpec::OpBench(_) => vec!["results.json".to_owned()],
+            TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
+            TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
         }
     }
 
@@ -89,6 +101,7 @@ impl TaskSpec {
             TaskSpec::Command(c) => c.resources.clone(),
             TaskSpec::Vit(v) => hygiene::device_resources(&v.device),
             TaskSpec::OpBench(o) => hygiene::device_resources(&o.device),
+            TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
         }
     }
 

@@ -68,7 +68,8 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
     // Create the CUDA context first, so that the baseline excludes it and
     // includes nothing of ours: the weights count towards the peak.
     let baseline = if device.is_cuda() {
-        Tensor::f_zeros([1], (Kind::Float, device)).map_err(torch_error("initializing CUDA"))?;
+        let _context = Tensor::f_zeros([1], (Kind::Float, device))
+            .map_err(torch_error("initializing CUDA"))?;
         cuda::device_memory_used()
     } else {
         None

@@ -1,0 +1,57 @@
+//! Writing an analysis: `metrics.json`, `kernels.parquet` and `analysis.txt`,
+//! each through a temporary file renamed into place.
+
+use std::path::Path;
+
+use super::compute::{compute, Options};
+use super::error::AnalysisError;
+use super::metrics::Metrics;
+use super::{parquet_out, text};
+use crate::trace::Trace;
+
+/// The files an analysis writes, in its output folder.
+pub const OUTPUTS: [&str; 3] = ["metrics.json", "kernels.parquet", "analysis.txt"];
+
+/// Loads the trace at `trace` and computes its metrics.
+pub fn analyze_file(trace: &Path, opts: &Options) -> Result<Metrics, AnalysisError> {
+    let trace = Trace::load(trace)?;
+    Ok(compute(&trace, opts))
+}
+
+/// Writes the three outputs of `metrics` into `dir`.
+pub fn write_outputs(metrics: &Metrics, dir: &Path) -> Result<(), AnalysisError> {
+    let json = metrics_json(metrics);
+    write_atomic(&dir.join(OUTPUTS[0]), json.as_bytes())?;
+    parquet_out::write_kernels(metrics, &dir.join(OUTPUTS[1]))?;
+    write_atomic(&dir.join(OUTPUTS[2]), text::render(metrics).as_bytes())?;
+    Ok(())
+}
+
+/// `metrics.json` as text: pretty-printed, with a final newline.
+pub fn metrics_json(metrics: &Metrics) -> String {
+    // Serializing plain structs of numbers and strings cannot fail.
+    let mut s = serde_json::to_string_pretty(metrics).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AnalysisError> {
+    let tmp = tmp_name(path);
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|source| AnalysisError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+pub(crate) fn tmp_name(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}

@@ -1,0 +1,313 @@
+//! Imports a PyTorch-profiler (Kineto) Chrome-trace JSON, plain or gzipped,
+//! into vitgraph's trace layout: `kernel`, `gpu_memcpy`, `gpu_memset`,
+//! `cuda_runtime` / `cuda_driver` events with their correlation ids, and
+//! `user_annotation` / `gpu_user_annotation` ranges as NVTX ranges.
+//!
+//! The file is streamed event by event ([`super::json_scan`]), so memory does
+//! not grow with its size. Timestamps are µs with up to three decimals; they
+//! are converted from the number's text, so `1695835535123.456` becomes
+//! `1695835535123456` ns exactly (an `f64` would be off by up to 0.25 ns).
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::error::TraceError;
+use super::json_scan::{ScanError, Scanner};
+use super::records::{global_pid, global_tid, Gpu, Nvtx};
+use super::writer::{TraceWriter, WriteSummary};
+
+mod events;
+
+/// The NVTX domain given to `gpu_user_annotation` ranges (the GPU-side
+/// projection of `record_function` ranges), so they never mix with CPU ranges.
+pub const GPU_ANNOTATION_DOMAIN: &str = "gpu_user_annotation";
+
+/// What one import read and wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportStats {
+    /// Events in `traceEvents`, imported or not.
+    pub events: u64,
+    /// Uncompressed JSON bytes read.
+    pub bytes: u64,
+    pub written: WriteSummary,
+}
+
+/// Converts the Kineto trace at `input` into a trace file at `output`.
+pub fn import(input: &Path, output: &Path) -> Result<ImportStats, TraceError> {
+    let file = File::open(input).map_err(|e| TraceError::io(input, e))?;
+    let reader: Box<dyn Read> = if is_gzip(input) {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
+    } else {
+        Box::new(file)
+    };
+    let mut writer = TraceWriter::create(output)?;
+    let mut stats = import_from(reader, input, &mut writer)?;
+    stats.written = writer.finish()?;
+    Ok(stats)
+}
+
+/// Whether `path` names a gzip file (`.gz`).
+pub fn is_gzip(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// Streams the Kineto JSON of `src` into `writer`; `path` names it in errors.
+pub fn import_from(
+    src: impl Read,
+    path: &Path,
+    writer: &mut TraceWriter,
+) -> Result<ImportStats, TraceError> {
+    let mut scan = Scanner::new(src);
+    let mut state = events::Importer::new(path);
+    let mut value = Vec::with_capacity(4096);
+    let scan_err = |e: ScanError| match e {
+        ScanError::Io(e) => TraceError::io(path, e),
+        ScanError::Syntax { offset, message } => TraceError::Json {
+            path: path.to_path_buf(),
+            offset,
+            message,
+        },
+    };
+    let not_kineto = |reason: &str| TraceError::NotKineto {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    match scan.peek_non_ws().map_err(scan_err)? {
+        Some(b'{') => {}
+        Some(b'[') => {
+            // The Chrome "JSON array" form: the events alone.
+            read_events(&mut scan, &mut value, &mut state, writer).map_err(|e| e.into(path))?;
+            return finish(state, scan.offset(), writer);
+        }
+        Some(_) => return Err(not_kineto("it does not start with a JSON object")),
+        None => return Err(not_kineto("the file is empty")),
+    }
+    scan.expect(b'{').map_err(scan_err)?;
+    let mut saw_events = false;
+    if scan.peek_non_ws().map_err(scan_err)? == Some(b'}') {
+        return Err(not_kineto("the JSON object has no `traceEvents` array"));
+    }
+    loop {
+        scan.value_into(&mut value).map_err(scan_err)?;
+        let key: String = serde_json::from_slice(&value)
+            .map_err(|_| scan_err(scan.syntax("expected an object key")))?;
+        scan.expect(b':').map_err(scan_err)?;
+        if key == "traceEvents" {
+            if scan.peek_non_ws().map_err(scan_err)? != Some(b'[') {
+                return Err(not_kineto("`traceEvents` is not an array"));
+            }
+            read_events(&mut scan, &mut value, &mut state, writer).map_err(|e| e.into(path))?;
+            saw_events = true;
+        } else {
+            scan.value_into(&mut value).map_err(scan_err)?;
+            if key == "deviceProperties" {
+                for gpu in device_properties(&value) {
+                    writer.push_gpu(&gpu)?;
+                }
+            }
+        }
+        if !scan.comma_or(b'}').map_err(scan_err)? {
+            break;
+        }
+    }
+    if !saw_events {
+        return Err(not_kineto("the JSON object has no `traceEvents` array"));
+    }
+    finish(state, scan.offset(), writer)
+}
+
+fn finish(
+    state: events::Importer,
+    bytes: u64,
+    writer: &mut TraceWriter,
+) -> Result<ImportStats, TraceError> {
+    // GPU events carry the device as `pid`; the launching process is the one
+    // process that made CUDA calls (with several, it stays unknown).
+    if state.cuda_pids.len() == 1 {
+        if let Some(&pid) = state.cuda_pids.iter().next() {
+            writer.fill_missing_global_pid(global_pid(pid))?;
+        }
+    }
+    Ok(ImportStats {
+        events: state.events,
+        bytes,
+        written: writer.summary(),
+    })
+}
+
+/// Either a scanner error or an event the importer rejected.
+pub(crate) enum EventsError {
+    Scan(ScanError),
+    Trace(TraceError),
+}
+
+impl EventsError {
+    fn into(self, path: &Path) -> TraceError {
+        match self {
+            EventsError::Scan(ScanError::Io(e)) => TraceError::io(path, e),
+            EventsError::Scan(ScanError::Syntax { offset, message }) => TraceError::Json {
+                path: path.to_path_buf(),
+                offset,
+                message,
+            },
+            EventsError::Trace(e) => e,
+        }
+    }
+}
+
+impl From<ScanError> for EventsError {
+    fn from(e: ScanError) -> Self {
+        EventsError::Scan(e)
+    }
+}
+
+impl From<TraceError> for EventsError {
+    fn from(e: TraceError) -> Self {
+        EventsError::Trace(e)
+    }
+}
+
+fn read_events<R: Read>(
+    scan: &mut Scanner<R>,
+    value: &mut Vec<u8>,
+    state: &mut events::Importer,
+    writer: &mut TraceWriter,
+) -> Result<(), EventsError> {
+    scan.expect(b'[')?;
+    if scan.peek_non_ws()? == Some(b']') {
+        scan.expect(b']')?;
+        return Ok(());
+    }
+    loop {
+        let offset = scan.offset();
+        scan.value_into(value)?;
+        state.event(value, offset, writer)?;
+        if !scan.comma_or(b']')? {
+            return Ok(());
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DeviceProperties<'a> {
+    id: u32,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(rename = "totalGlobalMem")]
+    total_global_mem: Option<u64>,
+    #[serde(rename = "numSms")]
+    num_sms: Option<u32>,
+    #[serde(rename = "computeMajor")]
+    compute_major: Option<u32>,
+    #[serde(rename = "computeMinor")]
+    compute_minor: Option<u32>,
+}
+
+/// The GPUs of `deviceProperties`; a malformed list is ignored (it only names GPUs).
+fn device_properties(json: &[u8]) -> Vec<Gpu> {
+    let props: Vec<DeviceProperties> = serde_json::from_slice(json).unwrap_or_default();
+    props
+        .into_iter()
+        .map(|p| Gpu {
+            id: p.id,
+            name: p.name.map(Cow::into_owned).unwrap_or_default(),
+            total_memory: p.total_global_mem,
+            sm_count: p.num_sms,
+            compute_major: p.compute_major,
+            compute_minor: p.compute_minor,
+            ..Gpu::default()
+        })
+        .collect()
+}
+
+/// Converts a µs timestamp's JSON text to integer ns without rounding error:
+/// digits after the third decimal are rounded half up; an exponent form falls
+/// back to `f64`. Returns `None` for text that is not a number.
+pub fn micros_text_to_ns(raw: &str) -> Option<i64> {
+    let text = raw.trim().trim_matches('"');
+    if text.contains(['e', 'E']) {
+        let us: f64 = text.parse().ok()?;
+        return us.is_finite().then(|| (us * 1000.0).round() as i64);
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut ns: i64 = 0;
+    for b in int.bytes() {
+        ns = ns.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+    }
+    let mut frac_bytes = frac.bytes();
+    for _ in 0..3 {
+        let d = frac_bytes.next().map_or(0, |b| i64::from(b - b'0'));
+        ns = ns.checked_mul(10)?.checked_add(d)?;
+    }
+    if frac_bytes.next().is_some_and(|b| b >= b'5') {
+        ns = ns.checked_add(1)?;
+    }
+    Some(if negative { -ns } else { ns })
+}
+
+/// The thread id of a CPU event as an Nsight global id.
+fn cpu_tid(pid: u32, tid: u32) -> i64 {
+    global_tid(pid, tid)
+}
+
+/// An annotation range as an NVTX range.
+fn annotation(start: i64, end: i64, name: &str, gpu: bool, pid: u32, tid: u32) -> Nvtx {
+    Nvtx {
+        start,
+        end: Some(end),
+        text: name.to_string(),
+        domain: gpu.then(|| GPU_ANNOTATION_DOMAIN.to_string()),
+        global_tid: cpu_tid(pid, tid),
+    }
+}
+
+/// The raw text of a borrowed JSON value.
+fn raw_text(v: &RawValue) -> &str {
+    v.get()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_keep_nanoseconds_exactly() {
+        assert_eq!(
+            micros_text_to_ns("1695835535123.456"),
+            Some(1_695_835_535_123_456)
+        );
+        assert_eq!(
+            micros_text_to_ns("1712195495519689.047"),
+            Some(1_712_195_495_519_689_047)
+        );
+        assert_eq!(micros_text_to_ns("12"), Some(12_000));
+        assert_eq!(micros_text_to_ns("4.928"), Some(4_928));
+        assert_eq!(micros_text_to_ns("0.5"), Some(500));
+        assert_eq!(micros_text_to_ns("1.0005"), Some(1_001));
+        assert_eq!(micros_text_to_ns("1.0004"), Some(1_000));
+        assert_eq!(micros_text_to_ns("-3.5"), Some(-3_500));
+        assert_eq!(micros_text_to_ns("\"7\""), Some(7_000));
+        assert_eq!(micros_text_to_ns("1.5e3"), Some(1_500_000));
+        assert_eq!(micros_text_to_ns("abc"), None);
+        assert_eq!(micros_text_to_ns(""), None);
+        // f64 cannot hold this one exactly: the text path must.
+        let f = 1712195495519689.047_f64 * 1000.0;
+        assert_ne!(f as i64, 1_712_195_495_519_689_047);
+    }
+}
