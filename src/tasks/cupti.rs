@@ -60,6 +60,8 @@ pub struct ApiCall {
     pub correlation_id: u32,
     pub return_value: u32,
     pub name: String,
+    /// A driver API call (`cu…`) rather than a runtime one (`cuda…`).
+    pub driver: bool,
 }
 
 /// Everything recorded, in the order CUPTI delivered it.
@@ -75,11 +77,15 @@ pub struct Activity {
 
 static RECORDS: Mutex<Option<Activity>> = Mutex::new(None);
 
-const KINDS: [sys::CUpti_ActivityKind; 4] = [
+/// DRIVER too: cuBLAS and cuDNN launch their kernels through the driver API
+/// (`cuLaunchKernelEx`), so without it half of a ViT's kernels have no
+/// launching call to join on.
+const KINDS: [sys::CUpti_ActivityKind; 5] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
 ];
 
 /// Runtime calls that only query state (cudaGetDevice, cudaGetLastError,
@@ -276,7 +282,9 @@ unsafe fn parse_buffer(buffer: *mut u8, valid: usize, activity: &mut Activity) {
                     value: m.value,
                 });
             }
-            sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME => {
+            sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME
+            | sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER => {
+                let driver = kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER;
                 let a =
                     unsafe { std::ptr::read_unaligned(record as *const sys::CUpti_ActivityAPI) };
                 activity.runtime.push(ApiCall {
@@ -287,7 +295,8 @@ unsafe fn parse_buffer(buffer: *mut u8, valid: usize, activity: &mut Activity) {
                     thread_id: a.threadId,
                     correlation_id: a.correlationId,
                     return_value: a.returnValue,
-                    name: runtime_name(a.cbid),
+                    name: api_name(a.cbid, driver),
+                    driver,
                 });
             }
             _ => {}
@@ -344,14 +353,19 @@ fn visible_gpus() -> Vec<(u32, String, String)> {
         .collect()
 }
 
-/// The runtime function's name for a callback id (`cudaLaunchKernel_v7000`…).
-fn runtime_name(cbid: u32) -> String {
+/// The API function's name for a callback id (`cudaLaunchKernel_v7000`,
+/// `cuLaunchKernelEx`…).
+fn api_name(cbid: u32, driver: bool) -> String {
     let mut name: *const std::ffi::c_char = std::ptr::null();
-    let domain = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
+    let domain = if driver {
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API
+    } else {
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API
+    };
     // SAFETY: CUPTI writes a pointer to a static string.
     match unsafe { result::get_callback_name(domain, cbid, &mut name) } {
         Ok(()) => unsafe { c_string(name) },
-        Err(_) => format!("runtime_api_{cbid}"),
+        Err(_) => format!("{}_api_{cbid}", if driver { "driver" } else { "runtime" }),
     }
 }
 

@@ -82,7 +82,7 @@ pub fn write(
             correlation_id: a.correlation_id,
             name: a.name.clone(),
             return_value: a.return_value as i32,
-            driver: false,
+            driver: a.driver,
         })
         .map_err(trace_error)?;
     }
@@ -166,6 +166,7 @@ mod tests {
                 correlation_id: 2,
                 return_value: 0,
                 name: "cudaLaunchKernel_v7000".into(),
+                driver: false,
             }],
             ranges: vec![Range {
                 name: "measure".into(),
