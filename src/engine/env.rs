@@ -28,11 +28,14 @@ impl EnvProbe for HostEnv {
         self.facets
             .get_or_init(|| match std::env::var("VITGRAPH_FAKE_ENV") {
                 Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
-                Err(_) => crate::tasks::env::key_facets(),
+                Err(_) => crate::tasks::env::fingerprint().key_facets,
             })
     }
 
     fn record(&self) -> serde_json::Value {
-        serde_json::json!({ "key_facets": self.facets() })
+        if std::env::var_os("VITGRAPH_FAKE_ENV").is_some() {
+            return serde_json::json!({ "key_facets": self.facets() });
+        }
+        crate::tasks::env::fingerprint().record
     }
 }

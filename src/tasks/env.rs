@@ -1,66 +1,273 @@
-//! Probing the machine: GPU model and driver through `nvidia-smi`, CPU model
-//! from `/proc/cpuinfo`. Works without a GPU (facets then read "none").
+//! The environment fingerprint ([`fingerprint`], [`probe`]): the facts about
+//! the machine that a hardware measurement depends on.
+//!
+//! Key-affecting facets (GPU model, driver major version, CUDA version, the
+//! libtorch this binary was built against, CPU model, NUMA binding) go into the
+//! keys of hardware-measuring nodes, so a driver upgrade makes them stale with
+//! `env_changed`. Record-only facts (GPU UUID, host name, clocks, temperature,
+//! free memory) are stored with a run but change no key. Every probe works
+//! without a GPU and without libtorch: a missing `nvidia-smi` gives `"none"`.
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// The key-affecting facets of this machine.
-pub fn key_facets() -> BTreeMap<String, String> {
-    let mut f = BTreeMap::new();
-    let (gpu, driver, cuda) = nvidia_smi();
-    f.insert("gpu".into(), gpu);
-    f.insert("driver_major".into(), driver);
-    f.insert("cuda".into(), cuda);
-    f.insert("cpu".into(), cpu_model());
-    f
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// A fingerprint: the facets that are part of a key, and what is only recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Env {
+    pub key_facets: BTreeMap<String, String>,
+    pub record: Value,
 }
 
-fn nvidia_smi() -> (String, String, String) {
-    let none = || ("none".to_string(), "none".to_string(), "none".to_string());
-    let Ok(out) = Command::new("nvidia-smi")
-        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
-        .output()
-    else {
-        return none();
-    };
-    if !out.status.success() {
-        return none();
+/// The fingerprint of this machine, probed once per process and cached (the
+/// engine asks for it for every hardware-measuring node).
+pub fn fingerprint() -> Env {
+    static CACHE: OnceLock<Env> = OnceLock::new();
+    CACHE.get_or_init(probe).clone()
+}
+
+/// A fresh probe; tasks call it before and after measuring, since clocks,
+/// temperature and free memory move.
+pub fn probe() -> Env {
+    let gpus = visible(
+        query_gpus(),
+        std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+    );
+    let smi_cuda = nvidia_smi_cuda_version();
+    let mut key_facets = BTreeMap::new();
+    key_facets.insert(
+        "gpu".to_owned(),
+        join_distinct(gpus.iter().map(|g| g.name.as_str())),
+    );
+    key_facets.insert(
+        "driver".to_owned(),
+        join_distinct(
+            gpus.iter()
+                .map(|g| g.driver.split('.').next().unwrap_or("none")),
+        ),
+    );
+    key_facets.insert(
+        "cuda".to_owned(),
+        smi_cuda.unwrap_or_else(|| "none".to_owned()),
+    );
+    key_facets.insert("libtorch".to_owned(), libtorch_version().to_owned());
+    key_facets.insert(
+        "cpu".to_owned(),
+        cpu_model().unwrap_or_else(|| "unknown".to_owned()),
+    );
+    key_facets.insert("numa".to_owned(), numa_binding());
+    let record = json!({
+        "host": hostname(),
+        "kernel": read_trimmed("/proc/sys/kernel/osrelease"),
+        "cpu_count": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "libtorch_cuda": libtorch_cuda_version(),
+        "cuda_visible_devices": std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+        "gpus": gpus.iter().map(Gpu::record).collect::<Vec<_>>(),
+        "unix_time_s": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    });
+    Env { key_facets, record }
+}
+
+/// The libtorch version this binary was built against ("none" without the
+/// `torch` feature).
+pub fn libtorch_version() -> &'static str {
+    option_env!("VITGRAPH_LIBTORCH_VERSION").unwrap_or("none")
+}
+
+fn libtorch_cuda_version() -> &'static str {
+    option_env!("VITGRAPH_LIBTORCH_CUDA").unwrap_or("none")
+}
+
+/// One GPU as `nvidia-smi` reports it.
+#[derive(Debug, Clone, PartialEq)]
+struct Gpu {
+    index: String,
+    name: String,
+    uuid: String,
+    driver: String,
+    fields: Vec<(&'static str, String)>,
+}
+
+/// The columns asked of `nvidia-smi`, in order; the first four are the
+/// identity, the rest are recorded as they are.
+const QUERY: [&str; 12] = [
+    "index",
+    "name",
+    "uuid",
+    "driver_version",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "temperature.gpu",
+    "power.draw",
+    "memory.free",
+    "memory.total",
+    "pstate",
+];
+
+impl Gpu {
+    fn record(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("index".into(), json!(self.index));
+        map.insert("name".into(), json!(self.name));
+        map.insert("uuid".into(), json!(self.uuid));
+        map.insert("driver".into(), json!(self.driver));
+        for (key, value) in &self.fields {
+            map.insert((*key).to_owned(), json!(value));
+        }
+        Value::Object(map)
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let Some(first) = text.lines().next() else {
-        return none();
-    };
-    let mut parts = first.split(',').map(str::trim);
-    let gpu = parts.next().unwrap_or("none").to_string();
-    let driver = parts
-        .next()
-        .unwrap_or("none")
-        .split('.')
-        .next()
-        .unwrap_or("none")
-        .to_string();
-    let cuda = Command::new("nvidia-smi")
-        .output()
-        .ok()
-        .and_then(|o| {
-            let t = String::from_utf8_lossy(&o.stdout).into_owned();
-            t.split("CUDA Version:")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "none".into());
-    (gpu, driver, cuda)
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
+fn query_gpus() -> Vec<Gpu> {
+    let output = Command::new("nvidia-smi")
+        .arg(format!("--query-gpu={}", QUERY.join(",")))
+        .arg("--format=csv,noheader,nounits")
+        .output();
+    match output {
+        Ok(out) if out.status.success() => parse_gpus(&String::from_utf8_lossy(&out.stdout)),
+        _ => Vec::new(),
+    }
+}
+
+fn parse_gpus(csv: &str) -> Vec<Gpu> {
+    csv.lines()
+        .filter_map(|line| {
+            let cells: Vec<String> = line.split(',').map(|c| c.trim().to_owned()).collect();
+            if cells.len() != QUERY.len() {
+                return None;
+            }
+            let fields = QUERY[4..]
+                .iter()
+                .copied()
+                .zip(cells[4..].iter().cloned())
+                .collect();
+            Some(Gpu {
+                index: cells[0].clone(),
+                name: cells[1].clone(),
+                uuid: cells[2].clone(),
+                driver: cells[3].clone(),
+                fields,
+            })
         })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+        .collect()
+}
+
+/// The GPUs `CUDA_VISIBLE_DEVICES` leaves visible (by index or UUID).
+fn visible(gpus: Vec<Gpu>, mask: Option<&str>) -> Vec<Gpu> {
+    let Some(mask) = mask.map(str::trim).filter(|m| !m.is_empty()) else {
+        return gpus;
+    };
+    mask.split(',')
+        .filter_map(|id| {
+            let id = id.trim();
+            gpus.iter()
+                .find(|g| g.index == id || g.uuid.starts_with(id))
+                .cloned()
+        })
+        .collect()
+}
+
+fn join_distinct<'a>(values: impl Iterator<Item = &'a str>) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for value in values {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    if seen.is_empty() {
+        "none".to_owned()
+    } else {
+        seen.join(", ")
+    }
+}
+
+/// The CUDA version the driver supports, from `nvidia-smi --version`.
+fn nvidia_smi_cuda_version() -> Option<String> {
+    let out = Command::new("nvidia-smi").arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|line| line.to_ascii_lowercase().starts_with("cuda version"))
+        .and_then(|line| line.split(':').nth(1))
+        .map(|v| v.trim().to_owned())
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|line| line.starts_with("model name"))
+        .and_then(|line| line.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+/// "unbound" when this process may use every NUMA node's memory, else the
+/// node list it is bound to (as `numactl --membind` leaves it).
+fn numa_binding() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Mems_allowed_list:"))
+        .map(|v| v.trim().to_owned());
+    let online = read_trimmed("/sys/devices/system/node/online");
+    match (allowed, online) {
+        (Some(a), Some(o)) if a != o => a,
+        _ => "unbound".to_owned(),
+    }
+}
+
+fn hostname() -> Option<String> {
+    read_trimmed("/proc/sys/kernel/hostname")
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMI: &str = "0, NVIDIA H100 80GB HBM3, GPU-1234abcd, 580.159.04, 1980, 2619, 1980, 34, 71.2, 80000, 81559, P0\n\
+                       1, NVIDIA H100 80GB HBM3, GPU-5678ef01, 580.159.04, 345, 2619, 1980, 31, 60.0, 81000, 81559, P0\n";
+
+    #[test]
+    fn nvidia_smi_rows_parse_into_identity_and_recorded_fields() {
+        let gpus = parse_gpus(SMI);
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[0].name, "NVIDIA H100 80GB HBM3");
+        assert_eq!(gpus[1].uuid, "GPU-5678ef01");
+        let record = gpus[0].record();
+        assert_eq!(record["temperature.gpu"], "34");
+        assert_eq!(record["clocks.sm"], "1980");
+    }
+
+    #[test]
+    fn cuda_visible_devices_selects_by_index_or_uuid() {
+        let gpus = parse_gpus(SMI);
+        assert_eq!(visible(gpus.clone(), Some("1"))[0].uuid, "GPU-5678ef01");
+        assert_eq!(visible(gpus.clone(), Some("GPU-1234"))[0].index, "0");
+        assert_eq!(visible(gpus.clone(), None).len(), 2);
+        assert!(visible(gpus, Some("7")).is_empty());
+    }
+
+    #[test]
+    fn a_machine_without_gpus_says_none_for_every_gpu_facet() {
+        let env = probe();
+        for facet in ["gpu", "driver", "cuda", "libtorch", "cpu", "numa"] {
+            assert!(env.key_facets.contains_key(facet), "missing facet {facet}");
+        }
+        if query_gpus().is_empty() {
+            assert_eq!(env.key_facets["gpu"], "none");
+            assert_eq!(env.key_facets["driver"], "none");
+        }
+        assert_eq!(fingerprint().key_facets, fingerprint().key_facets);
+    }
 }

@@ -12,6 +12,16 @@ pub mod env;
 pub mod error;
 pub mod export;
 pub mod report;
+#[cfg(feature = "torch")]
+pub mod cuda;
+#[cfg(feature = "torch")]
+pub mod cupti;
+#[cfg(feature = "torch")]
+pub mod cupti_sqlite;
+pub mod hygiene;
+pub mod nvtx;
+pub mod opbench;
+pub mod vit;
 
 pub use error::TaskError;
 
@@ -24,6 +34,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskSpec {
     Command(command::CommandSpec),
+    Vit(vit::VitSpec),
+    OpBench(opbench::OpBenchSpec),
     Export(export::ExportSpec),
     Analyze(analyze::AnalyzeSpec),
     Report(report::ReportSpec),
@@ -46,6 +58,8 @@ impl TaskSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             TaskSpec::Command(_) => "Command",
+            TaskSpec::Vit(_) => "Vit",
+            TaskSpec::OpBench(_) => "OpBench",
             TaskSpec::Export(_) => "Export",
             TaskSpec::Analyze(_) => "Analyze",
             TaskSpec::Report(_) => "Report",
@@ -57,6 +71,8 @@ impl TaskSpec {
     pub fn version(&self) -> u32 {
         match self {
             TaskSpec::Command(_) => command::VERSION,
+            TaskSpec::Vit(_) => vit::VERSION,
+            TaskSpec::OpBench(_) => opbench::VERSION,
             TaskSpec::Export(_) => export::VERSION,
             TaskSpec::Analyze(_) => analyze::VERSION,
             TaskSpec::Report(_) => report::VERSION,
@@ -67,6 +83,7 @@ impl TaskSpec {
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
+            TaskSpec::Vit(_) | TaskSpec::OpBench(_) => Vec::new(),
             TaskSpec::Export(e) => e.inputs(),
             TaskSpec::Analyze(a) => a.inputs(),
             TaskSpec::Report(_) => Vec::new(),
@@ -77,6 +94,8 @@ impl TaskSpec {
     pub fn outputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.outputs.clone(),
+            TaskSpec::Vit(v) => vit::outputs(v),
+            TaskSpec::OpBench(_) => vec!["results.json".to_owned()],
             TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
             TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
             TaskSpec::Report(r) => r.outputs(),
@@ -86,6 +105,8 @@ impl TaskSpec {
     pub fn resources(&self) -> Resources {
         match self {
             TaskSpec::Command(c) => c.resources.clone(),
+            TaskSpec::Vit(v) => hygiene::device_resources(&v.device),
+            TaskSpec::OpBench(o) => hygiene::device_resources(&o.device),
             TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
             TaskSpec::Report(_) => Resources::default(),
         }
@@ -93,6 +114,14 @@ impl TaskSpec {
 
     /// Checks the spec beyond its types (called at load time for every node).
     pub fn validate(&self) -> Result<(), Invalid> {
+        let specific = match self {
+            TaskSpec::Vit(v) => v.validate().err().map(|m| (m, "fix the field in the pipeline file; `Vit` fields are listed in the book's Experiments chapter")),
+            TaskSpec::OpBench(o) => o.validate().err().map(|m| (m, "fix the field in the pipeline file; `OpBench` fields are listed in the book's Experiments chapter")),
+            _ => None,
+        };
+        if let Some((message, help)) = specific {
+            return Err(Invalid { message, help: help.into() });
+        }
         for out in self.outputs() {
             let p = std::path::Path::new(&out);
             if out.is_empty()
@@ -126,7 +155,7 @@ impl TaskSpec {
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
-        self.resources().gpus > 0
+        matches!(self, TaskSpec::Vit(_) | TaskSpec::OpBench(_)) || self.resources().gpus > 0
     }
 }
 
@@ -163,17 +192,18 @@ pub struct UpstreamNode {
     pub dir: PathBuf,
 }
 
-/// A command prefix the engine runs a built-in task under (`numactl …`, `nsys profile …`).
-pub fn wrapper(spec: &TaskSpec) -> Result<Vec<String>, TaskError> {
-    match spec {
-        TaskSpec::Command(_) | TaskSpec::Export(_) | TaskSpec::Analyze(_) | TaskSpec::Report(_) => Ok(Vec::new()),
-    }
+/// A command prefix the engine runs a built-in task under (`numactl …`,
+/// `nsys profile …`); `out` is the node's staging directory.
+pub fn wrapper(spec: &TaskSpec, out: &std::path::Path) -> Result<Vec<String>, TaskError> {
+    hygiene::command_prefix(spec, out)
 }
 
 /// Runs a built-in task in this process (`vitgraph exec-task`).
 pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     match spec {
         TaskSpec::Command(_) => Err(TaskError::NotBuiltin),
+        TaskSpec::Vit(s) => vit::run(s, ctx),
+        TaskSpec::OpBench(s) => opbench::run(s, ctx),
         TaskSpec::Export(s) => export::run(s, ctx),
         TaskSpec::Analyze(s) => analyze::run(s, ctx),
         TaskSpec::Report(s) => report::run(s, ctx),

@@ -1,0 +1,80 @@
+//! libtorch's CUDA side, set up once per process.
+//!
+//! rustc links with `--as-needed`, and nothing in the binary names a symbol of
+//! `libtorch_cuda.so`, so the linker drops it and libtorch reports "Could not
+//! run … with arguments from the 'CUDA' backend". Loading it with
+//! `RTLD_GLOBAL` before the first CUDA tensor registers the CUDA kernels.
+
+use std::sync::OnceLock;
+
+use super::error::TaskError;
+
+/// Loads `libtorch_cuda.so` once (a CPU-only machine has none, which is fine
+/// until a task asks for CUDA) and says whether it was found.
+pub fn load_torch_cuda() -> bool {
+    static LOADED: OnceLock<bool> = OnceLock::new();
+    *LOADED.get_or_init(|| {
+        // SAFETY: dlopen with a valid C string; the handle is kept for the
+        // life of the process.
+        let handle = unsafe {
+            libc::dlopen(
+                c"libtorch_cuda.so".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_GLOBAL,
+            )
+        };
+        !handle.is_null()
+    })
+}
+
+/// The tch device for `cuda:index`, or an error that says why CUDA cannot
+/// be used here.
+pub fn cuda_device(index: u32) -> Result<tch::Device, TaskError> {
+    let help = "run on a machine with an NVIDIA GPU and PyTorch's CUDA libraries on LD_LIBRARY_PATH, or set `device: \"cpu\"`";
+    if !load_torch_cuda() {
+        return Err(TaskError::unavailable(
+            "cuda",
+            "`device` asks for CUDA, but libtorch_cuda.so is not on the library path",
+            help,
+        ));
+    }
+    if !tch::Cuda::is_available() {
+        return Err(TaskError::unavailable(
+            "cuda",
+            "`device` asks for CUDA, but libtorch sees no GPU",
+            help,
+        ));
+    }
+    let count = tch::Cuda::device_count();
+    if i64::from(index) >= count {
+        return Err(TaskError::unavailable(
+            "cuda",
+            format!("`device` asks for cuda:{index}, but only {count} GPU(s) are visible"),
+            "use a lower device index; the engine hands each task its GPU as cuda:0",
+        ));
+    }
+    Ok(tch::Device::Cuda(index as usize))
+}
+
+/// Device memory in use (total − free), as the driver reports it; `None`
+/// where the driver library cannot be loaded.
+pub fn device_memory_used() -> Option<u64> {
+    // cudarc panics when it cannot load libcuda; keep that from ending the task.
+    std::panic::catch_unwind(|| cudarc::driver::result::mem_get_info().ok())
+        .ok()
+        .flatten()
+        .map(|(free, total)| (total - free) as u64)
+}
+
+/// Peak resident memory of this process (`VmHWM`), for CPU runs.
+pub fn host_peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}

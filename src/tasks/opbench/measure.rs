@@ -1,0 +1,179 @@
+//! Runs one `OpBench` spec on libtorch and assembles its `results.json`.
+
+use serde_json::{json, Value};
+use tch::{Device, Kind, Tensor};
+
+use super::ops::{self, Workload};
+use super::spec::{Op, OpBenchSpec, SdpaBackend};
+use super::timing::{self, Times};
+use super::Calibration;
+use crate::tasks::error::TaskError;
+use crate::tasks::vit::spec::{Device as SpecDevice, Dtype};
+use crate::tasks::{cuda, env};
+
+fn torch_error(during: &'static str) -> impl Fn(tch::TchError) -> TaskError {
+    move |e| TaskError::Torch {
+        during: during.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+fn device_of(spec: &OpBenchSpec) -> Result<Device, TaskError> {
+    match SpecDevice::parse(&spec.device) {
+        Some(SpecDevice::Cuda(index)) => cuda::cuda_device(index),
+        _ => Ok(Device::Cpu),
+    }
+}
+
+fn kind_of(spec: &OpBenchSpec) -> Kind {
+    match Dtype::parse(&spec.dtype) {
+        Some(Dtype::F16) => Kind::Half,
+        Some(Dtype::Bf16) => Kind::BFloat16,
+        _ => Kind::Float,
+    }
+}
+
+/// Measures `spec` and returns the `results.json` document.
+pub fn measure(spec: &OpBenchSpec, calibration: Option<Calibration>) -> Result<Value, TaskError> {
+    let device = device_of(spec)?;
+    let _guard = tch::no_grad_guard();
+    tch::manual_seed(spec.seed as i64);
+    let before = env::probe();
+    let baseline = device.is_cuda().then(cuda::device_memory_used).flatten();
+    let mut doc = match &spec.op {
+        Op::Calibrate => calibrate(spec, device)?,
+        op => measure_op(spec, op, kind_of(spec), device, calibration)?,
+    };
+    let peak = device.is_cuda().then(cuda::device_memory_used).flatten();
+    let after = env::probe();
+    doc["config"] = serde_json::to_value(spec).unwrap_or(Value::Null);
+    doc["env"] = json!({ "key_facets": before.key_facets, "record": { "before": before.record, "after": after.record } });
+    doc["peak_memory_bytes"] = match (peak, baseline) {
+        (Some(p), Some(b)) => json!(p.saturating_sub(b)),
+        _ => json!(cuda::host_peak_memory()),
+    };
+    ops::force_sdp_backend(SdpaBackend::Auto);
+    Ok(doc)
+}
+
+fn measure_op(
+    spec: &OpBenchSpec,
+    op: &Op,
+    kind: Kind,
+    device: Device,
+    calibration: Option<Calibration>,
+) -> Result<Value, TaskError> {
+    let forced = matches!(op, Op::Sdpa { backend, .. } if *backend != SdpaBackend::Auto);
+    let auto_choice = sdpa_auto_choice(op, kind, device);
+    let mut doc = json!({ "op": op.name(), "shape": op, "dtype": spec.dtype, "device": spec.device, "sdpa_auto_choice": auto_choice });
+    let built = ops::workload(op, kind, device, spec.rotate as usize)
+        .map_err(torch_error("making the inputs"));
+    let Workload {
+        flops,
+        bytes,
+        mut run,
+    } = built?;
+    let timed = timing::time_runs(
+        device,
+        spec.warmup,
+        spec.repeats,
+        &mut run,
+        torch_error("running the operator"),
+    );
+    let samples = match timed {
+        Ok(samples) => samples,
+        // A forced backend the device or shape cannot run is a result, not a crash.
+        Err(TaskError::Torch { message, .. }) if forced => {
+            doc["status"] = json!("unsupported");
+            doc["error"] = json!(first_line(&message));
+            return Ok(doc);
+        }
+        Err(e) => return Err(e),
+    };
+    let times = Times::from_ms(&samples);
+    let seconds = times.median / 1e3;
+    let tflops = (flops > 0.0 && seconds > 0.0).then(|| flops / seconds / 1e12);
+    let gbps = (seconds > 0.0).then(|| bytes / seconds / 1e9);
+    doc["status"] = json!("ok");
+    doc["time_ms"] = json!(times);
+    doc["flops"] = json!(flops);
+    doc["bytes"] = json!(bytes);
+    doc["tflops"] = json!(tflops);
+    doc["gbps"] = json!(gbps);
+    doc["calibration"] = json!(calibration);
+    doc["fraction_of_copy_bandwidth"] =
+        json!(calibration.and_then(|c| gbps.map(|g| g / c.copy_gbps)));
+    doc["fraction_of_matmul_rate"] =
+        json!(calibration.and_then(|c| tflops.map(|t| t / c.matmul_tflops)));
+    Ok(doc)
+}
+
+fn sdpa_auto_choice(op: &Op, kind: Kind, device: Device) -> Option<&'static str> {
+    let Op::Sdpa {
+        batch,
+        heads,
+        seq,
+        head_dim,
+        pad_to,
+        ..
+    } = *op
+    else {
+        return None;
+    };
+    let shape = [
+        i64::from(batch),
+        i64::from(heads),
+        i64::from(seq),
+        i64::from(pad_to.unwrap_or(head_dim)),
+    ];
+    let q = Tensor::f_empty(shape, (kind, device)).ok()?;
+    ops::auto_choice(&q, &q, &q)
+}
+
+fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or(message)
+}
+
+/// Copy bandwidth (1 GiB device-to-device, read + write counted) and the bf16
+/// 8192³ matmul rate: the ceilings other nodes report fractions of.
+fn calibrate(spec: &OpBenchSpec, device: Device) -> Result<Value, TaskError> {
+    let elements: i64 = 1 << 29; // 1 GiB of bf16
+    let src = Tensor::f_randn([elements], (Kind::BFloat16, device))
+        .map_err(torch_error("allocating the copy buffers"))?;
+    let mut dst = Tensor::f_empty([elements], (Kind::BFloat16, device))
+        .map_err(torch_error("allocating the copy buffers"))?;
+    let copy = timing::time_runs(
+        device,
+        spec.warmup.max(20),
+        spec.repeats.clamp(1, 50),
+        |_| dst.f_copy_(&src).map(drop),
+        torch_error("copying"),
+    )?;
+    let copy = Times::from_ms(&copy);
+    drop((src, dst));
+    let gemm = Op::Gemm {
+        m: 8192,
+        n: 8192,
+        k: 8192,
+        pad_to: None,
+    };
+    let Workload { flops, mut run, .. } = ops::workload(&gemm, Kind::BFloat16, device, 2)
+        .map_err(torch_error("making the matmul inputs"))?;
+    let matmul = timing::time_runs(
+        device,
+        spec.warmup.max(20),
+        spec.repeats.clamp(1, 50),
+        &mut run,
+        torch_error("the matmul"),
+    )?;
+    let matmul = Times::from_ms(&matmul);
+    let copy_gbps = 2.0 * (elements as f64 * 2.0) / (copy.median / 1e3) / 1e9;
+    let matmul_tflops = flops / (matmul.median / 1e3) / 1e12;
+    Ok(json!({
+        "op": "Calibrate",
+        "status": "ok",
+        "calibration": Calibration { copy_gbps, matmul_tflops },
+        "copy_time_ms": copy,
+        "matmul_time_ms": matmul,
+    }))
+}

@@ -1,0 +1,147 @@
+//! Timing of one operator: warm-up, then each repetition bracketed by CUDA
+//! events on the stream libtorch launches on (the legacy default stream), or
+//! by the host clock on the CPU; inputs rotate between repetitions.
+
+use std::time::Instant;
+
+use cudarc::driver::{result::event, sys};
+use tch::Device;
+
+use crate::tasks::error::TaskError;
+
+fn driver_error(what: &str) -> impl Fn(cudarc::driver::DriverError) -> TaskError + '_ {
+    move |e| TaskError::Torch {
+        during: what.to_owned(),
+        message: format!("{e:?}"),
+    }
+}
+
+/// Runs `f(i)` `warmup` times untimed, then `repeats` times timed; returns
+/// each timed repetition's duration in ms.
+pub fn time_runs<E>(
+    device: Device,
+    warmup: u32,
+    repeats: u32,
+    mut f: impl FnMut(usize) -> Result<(), E>,
+    to_error: impl Fn(E) -> TaskError,
+) -> Result<Vec<f64>, TaskError> {
+    for i in 0..warmup as usize {
+        f(i).map_err(&to_error)?;
+    }
+    sync(device);
+    match device {
+        Device::Cuda(_) => time_cuda(repeats, &mut f, &to_error),
+        _ => (0..repeats as usize)
+            .map(|i| {
+                let start = Instant::now();
+                f(i).map_err(&to_error)?;
+                Ok(start.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect(),
+    }
+}
+
+fn time_cuda<E>(
+    repeats: u32,
+    f: &mut impl FnMut(usize) -> Result<(), E>,
+    to_error: &impl Fn(E) -> TaskError,
+) -> Result<Vec<f64>, TaskError> {
+    let events = Events::new(repeats as usize + 1)?;
+    let stream: sys::CUstream = std::ptr::null_mut();
+    for i in 0..repeats as usize {
+        // SAFETY: valid events on the current context; null is the legacy
+        // default stream, the one libtorch launches on.
+        unsafe { event::record(events.0[i], stream) }
+            .map_err(driver_error("recording a CUDA event"))?;
+        f(i).map_err(to_error)?;
+    }
+    let last = events.0[repeats as usize];
+    unsafe { event::record(last, stream) }.map_err(driver_error("recording a CUDA event"))?;
+    unsafe { event::synchronize(last) }.map_err(driver_error("waiting for a CUDA event"))?;
+    events
+        .0
+        .windows(2)
+        .map(|pair| {
+            // SAFETY: both events were recorded and have completed.
+            unsafe { event::elapsed(pair[0], pair[1]) }
+                .map(f64::from)
+                .map_err(driver_error("reading a CUDA event"))
+        })
+        .collect()
+}
+
+/// Back-to-back events: the end of one repetition is the start of the next,
+/// so no gap between repetitions goes untimed or is timed twice.
+struct Events(Vec<sys::CUevent>);
+
+impl Events {
+    fn new(n: usize) -> Result<Events, TaskError> {
+        let mut events = Events(Vec::with_capacity(n));
+        for _ in 0..n {
+            let e =
+                std::panic::catch_unwind(|| event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|_| {
+                        TaskError::unavailable(
+                            "cuda",
+                            "libcuda could not be loaded to create CUDA events",
+                            "run on a machine with an NVIDIA driver",
+                        )
+                    })?
+                    .map_err(driver_error("creating a CUDA event"))?;
+            events.0.push(e);
+        }
+        Ok(events)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        for e in &self.0 {
+            // SAFETY: created by `event::create` and destroyed once.
+            let _ = unsafe { event::destroy(*e) };
+        }
+    }
+}
+
+pub fn sync(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
+/// The median of timed repetitions (and their spread), in ms.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Times {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub min: f64,
+    pub mean: f64,
+    pub repeats: usize,
+}
+
+impl Times {
+    pub fn from_ms(samples: &[f64]) -> Times {
+        if samples.is_empty() {
+            return Times {
+                median: 0.0,
+                p10: 0.0,
+                p90: 0.0,
+                min: 0.0,
+                mean: 0.0,
+                repeats: 0,
+            };
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |p| crate::tasks::vit::stats::percentile(&sorted, p);
+        Times {
+            median: at(50.0),
+            p10: at(10.0),
+            p90: at(90.0),
+            min: sorted.first().copied().unwrap_or(0.0),
+            mean: sorted.iter().sum::<f64>() / sorted.len().max(1) as f64,
+            repeats: sorted.len(),
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The measurement loop of the `Vit` task: synthetic images → preprocessing →
+//! host-to-device copy → forward pass → logits back to the host, through the
+//! sync or async flow, with NVTX ranges and per-stage timing.
+
+use std::time::Instant;
+
+use tch::{Device, Kind, Tensor};
+
+use super::flow;
+use super::model::Vit;
+use super::results::Measurement;
+use super::spec::{Device as SpecDevice, Dtype, Pipeline, Preprocess, VitConfig};
+use crate::tasks::cuda;
+use crate::tasks::error::TaskError;
+use crate::tasks::nvtx::Nvtx;
+
+/// Distinct source batches, rotated so that inputs are not one buffer.
+const SOURCE_POOL: usize = 4;
+const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
+const STD: [f64; 3] = [0.229, 0.224, 0.225];
+
+pub(crate) fn torch_error(during: &str) -> impl Fn(tch::TchError) -> TaskError + '_ {
+    move |e| TaskError::Torch {
+        during: during.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+fn kind(dtype: Dtype) -> Kind {
+    match dtype {
+        Dtype::F32 => Kind::Float,
+        Dtype::F16 => Kind::Half,
+        Dtype::Bf16 => Kind::BFloat16,
+    }
+}
+
+/// The tch device of a config, CUDA checked.
+pub fn device(config: &VitConfig) -> Result<Device, TaskError> {
+    match config.device {
+        SpecDevice::Cpu => Ok(Device::Cpu),
+        SpecDevice::Cuda(index) => cuda::cuda_device(index),
+    }
+}
+
+/// A batch ready for the device: preprocessed on the CPU, or raw uint8 when
+/// preprocessing runs on the GPU.
+struct Prepared {
+    images: Tensor,
+    preprocess_ms: f64,
+}
+
+struct Runner<'a> {
+    config: &'a VitConfig,
+    model: Vit,
+    device: Device,
+    kind: Kind,
+    pool: Vec<Tensor>,
+    batch_ms: Vec<f64>,
+    stage_sum_ms: [f64; 4],
+    peak_memory: Option<u64>,
+}
+
+/// Runs warm-up and measured batches and returns the timings.
+pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskError> {
+    let device = device(config)?;
+    let kind = kind(config.dtype);
+    let _guard = tch::no_grad_guard();
+    // Create the CUDA context first, so that the baseline excludes it and
+    // includes nothing of ours: the weights count towards the peak.
+    let baseline = if device.is_cuda() {
+        let _context = Tensor::f_zeros([1], (Kind::Float, device))
+            .map_err(torch_error("initializing CUDA"))?;
+        cuda::device_memory_used()
+    } else {
+        None
+    };
+    let model = Vit::new(config, kind, device).map_err(torch_error("building the model"))?;
+    let pool = source_pool(config, device)?;
+    let mut runner = Runner {
+        config,
+        model,
+        device,
+        kind,
+        pool,
+        batch_ms: Vec::new(),
+        stage_sum_ms: [0.0; 4],
+        peak_memory: None,
+    };
+    nvtx.range("warmup", |nvtx| {
+        runner.run_batches(config.warmup as usize, nvtx, false)
+    })?;
+    runner.batch_ms.clear();
+    runner.stage_sum_ms = [0.0; 4];
+    let start = Instant::now();
+    nvtx.range("measure", |nvtx| {
+        runner.run_batches(config.batches as usize, nvtx, true)
+    })?;
+    let window_s = start.elapsed().as_secs_f64();
+    let peak_memory_bytes = match (runner.peak_memory, baseline) {
+        (Some(peak), Some(base)) => Some(peak.saturating_sub(base)),
+        _ if !device.is_cuda() => cuda::host_peak_memory(),
+        _ => None,
+    };
+    Ok(Measurement {
+        params: runner.model.param_count(),
+        flops_per_image: runner.model.flops_per_image(),
+        images: u64::from(config.batches) * u64::from(config.batch),
+        window_s,
+        batch_ms: runner.batch_ms,
+        stage_sum_ms: runner.stage_sum_ms,
+        peak_memory_bytes,
+    })
+}
+
+/// `SOURCE_POOL` seeded uint8 batches `[B, 3, S, S]` on the host (pinned when
+/// they will be copied to a GPU).
+fn source_pool(config: &VitConfig, device: Device) -> Result<Vec<Tensor>, TaskError> {
+    let s = i64::from(config.source_size);
+    let shape = [i64::from(config.batch), 3, s, s];
+    (0..SOURCE_POOL)
+        .map(|_| {
+            let t = Tensor::f_randint(256, shape, (Kind::Uint8, Device::Cpu))?;
+            if device.is_cuda() {
+                t.f_pin_memory(device)
+            } else {
+                Ok(t)
+            }
+        })
+        .collect::<Result<_, _>>()
+        .map_err(torch_error("making the synthetic images"))
+}
+
+/// Resize to the model's resolution, normalize, cast.
+fn preprocess(raw: &Tensor, config: &VitConfig, kind: Kind) -> Result<Tensor, tch::TchError> {
+    let device = raw.device();
+    let size = i64::from(config.image_size);
+    let mean = Tensor::f_from_slice(&MEAN[..])?
+        .f_mul_scalar(255.0)?
+        .f_reshape([1, 3, 1, 1])?
+        .f_to_device_(device, Kind::Float, false, false)?;
+    let std = Tensor::f_from_slice(&STD[..])?
+        .f_mul_scalar(255.0)?
+        .f_reshape([1, 3, 1, 1])?
+        .f_to_device_(device, Kind::Float, false, false)?;
+    raw.f_to_kind(Kind::Float)?
+        .f_upsample_bilinear2d([size, size], false, None::<f64>, None::<f64>)?
+        .f_sub(&mean)?
+        .f_div(&std)?
+        .f_to_kind(kind)
+}
+
+/// The source batches, read by every preprocessing worker.
+struct SharedPool(Vec<Tensor>);
+
+// SAFETY: workers only read the tensors (convert, resize, `shallow_clone`);
+// libtorch tensors may be read from several threads at once, and their
+// reference counts are atomic. tch marks `Tensor` Send but not Sync only
+// because it cannot know that no one mutates.
+unsafe impl Sync for SharedPool {}
+
+impl Runner<'_> {
+    fn run_batches(
+        &mut self,
+        batches: usize,
+        nvtx: &mut Nvtx,
+        record: bool,
+    ) -> Result<(), TaskError> {
+        let (config, kind, device) = (self.config, self.kind, self.device);
+        let pool = SharedPool(self.pool.iter().map(Tensor::shallow_clone).collect());
+        let pool = &pool;
+        let produce = move |index: usize| -> Result<Prepared, TaskError> {
+            let raw = &pool.0[index % pool.0.len()];
+            if config.preprocess == Preprocess::Gpu {
+                return Ok(Prepared {
+                    images: raw.shallow_clone(),
+                    preprocess_ms: 0.0,
+                });
+            }
+            let start = Instant::now();
+            let mut images = preprocess(raw, config, kind).map_err(torch_error("preprocessing"))?;
+            if device.is_cuda() {
+                images = images
+                    .f_pin_memory(device)
+                    .map_err(torch_error("pinning a batch"))?;
+            }
+            Ok(Prepared {
+                images,
+                preprocess_ms: ms(start),
+            })
+        };
+        let mut consume = |index: usize, prepared: Prepared| -> Result<(), TaskError> {
+            nvtx.push(&format!("batch {index}"));
+            let result = self.one_batch(prepared, record, nvtx);
+            nvtx.pop();
+            result
+        };
+        match config.pipeline {
+            Pipeline::Sync => flow::run_sync(batches, produce, &mut consume),
+            Pipeline::Async { queue, workers } => flow::run_async(
+                batches,
+                queue as usize,
+                workers as usize,
+                produce,
+                &mut consume,
+            ),
+        }
+    }
+
+    /// Copy in, (GPU preprocessing,) forward, copy out; each stage timed
+    /// after a device synchronization.
+    fn one_batch(
+        &mut self,
+        prepared: Prepared,
+        record: bool,
+        nvtx: &mut Nvtx,
+    ) -> Result<(), TaskError> {
+        let start = Instant::now();
+        let mut stages = [prepared.preprocess_ms, 0.0, 0.0, 0.0];
+        let t = Instant::now();
+        let copy_kind = if self.config.preprocess == Preprocess::Gpu {
+            Kind::Uint8
+        } else {
+            self.kind
+        };
+        let mut images = prepared
+            .images
+            .f_to_device_(self.device, copy_kind, true, false)
+            .map_err(torch_error("copying a batch to the device"))?;
+        self.sync();
+        stages[1] = ms(t);
+        if self.config.preprocess == Preprocess::Gpu {
+            let t = Instant::now();
+            images = preprocess(&images, self.config, self.kind)
+                .map_err(torch_error("preprocessing on the GPU"))?;
+            self.sync();
+            stages[0] = ms(t);
+        }
+        let t = Instant::now();
+        nvtx.push("forward");
+        let logits = self
+            .model
+            .forward(&images)
+            .map_err(torch_error("the forward pass"));
+        self.sync();
+        nvtx.pop();
+        let logits = logits?;
+        stages[2] = ms(t);
+        let t = Instant::now();
+        let _host = logits
+            .f_to_device_(Device::Cpu, Kind::Float, false, false)
+            .map_err(torch_error("copying logits to the host"))?;
+        stages[3] = ms(t);
+        let total = ms(start)
+            + if self.config.preprocess == Preprocess::Cpu {
+                prepared.preprocess_ms
+            } else {
+                0.0
+            };
+        if self.device.is_cuda() {
+            self.peak_memory = self.peak_memory.max(cuda::device_memory_used());
+        }
+        if record {
+            self.batch_ms.push(total);
+            for (sum, stage) in self.stage_sum_ms.iter_mut().zip(stages) {
+                *sum += stage;
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&self) {
+        if let Device::Cuda(index) = self.device {
+            tch::Cuda::synchronize(index as i64);
+        }
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}

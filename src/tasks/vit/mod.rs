@@ -1,0 +1,74 @@
+//! The `Vit` task: a Vision Transformer built from its shape alone, with
+//! seeded random weights, measured on synthetic images. Writes `results.json`
+//! (and `trace.sqlite` with `trace: Cupti`).
+//!
+//! The spec, its validation and the closed-form counts build without
+//! libtorch; running needs the `torch` feature.
+
+pub mod flow;
+pub mod formula;
+pub mod results;
+pub mod spec;
+pub mod stats;
+
+#[cfg(feature = "torch")]
+pub mod measure;
+#[cfg(feature = "torch")]
+pub mod model;
+
+pub use spec::{Pipeline, Preprocess, Trace, VitConfig, VitSpec};
+
+use super::error::TaskError;
+use super::TaskContext;
+
+/// Bumped when the task's measurement or output changes meaning.
+pub const VERSION: u32 = 1;
+
+/// The files a `Vit` node creates.
+pub fn outputs(spec: &VitSpec) -> Vec<String> {
+    let mut files = vec!["results.json".to_owned()];
+    match spec.trace {
+        Trace::Cupti => files.push("trace.sqlite".to_owned()),
+        Trace::Nsys => files.push("trace.nsys-rep".to_owned()),
+        Trace::None => {}
+    }
+    files
+}
+
+/// Runs the experiment and writes its outputs into `ctx.out`.
+pub fn run(spec: &VitSpec, ctx: &TaskContext) -> Result<(), TaskError> {
+    let config = spec.resolve().map_err(|message| TaskError::InvalidSpec {
+        kind: "Vit",
+        message,
+    })?;
+    run_config(&config, ctx)
+}
+
+#[cfg(not(feature = "torch"))]
+fn run_config(_config: &VitConfig, _ctx: &TaskContext) -> Result<(), TaskError> {
+    Err(TaskError::TorchNotBuilt { kind: "Vit" })
+}
+
+#[cfg(feature = "torch")]
+fn run_config(config: &VitConfig, ctx: &TaskContext) -> Result<(), TaskError> {
+    use super::{env, nvtx::Nvtx};
+    let before = env::probe();
+    let tracer = match config.trace {
+        Trace::Cupti => Some(crate::tasks::cupti::Recorder::start()?),
+        _ => None,
+    };
+    let mut nvtx = Nvtx::new(tracer.as_ref().map(|t| t.clock()));
+    let measurement = measure::measure(config, &mut nvtx)?;
+    let trace = match tracer {
+        Some(tracer) => Some(
+            tracer
+                .finish(nvtx.take_ranges(), &ctx.out.join("trace.sqlite"))?
+                .summary(),
+        ),
+        None => None,
+    };
+    let after = env::probe();
+    let mut results = results::VitResults::new(config, before, after, &measurement);
+    results.trace = trace;
+    results::write_json(&ctx.out.join("results.json"), &results)
+}

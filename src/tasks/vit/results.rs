@@ -1,0 +1,116 @@
+//! `results.json` of the `Vit` task (normative fields): the resolved config,
+//! the environment before and after, parameter and FLOP counts, throughput,
+//! per-batch latency statistics, the stage split and peak memory.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::spec::VitConfig;
+use super::stats::LatencyStats;
+use crate::tasks::env::Env;
+use crate::tasks::error::TaskError;
+
+/// What one measured run gives back, before summarising.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    pub params: u64,
+    pub flops_per_image: u64,
+    pub images: u64,
+    /// Wall time of the measured window, in seconds.
+    pub window_s: f64,
+    /// Work time of each measured batch (its preprocessing, copies and
+    /// forward pass), in ms.
+    pub batch_ms: Vec<f64>,
+    /// Σ per stage over measured batches, in ms: preprocess, h2d, forward, d2h.
+    pub stage_sum_ms: [f64; 4],
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// Mean time per batch of each stage, in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stages {
+    pub preprocess: f64,
+    pub h2d: f64,
+    pub forward: f64,
+    pub d2h: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VitResults {
+    pub config: VitConfig,
+    /// `key_facets` as probed before the run; `record` holds the record-only
+    /// facts `before` and `after` it.
+    pub env: Env,
+    pub params: u64,
+    pub flops_per_image: u64,
+    pub images: u64,
+    pub throughput_images_per_s: f64,
+    pub latency_ms: LatencyStats,
+    pub stages_ms: Stages,
+    /// Device memory in use at the peak less that before the model was built
+    /// (CUDA), or the process's peak resident memory (CPU); null if unknown.
+    pub peak_memory_bytes: Option<u64>,
+    /// Achieved arithmetic rate over the measured window.
+    pub tflops: f64,
+    /// Counts from the CUPTI trace (`trace: Cupti` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<serde_json::Value>,
+}
+
+impl VitResults {
+    pub fn new(config: &VitConfig, before: Env, after: Env, m: &Measurement) -> VitResults {
+        let batches = m.batch_ms.len().max(1) as f64;
+        let [preprocess, h2d, forward, d2h] = m.stage_sum_ms.map(|sum| sum / batches);
+        let throughput = if m.window_s > 0.0 {
+            m.images as f64 / m.window_s
+        } else {
+            0.0
+        };
+        let zero = LatencyStats {
+            mean: 0.0,
+            median: 0.0,
+            p90: 0.0,
+            p99: 0.0,
+            min: 0.0,
+            max: 0.0,
+            std: 0.0,
+            median_ci95: [0.0, 0.0],
+        };
+        VitResults {
+            config: config.clone(),
+            env: Env {
+                key_facets: before.key_facets,
+                record: json!({ "before": before.record, "after": after.record }),
+            },
+            params: m.params,
+            flops_per_image: m.flops_per_image,
+            images: m.images,
+            throughput_images_per_s: throughput,
+            latency_ms: LatencyStats::from_samples(&m.batch_ms, config.seed).unwrap_or(zero),
+            stages_ms: Stages {
+                preprocess,
+                h2d,
+                forward,
+                d2h,
+            },
+            peak_memory_bytes: m.peak_memory_bytes,
+            tflops: throughput * m.flops_per_image as f64 / 1e12,
+            trace: None,
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file and a
+/// rename, so a crash never leaves a half-written file.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), TaskError> {
+    let io = |source| TaskError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let text = serde_json::to_string_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n").map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}

@@ -1,0 +1,313 @@
+//! The `Vit` task's spec as written in a pipeline file ([`VitSpec`]), its
+//! validation, and the resolved shape and run parameters ([`VitConfig`]) that
+//! `results.json` records under `config`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `Vit(...)` in a pipeline file. The model is named by `model:
+/// "vit{patch}x{depth}x{dim}"` or by explicit `patch`, `depth`, `dim` (an
+/// explicit field wins over the name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VitSpec {
+    #[serde(default, deserialize_with = "bare_some")]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "bare_some")]
+    pub patch: Option<u32>,
+    #[serde(default, deserialize_with = "bare_some")]
+    pub depth: Option<u32>,
+    #[serde(default, deserialize_with = "bare_some")]
+    pub dim: Option<u32>,
+    /// Attention heads; default `dim / 64`.
+    #[serde(default, deserialize_with = "bare_some")]
+    pub heads: Option<u32>,
+    /// Hidden width of the MLP; default `4 * dim`.
+    #[serde(default, deserialize_with = "bare_some")]
+    pub mlp_dim: Option<u32>,
+    /// The resolution the model sees.
+    #[serde(default = "default_image_size")]
+    pub image_size: u32,
+    /// The resolution of the synthetic uint8 source images, resized to
+    /// `image_size` by preprocessing; default `image_size * 8 / 7` (256 for 224).
+    #[serde(default, deserialize_with = "bare_some")]
+    pub source_size: Option<u32>,
+    #[serde(default = "default_num_classes")]
+    pub num_classes: u32,
+    #[serde(default = "default_batch")]
+    pub batch: u32,
+    /// Warm-up batches, run before measuring and not counted.
+    #[serde(default = "default_warmup")]
+    pub warmup: u32,
+    /// Images measured (rounded up to whole batches).
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// "f32", "f16" or "bf16".
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// "cpu", "cuda" or "cuda:N".
+    #[serde(default = "default_device")]
+    pub device: String,
+    #[serde(default)]
+    pub pipeline: Pipeline,
+    #[serde(default)]
+    pub preprocess: Preprocess,
+    #[serde(default)]
+    pub trace: Trace,
+    /// Run under `numactl --cpunodebind=N --membind=N`.
+    #[serde(default)]
+    pub numa: Option<u32>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// How batches flow from preprocessing to the model (RQ5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum Pipeline {
+    /// Preprocess, copy, run, copy back, one batch at a time.
+    #[default]
+    Sync,
+    /// `workers` threads preprocess batches into a bounded queue of depth
+    /// `queue` while the model runs.
+    Async { queue: u32, workers: u32 },
+}
+
+/// Where images are resized, normalized and cast.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Preprocess {
+    #[default]
+    Cpu,
+    Gpu,
+}
+
+/// Which profiler records the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Trace {
+    #[default]
+    None,
+    /// CUPTI, from inside the task, into `trace.sqlite`.
+    Cupti,
+    /// The whole task under `nsys profile`, into `trace.nsys-rep`.
+    Nsys,
+}
+
+/// Optional fields written bare (`patch: 16`, `model: "vit16x12x768"`), the
+/// way pipeline files give them, rather than as RON's `Some(16)`.
+fn bare_some<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+fn default_image_size() -> u32 {
+    224
+}
+fn default_num_classes() -> u32 {
+    1000
+}
+fn default_batch() -> u32 {
+    1
+}
+fn default_warmup() -> u32 {
+    10
+}
+fn default_samples() -> u32 {
+    256
+}
+fn default_dtype() -> String {
+    "f32".to_owned()
+}
+fn default_device() -> String {
+    "cuda".to_owned()
+}
+
+/// The element type, parsed from `dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Dtype {
+    pub fn parse(s: &str) -> Option<Dtype> {
+        match s {
+            "f32" | "float32" => Some(Dtype::F32),
+            "f16" | "float16" | "half" => Some(Dtype::F16),
+            "bf16" | "bfloat16" => Some(Dtype::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// A device, parsed from `device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    Cpu,
+    Cuda(u32),
+}
+
+impl Device {
+    pub fn parse(s: &str) -> Option<Device> {
+        match s {
+            "cpu" => Some(Device::Cpu),
+            "cuda" => Some(Device::Cuda(0)),
+            _ => s.strip_prefix("cuda:")?.parse().ok().map(Device::Cuda),
+        }
+    }
+
+    pub fn is_cuda(self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+}
+
+/// The resolved model shape and run parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VitConfig {
+    pub model: String,
+    pub patch: u32,
+    pub depth: u32,
+    pub dim: u32,
+    pub heads: u32,
+    pub mlp_dim: u32,
+    pub image_size: u32,
+    pub source_size: u32,
+    pub num_classes: u32,
+    pub batch: u32,
+    pub warmup: u32,
+    pub samples: u32,
+    /// Measured batches: `samples / batch`, rounded up.
+    pub batches: u32,
+    pub dtype: Dtype,
+    pub device: Device,
+    pub pipeline: Pipeline,
+    pub preprocess: Preprocess,
+    pub trace: Trace,
+    pub numa: Option<u32>,
+    pub seed: u64,
+}
+
+impl VitConfig {
+    /// Patches per image (tokens without the class token).
+    pub fn patches(&self) -> u64 {
+        let side = u64::from(self.image_size / self.patch);
+        side * side
+    }
+}
+
+/// `"vit{patch}x{depth}x{dim}"` → (patch, depth, dim).
+pub fn parse_model(name: &str) -> Option<(u32, u32, u32)> {
+    let rest = name.strip_prefix("vit")?;
+    let mut parts = rest.split('x').map(|p| p.parse::<u32>().ok());
+    let shape = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(shape)
+}
+
+impl VitSpec {
+    /// Checks the spec, naming the offending field; the pipeline loader calls
+    /// it at load time and the task again at node start.
+    pub fn validate(&self) -> Result<(), String> {
+        self.resolve().map(|_| ())
+    }
+
+    /// The resolved configuration, or the first problem found.
+    pub fn resolve(&self) -> Result<VitConfig, String> {
+        let named = match &self.model {
+            Some(name) => Some(parse_model(name).ok_or_else(|| {
+                format!("`model` {name:?} is not of the form \"vit{{patch}}x{{depth}}x{{dim}}\" (e.g. \"vit16x12x768\")")
+            })?),
+            None => None,
+        };
+        let pick = |explicit: Option<u32>, from_name: Option<u32>, field: &str| {
+            explicit.or(from_name).ok_or_else(|| {
+                format!("`{field}` is missing: give `model: \"vit{{patch}}x{{depth}}x{{dim}}\"` or `{field}`")
+            })
+        };
+        let patch = pick(self.patch, named.map(|n| n.0), "patch")?;
+        let depth = pick(self.depth, named.map(|n| n.1), "depth")?;
+        let dim = pick(self.dim, named.map(|n| n.2), "dim")?;
+        for (field, value) in [
+            ("patch", patch),
+            ("depth", depth),
+            ("dim", dim),
+            ("batch", self.batch),
+        ] {
+            if value == 0 {
+                return Err(format!("`{field}` must be at least 1"));
+            }
+        }
+        let heads = self.heads.unwrap_or((dim / 64).max(1));
+        if heads == 0 || dim % heads != 0 {
+            return Err(format!(
+                "`dim` ({dim}) is not divisible by `heads` ({heads})"
+            ));
+        }
+        let mlp_dim = self.mlp_dim.unwrap_or(4 * dim);
+        if mlp_dim == 0 {
+            return Err("`mlp_dim` must be at least 1".to_owned());
+        }
+        if self.image_size == 0 || self.image_size % patch != 0 {
+            return Err(format!(
+                "`image_size` ({}) is not divisible by `patch` ({patch})",
+                self.image_size
+            ));
+        }
+        let source_size = self.source_size.unwrap_or(self.image_size * 8 / 7);
+        if source_size == 0 {
+            return Err("`source_size` must be at least 1".to_owned());
+        }
+        if self.num_classes == 0 {
+            return Err("`num_classes` must be at least 1".to_owned());
+        }
+        if self.samples == 0 {
+            return Err("`samples` must be at least 1".to_owned());
+        }
+        let dtype = Dtype::parse(&self.dtype).ok_or_else(|| {
+            format!(
+                "`dtype` {:?} is unknown; use \"f32\", \"f16\" or \"bf16\"",
+                self.dtype
+            )
+        })?;
+        let device = Device::parse(&self.device).ok_or_else(|| {
+            format!(
+                "`device` {:?} is unknown; use \"cpu\", \"cuda\" or \"cuda:N\"",
+                self.device
+            )
+        })?;
+        if let Pipeline::Async { queue, workers } = self.pipeline {
+            if queue == 0 || workers == 0 {
+                return Err(
+                    "`pipeline`: Async needs `queue` and `workers` of at least 1".to_owned(),
+                );
+            }
+        }
+        if self.preprocess == Preprocess::Gpu && !device.is_cuda() {
+            return Err("`preprocess: Gpu` needs a CUDA `device`".to_owned());
+        }
+        if self.trace == Trace::Cupti && !device.is_cuda() {
+            return Err("`trace: Cupti` needs a CUDA `device`".to_owned());
+        }
+        let model = format!("vit{patch}x{depth}x{dim}");
+        Ok(VitConfig {
+            model,
+            patch,
+            depth,
+            dim,
+            heads,
+            mlp_dim,
+            image_size: self.image_size,
+            source_size,
+            num_classes: self.num_classes,
+            batch: self.batch,
+            warmup: self.warmup,
+            samples: self.samples,
+            batches: self.samples.div_ceil(self.batch),
+            dtype,
+            device,
+            pipeline: self.pipeline,
+            preprocess: self.preprocess,
+            trace: self.trace,
+            numa: self.numa,
+            seed: self.seed,
+        })
+    }
+}

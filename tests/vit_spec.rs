@@ -1,0 +1,144 @@
+//! The `Vit` spec as pipeline files write it: RON forms, defaults, and the
+//! messages bad configs fail with (each names its field).
+
+use vitgraph::tasks::vit::{self, Pipeline, Preprocess, Trace, VitSpec};
+use vitgraph::tasks::{TaskContext, TaskError, TaskSpec};
+
+fn spec(ron_text: &str) -> VitSpec {
+    ron::from_str(ron_text).unwrap_or_else(|e| panic!("{ron_text} should parse: {e}"))
+}
+
+fn context(out: &std::path::Path) -> TaskContext {
+    TaskContext {
+        root: out.to_owned(),
+        out: out.to_owned(),
+        needs: Default::default(),
+        gpus: vec![],
+        node: "test".into(),
+    }
+}
+
+#[test]
+fn enums_parse_as_ron_writes_them() {
+    let s = spec(
+        r#"(model: "vit32x6x384", batch: 64, dtype: "bf16", pipeline: Async(queue: 4, workers: 2),
+            preprocess: Gpu, trace: Cupti, numa: Some(1), seed: 3)"#,
+    );
+    assert_eq!(
+        s.pipeline,
+        Pipeline::Async {
+            queue: 4,
+            workers: 2
+        }
+    );
+    assert_eq!(s.preprocess, Preprocess::Gpu);
+    assert_eq!(s.trace, Trace::Cupti);
+    assert_eq!(s.numa, Some(1));
+    let none = spec(r#"(model: "vit32x6x384", trace: None, pipeline: Sync)"#);
+    assert_eq!(none.trace, Trace::None);
+    assert_eq!(none.numa, None);
+}
+
+#[test]
+fn model_string_and_explicit_fields_resolve_with_defaults() {
+    let c = spec(r#"(model: "vit16x12x768")"#).resolve().expect("valid");
+    assert_eq!(
+        (c.patch, c.depth, c.dim, c.heads, c.mlp_dim),
+        (16, 12, 768, 12, 3072)
+    );
+    assert_eq!(
+        (c.image_size, c.source_size, c.num_classes),
+        (224, 256, 1000)
+    );
+    let c = spec("(patch: 8, depth: 2, dim: 96, heads: 3, mlp_dim: 200, image_size: 32, samples: 10, batch: 4)")
+        .resolve()
+        .expect("valid");
+    assert_eq!((c.patch, c.heads, c.mlp_dim, c.batches), (8, 3, 200, 3));
+    assert_eq!(c.model, "vit8x2x96");
+}
+
+#[test]
+fn unknown_fields_are_rejected() {
+    let err = ron::from_str::<VitSpec>(r#"(model: "vit16x12x768", batchsize: 8)"#)
+        .expect_err("unknown field");
+    assert!(err.to_string().contains("batchsize"), "{err}");
+}
+
+#[test]
+fn bad_configs_fail_with_a_message_naming_the_field() {
+    let cases = [
+        (
+            r#"(model: "vit16x12x768", heads: 5)"#,
+            "`dim` (768) is not divisible by `heads` (5)",
+        ),
+        (
+            r#"(model: "vit16x12x768", image_size: 200)"#,
+            "`image_size` (200) is not divisible by `patch` (16)",
+        ),
+        (
+            r#"(model: "vit16x12x768", dtype: "f64")"#,
+            "`dtype` \"f64\" is unknown",
+        ),
+        (
+            r#"(model: "vitb16")"#,
+            "`model` \"vitb16\" is not of the form",
+        ),
+        (
+            r#"(model: "vit16x12x768", batch: 0)"#,
+            "`batch` must be at least 1",
+        ),
+        (
+            r#"(model: "vit16x12x768", device: "gpu")"#,
+            "`device` \"gpu\" is unknown",
+        ),
+        (r#"(patch: 16, depth: 12)"#, "`dim` is missing"),
+        (
+            r#"(model: "vit16x12x768", pipeline: Async(queue: 0, workers: 2))"#,
+            "`pipeline`",
+        ),
+        (
+            r#"(model: "vit16x12x768", device: "cpu", preprocess: Gpu)"#,
+            "`preprocess: Gpu` needs a CUDA `device`",
+        ),
+    ];
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (text, expected) in cases {
+        let s = spec(text);
+        let message = s.validate().expect_err(text);
+        assert!(message.contains(expected), "{text}: {message}");
+        // The task reports the same message at node start.
+        let err = vit::run(&s, &context(dir.path())).expect_err(text);
+        assert!(
+            matches!(err, TaskError::InvalidSpec { kind: "Vit", .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}
+
+#[test]
+fn task_spec_knows_the_kind_and_its_outputs() {
+    let task: TaskSpec =
+        ron::from_str(r#"Vit((model: "vit32x6x384", trace: Cupti))"#).expect("parses");
+    assert_eq!(task.kind(), "Vit");
+    assert_eq!(task.outputs(), ["results.json", "trace.sqlite"]);
+    assert_eq!(task.resources().gpus, 1);
+    assert!(task.measures_hardware());
+    let cpu: TaskSpec =
+        ron::from_str(r#"Vit((model: "vit32x6x384", device: "cpu"))"#).expect("parses");
+    assert_eq!(cpu.resources().gpus, 0);
+}
+
+#[cfg(not(feature = "torch"))]
+#[test]
+fn without_libtorch_a_vit_node_says_how_to_enable_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let err = vit::run(
+        &spec(r#"(model: "vit32x6x384", device: "cpu")"#),
+        &context(dir.path()),
+    )
+    .expect_err("no torch");
+    let report = format!("{:?}", miette::Report::new(err));
+    assert!(report.contains("scripts/setup-libtorch.sh"), "{report}");
+    assert!(report.contains("--features torch"), "{report}");
+}

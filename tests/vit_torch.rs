@@ -1,0 +1,197 @@
+//! The `Vit` and `OpBench` tasks on real libtorch, on the CPU: the model's
+//! parameter and FLOP counts against the closed forms, and complete
+//! `results.json` files from tiny runs.
+#![cfg(feature = "torch")]
+
+use serde_json::Value;
+use tch::{Device, Kind};
+use vitgraph::tasks::opbench::{self, OpBenchSpec};
+use vitgraph::tasks::vit::{self, formula, model::Vit, VitSpec};
+use vitgraph::tasks::{TaskContext, TaskError};
+
+/// libtorch's random generator is process-wide and tests run on parallel
+/// threads: every test that draws from it holds this lock.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn rng() -> std::sync::MutexGuard<'static, ()> {
+    RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn spec(ron_text: &str) -> VitSpec {
+    ron::from_str(ron_text).unwrap_or_else(|e| panic!("{ron_text} should parse: {e}"))
+}
+
+fn context(out: &std::path::Path) -> TaskContext {
+    TaskContext {
+        root: out.to_owned(),
+        out: out.to_owned(),
+        needs: Default::default(),
+        gpus: vec![],
+        node: "test".into(),
+    }
+}
+
+#[test]
+fn model_parameters_and_flops_equal_the_closed_forms() {
+    let _rng = rng();
+    let shapes = [
+        r#"(model: "vit16x12x384", device: "cpu")"#,
+        r#"(model: "vit32x6x384", device: "cpu")"#,
+        r#"(model: "vit16x2x128", image_size: 64, num_classes: 10, device: "cpu")"#,
+        r#"(patch: 8, depth: 3, dim: 96, heads: 3, mlp_dim: 200, image_size: 40, device: "cpu")"#,
+    ];
+    for text in shapes {
+        let config = spec(text).resolve().expect("valid");
+        let model = Vit::new(&config, Kind::Float, Device::Cpu).expect("model builds");
+        assert_eq!(model.param_count(), formula::params(&config), "{text}");
+        assert_eq!(
+            model.flops_per_image(),
+            formula::flops_per_image(&config),
+            "{text}"
+        );
+    }
+    let small = spec(r#"(model: "vit16x12x384", device: "cpu")"#)
+        .resolve()
+        .expect("valid");
+    let model = Vit::new(&small, Kind::Float, Device::Cpu).expect("model builds");
+    assert_eq!(
+        model.param_count(),
+        22_050_664,
+        "timm's vit_small_patch16_224"
+    );
+}
+
+#[test]
+fn forward_gives_finite_logits_of_the_right_shape_and_is_seeded() {
+    let _rng = rng();
+    let config =
+        spec(r#"(model: "vit16x2x64", image_size: 32, num_classes: 7, device: "cpu", seed: 5)"#)
+            .resolve()
+            .expect("valid");
+    let _guard = tch::no_grad_guard();
+    let images = tch::Tensor::randn([3, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let a = Vit::new(&config, Kind::Float, Device::Cpu)
+        .expect("builds")
+        .forward(&images)
+        .expect("runs");
+    let b = Vit::new(&config, Kind::Float, Device::Cpu)
+        .expect("builds")
+        .forward(&images)
+        .expect("runs");
+    assert_eq!(a.size(), [3, 7]);
+    assert!(bool::try_from(a.isfinite().all()).expect("bool"));
+    assert!(a.allclose(&b, 0.0, 0.0, false), "same seed, same weights");
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("results.json written"))
+        .expect("valid JSON")
+}
+
+#[test]
+fn a_tiny_cpu_run_writes_every_normative_field() {
+    let _rng = rng();
+    for pipeline in ["Sync", "Async(queue: 2, workers: 2)"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = format!(
+            r#"(model: "vit8x2x64", image_size: 32, num_classes: 10, batch: 2, warmup: 1, samples: 6, device: "cpu", pipeline: {pipeline})"#
+        );
+        vit::run(&spec(&text), &context(dir.path())).expect("tiny run succeeds");
+        let r = read_json(&dir.path().join("results.json"));
+        for field in [
+            "config",
+            "env",
+            "params",
+            "flops_per_image",
+            "images",
+            "throughput_images_per_s",
+            "latency_ms",
+            "stages_ms",
+            "peak_memory_bytes",
+        ] {
+            assert!(r.get(field).is_some(), "{pipeline}: missing `{field}`");
+        }
+        for field in [
+            "mean",
+            "median",
+            "p90",
+            "p99",
+            "min",
+            "max",
+            "std",
+            "median_ci95",
+        ] {
+            assert!(
+                r["latency_ms"].get(field).is_some(),
+                "missing latency_ms.{field}"
+            );
+        }
+        for field in ["preprocess", "h2d", "forward", "d2h"] {
+            assert!(
+                r["stages_ms"][field].is_number(),
+                "missing stages_ms.{field}"
+            );
+        }
+        for facet in ["gpu", "driver", "cuda", "libtorch", "cpu", "numa"] {
+            assert!(
+                r["env"]["key_facets"][facet].is_string(),
+                "missing env facet {facet}"
+            );
+        }
+        assert!(
+            r["env"]["record"]["before"].is_object() && r["env"]["record"]["after"].is_object()
+        );
+        assert_eq!(r["images"], 6);
+        assert_eq!(r["config"]["batches"], 3);
+        assert_eq!(
+            r["params"].as_u64(),
+            Some(formula::params(&spec(&text).resolve().expect("valid")))
+        );
+        assert!(r["throughput_images_per_s"].as_f64().expect("number") > 0.0);
+        assert!(r["latency_ms"]["min"].as_f64() <= r["latency_ms"]["median"].as_f64());
+        assert!(r["stages_ms"]["forward"].as_f64().expect("number") > 0.0);
+        assert!(!dir.path().join("results.json.tmp").exists());
+    }
+}
+
+#[test]
+fn cuda_without_a_gpu_is_a_clear_error() {
+    if tch::Cuda::is_available() {
+        eprintln!("skipped: this machine has a GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let err = vit::run(
+        &spec(r#"(model: "vit8x2x64", image_size: 32, device: "cuda")"#),
+        &context(dir.path()),
+    )
+    .expect_err("no GPU");
+    assert!(matches!(err, TaskError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("`device`"), "{err}");
+}
+
+#[test]
+fn opbench_on_the_cpu_reports_time_and_rates() {
+    let _rng = rng();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = [
+        ("(op: LayerNorm(batch: 2, seq: 16, dim: 64), device: \"cpu\", dtype: \"f32\", repeats: 5)", false),
+        ("(op: Gemm(m: 64, n: 48, k: 107, pad_to: Some(112)), device: \"cpu\", dtype: \"f32\", repeats: 5)", true),
+        ("(op: Sdpa(batch: 1, heads: 2, seq: 32, head_dim: 16, backend: Math), device: \"cpu\", dtype: \"f32\", repeats: 5)", true),
+        ("(op: CrossEntropy(batch: 2, seq: 8, dim: 100), device: \"cpu\", dtype: \"f32\", repeats: 5)", false),
+        ("(op: Hetero(heads: 2, head_dim: 16, seqs: [8, 16, 32]), device: \"cpu\", dtype: \"f32\", repeats: 5)", true),
+    ];
+    for (text, has_flops) in cases {
+        let spec: OpBenchSpec = ron::from_str(text).expect("parses");
+        opbench::run(&spec, &context(dir.path())).expect("runs");
+        let r = read_json(&dir.path().join("results.json"));
+        assert_eq!(r["status"], "ok", "{text}: {r}");
+        assert!(
+            r["time_ms"]["median"].as_f64().expect("median") > 0.0,
+            "{text}"
+        );
+        assert!(r["gbps"].as_f64().expect("gbps") > 0.0, "{text}");
+        assert_eq!(r["tflops"].is_number(), has_flops, "{text}");
+        assert!(r["env"]["key_facets"].is_object());
+    }
+}
