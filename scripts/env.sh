@@ -1,10 +1,10 @@
-# Sourced by the scripts: chooses cargo features and, for the `torch`
-# feature, sets libtorch up (downloaded once, cached outside the repository).
+# Sourced by the scripts: chooses cargo features. With VITGRAPH_TORCH=1 the
+# libtorch-backed tasks (`Vit`, `OpBench`, CUPTI traces) are built: libtorch is
+# set up from PyPI wheels once (about 0.5 GB, cached outside the repository,
+# see scripts/setup-libtorch.sh) and the `torch` feature is enabled.
 VITGRAPH_FEATURES=""
-if [ -x scripts/setup-libtorch.sh ] && grep -q '^torch *=' Cargo.toml; then
-    LIBTORCH="$(scripts/setup-libtorch.sh)"
-    export LIBTORCH
-    export LD_LIBRARY_PATH="$LIBTORCH/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ "${VITGRAPH_TORCH:-0}" = "1" ]; then
+    eval "$(scripts/setup-libtorch.sh)"
     VITGRAPH_FEATURES="--features torch"
 fi
 export VITGRAPH_FEATURES
