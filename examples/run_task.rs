@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         .into(),
         gpus: vec![0],
         node: format!("{kind} {spec}"),
+        upstream: Default::default(),
     };
     let result = match kind.as_str() {
         "vit" => ron::from_str(spec)
