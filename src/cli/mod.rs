@@ -146,7 +146,9 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
-        Command::Trace(cmd) => trace::run(cmd).map_err(|report| Failure::Report(report, exit::NODE_FAILED)),
+        Command::Trace(cmd) => {
+            trace::run(cmd).map_err(|report| Failure::Report(report, exit::NODE_FAILED))
+        }
         command => {
             check_fake_env()?;
             let ws = find_workspace(&start, cli.dir.is_some())?;
@@ -161,7 +163,9 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify => maintenance::verify(&ws),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
-                Command::Init(_) | Command::ExecTask { .. } | Command::Trace(_) => unreachable!("handled above"),
+                Command::Init(_) | Command::ExecTask { .. } | Command::Trace(_) => {
+                    unreachable!("handled above")
+                }
             }
         }
     }
@@ -207,7 +211,11 @@ pub(crate) struct Timer {
 impl Timer {
     pub(crate) fn start() -> Timer {
         let now = std::time::Instant::now();
-        Timer { start: now, last: std::cell::Cell::new(now), on: std::env::var_os("VITGRAPH_TIMINGS").is_some() }
+        Timer {
+            start: now,
+            last: std::cell::Cell::new(now),
+            on: std::env::var_os("VITGRAPH_TIMINGS").is_some(),
+        }
     }
 
     pub(crate) fn lap(&self, what: &str) {

@@ -170,8 +170,7 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let node = &graph.nodes[idx];
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
-    let recorded: Option<RecordedParts> =
-        last.and_then(|r| store_parts(ws, r));
+    let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(ws, r));
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
         _ => "stale",

@@ -58,7 +58,8 @@ impl KeyParts {
 /// Canonical JSON text of a serializable value, as a raw JSON value.
 pub fn raw_json<T: Serialize>(value: &T) -> Box<serde_json::value::RawValue> {
     let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-    serde_json::value::RawValue::from_string(text).unwrap_or_else(|_| serde_json::value::RawValue::from_string("null".into()).unwrap())
+    serde_json::value::RawValue::from_string(text)
+        .unwrap_or_else(|_| serde_json::value::RawValue::from_string("null".into()).unwrap())
 }
 
 /// What is stored with a run besides its key: the parts, and the params the

@@ -185,7 +185,11 @@ impl<'a> Evaluator<'a> {
     ) -> Result<Evaluation, StoreError> {
         let state = self.states.get(&node.id);
         let last = state.and_then(|s| s.latest_success.as_ref());
-        let pending: Vec<&String> = upstream.iter().filter(|(_, h)| h.is_none()).map(|(id, _)| id).collect();
+        let pending: Vec<&String> = upstream
+            .iter()
+            .filter(|(_, h)| h.is_none())
+            .map(|(id, _)| id)
+            .collect();
         // The recorded parts are parsed only when needed: to compare parts of a
         // stale node, or to fill in the manifests of upstream nodes still pending.
         let mut recorded: Option<RecordedParts> = None;
@@ -195,7 +199,11 @@ impl<'a> Evaluator<'a> {
         let mut manifests = BTreeMap::new();
         for (id, h) in upstream {
             let value = h
-                .or_else(|| recorded.as_ref().and_then(|r| r.parts.upstream.get(id).copied()))
+                .or_else(|| {
+                    recorded
+                        .as_ref()
+                        .and_then(|r| r.parts.upstream.get(id).copied())
+                })
                 .unwrap_or(ContentHash([0; 32]));
             manifests.insert(id.clone(), value);
         }
@@ -415,7 +423,12 @@ pub fn plan(
     let selected: std::collections::HashSet<NodeIdx> = selection.iter().copied().collect();
     let mut out: HashMap<NodeIdx, Evaluation> = HashMap::with_capacity(selection.len());
     for stage in &graph.stages {
-        let nodes: Vec<NodeIdx> = stage.nodes.iter().copied().filter(|i| selected.contains(i)).collect();
+        let nodes: Vec<NodeIdx> = stage
+            .nodes
+            .iter()
+            .copied()
+            .filter(|i| selected.contains(i))
+            .collect();
         if nodes.is_empty() {
             continue;
         }
@@ -427,7 +440,10 @@ pub fn plan(
                     .deps()
                     .into_iter()
                     .map(|d| {
-                        let h = out.get(&d).and_then(|e| e.verdict.run()).map(RunRecord::manifest_hash);
+                        let h = out
+                            .get(&d)
+                            .and_then(|e| e.verdict.run())
+                            .map(RunRecord::manifest_hash);
                         (graph.nodes[d].id.clone(), h)
                     })
                     .collect();

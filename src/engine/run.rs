@@ -183,8 +183,8 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             let exe = std::env::current_exe().map_err(|e| {
                 RunError::Failed(format!("cannot find the vitgraph executable: {e}"))
             })?;
-            let mut argv: Vec<String> =
-                crate::tasks::wrapper(builtin, &job.staging).map_err(|e| RunError::Failed(e.to_string()))?;
+            let mut argv: Vec<String> = crate::tasks::wrapper(builtin, &job.staging)
+                .map_err(|e| RunError::Failed(e.to_string()))?;
             argv.push(exe.to_string_lossy().into_owned());
             argv.push("exec-task".into());
             argv.push(job_file.to_string_lossy().into_owned());

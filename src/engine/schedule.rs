@@ -117,7 +117,12 @@ impl<'a> Builder<'a> {
         // Judge everything once up front (in parallel): nodes fresh now are
         // done at once; the others are judged again when their upstream is done.
         let fresh_now: HashMap<NodeIdx, RunRecord> = {
-            let ev = Evaluator { root: &self.root, store: Some(&self.store), states: &states, env: self.env };
+            let ev = Evaluator {
+                root: &self.root,
+                store: Some(&self.store),
+                states: &states,
+                env: self.env,
+            };
             match super::plan::plan(&ev, self.graph, selection) {
                 Ok(p) => p
                     .into_iter()
@@ -156,7 +161,9 @@ impl<'a> Builder<'a> {
         let (mut built, mut cached, mut failed, mut skipped) = (0, 0, 0, 0);
         let mut stopping = false;
         let mut interrupted = false;
-        reporter.event(&Event::Planned { total: selection.len() });
+        reporter.event(&Event::Planned {
+            total: selection.len(),
+        });
 
         let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
         loop {
@@ -167,7 +174,11 @@ impl<'a> Builder<'a> {
                 }
                 let node = &self.graph.nodes[i];
                 if let Some(run) = fresh_now.get(&i) {
-                    reporter.event(&Event::Cached { node: node.id.clone(), restored: false, reused_from: None });
+                    reporter.event(&Event::Cached {
+                        node: node.id.clone(),
+                        restored: false,
+                        reused_from: None,
+                    });
                     cached += 1;
                     done.insert(i, Done::Ok(run.clone()));
                     release(i, &dependents, &selected, &mut remaining, &mut ready);
@@ -461,7 +472,11 @@ impl<'a> Builder<'a> {
                 let up = &self.graph.nodes[d];
                 let dir = self.root.join(up.out_rel());
                 dirs.push(dir.clone());
-                let params = up.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                let params = up
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 ups.push(UpstreamNode {
                     id: up.id.clone(),
                     params,
@@ -572,7 +587,11 @@ struct JobCtx {
 }
 
 /// The run (and, when an existing run was reused, whose it was), the log, the time to record.
-type Outcome = (Result<(RunRecord, Option<String>), String>, Option<PathBuf>, u64);
+type Outcome = (
+    Result<(RunRecord, Option<String>), String>,
+    Option<PathBuf>,
+    u64,
+);
 
 impl JobCtx {
     /// Takes the key lock, runs the task unless another process recorded it
@@ -592,7 +611,11 @@ impl JobCtx {
             }
             Err(e) => return (Err(e.to_string()), None, 0),
         };
-        let existing = if self.force { None } else { store.run_for_key(&key).ok().flatten() };
+        let existing = if self.force {
+            None
+        } else {
+            store.run_for_key(&key).ok().flatten()
+        };
         if let Some(run) = existing {
             let from = run.node_id.clone();
             let dest = self.dest.clone();

@@ -62,7 +62,11 @@ impl Store {
     ) -> Result<StagedRun, StoreError> {
         let staged = declared_files(&new, staging)?;
         let guard = self.store_lock(false)?;
-        let existing = if new.replace { None } else { self.run_for_key(&new.key)? };
+        let existing = if new.replace {
+            None
+        } else {
+            self.run_for_key(&new.key)?
+        };
         if let Some(mut existing) = existing {
             existing.node_id = new.node_id.to_string();
             existing.stage = new.stage.to_string();

@@ -19,11 +19,11 @@ mod objects;
 mod open;
 mod owner;
 mod record;
+#[cfg(test)]
+mod robustness_tests;
 mod runs;
 mod schema;
 mod stat_cache;
-#[cfg(test)]
-mod robustness_tests;
 #[cfg(test)]
 mod test_support;
 
@@ -32,7 +32,7 @@ pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub use lock::KeyLock;
 pub use open::Store;
-pub use record::{RawJson, 
+pub use record::{
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
-    NodeState, OutputCheck, OutputEntry, RunRecord,
+    NodeState, OutputCheck, OutputEntry, RawJson, RunRecord,
 };

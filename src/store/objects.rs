@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::error::{IoContext, StoreError};
 use rusqlite::TransactionBehavior;
 
-use super::fileio::{clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, now_ns, remove_tree};
+use super::fileio::{
+    clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, now_ns, remove_tree,
+};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, OutputEntry, RunRecord};
 use super::runs::point_node_at;
@@ -54,7 +56,11 @@ impl Store {
         let mut outputs = Vec::with_capacity(staged.len());
         for (name, path) in &staged {
             let (hash, size) = self.ingest(path, &mut touched, true)?;
-            outputs.push(OutputEntry { name: name.clone(), hash, size });
+            outputs.push(OutputEntry {
+                name: name.clone(),
+                hash,
+                size,
+            });
         }
         let log = match new.log {
             Some(path) if path.is_file() => Some(self.ingest(path, &mut touched, true)?.0),
@@ -90,7 +96,9 @@ impl Store {
         new: &NewRun<'_>,
     ) -> Result<RunRecord, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
         point_node_at(&tx, new.node_id, new.stage, &new.key).map_err(|e| self.db_err(e))?;
         tx.execute(
             "UPDATE attempts SET status = 'succeeded', finished_at_ms = ?2 WHERE id = ?1",
@@ -105,12 +113,22 @@ impl Store {
 
     /// Moves one staged file into `objects/` (or drops it when the object
     /// exists), adding the directories to fsync to `touched`.
-    pub(super) fn ingest(&self, staged: &Path, touched: &mut BTreeSet<PathBuf>, sync: bool) -> Result<(ContentHash, u64), StoreError> {
+    pub(super) fn ingest(
+        &self,
+        staged: &Path,
+        touched: &mut BTreeSet<PathBuf>,
+        sync: bool,
+    ) -> Result<(ContentHash, u64), StoreError> {
         let source = self.regular_source(staged)?;
-        let size = fs::metadata(&source).ctx("read metadata of", &source)?.len();
+        let size = fs::metadata(&source)
+            .ctx("read metadata of", &source)?
+            .len();
         let hash = self.hash_uncached(&source, size)?;
         let object = self.object_path(&hash);
-        if fs::metadata(&object).map(|m| m.len() == size).unwrap_or(false) {
+        if fs::metadata(&object)
+            .map(|m| m.len() == size)
+            .unwrap_or(false)
+        {
             return Ok((hash, size)); // same content committed before
         }
         make_read_only(&source).ctx("make read-only", &source)?;
@@ -137,7 +155,10 @@ impl Store {
         if !meta.file_type().is_symlink() {
             return Ok(staged.to_path_buf());
         }
-        let name = staged.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = staged
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let copy = staged.with_file_name(format!(".vitgraph-resolved-{name}"));
         let _ = fs::remove_file(&copy);
         clone_or_copy(staged, &copy, None).ctx("copy", staged)?;
@@ -151,7 +172,13 @@ impl Store {
     pub fn materialize(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
         let (parent, name) = match (dest.parent(), dest.file_name()) {
             (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
-            _ => return Err(StoreError::io("materialize into", dest, io::ErrorKind::InvalidInput.into())),
+            _ => {
+                return Err(StoreError::io(
+                    "materialize into",
+                    dest,
+                    io::ErrorKind::InvalidInput.into(),
+                ))
+            }
         };
         fs::create_dir_all(parent).ctx("create directory", parent)?;
         let tmp = parent.join(format!("{name}.vitgraph-tmp-{}", std::process::id()));
@@ -197,14 +224,20 @@ impl Store {
     fn materialized_mtime(&self, run: &RunRecord) -> SystemTime {
         let window = self.racy_window_ns.load(Ordering::Relaxed);
         let latest = now_ns() - window - 1_000_000;
-        let ended = run.started_at_ms.saturating_add(run.duration_ms).saturating_mul(1_000_000);
+        let ended = run
+            .started_at_ms
+            .saturating_add(run.duration_ms)
+            .saturating_mul(1_000_000);
         let ns = ended.min(latest).max(0) as u64;
         UNIX_EPOCH + Duration::from_nanos(ns)
     }
 }
 
 /// The staged path of each declared output, sorted and deduplicated by name.
-pub(super) fn declared_files(new: &NewRun<'_>, staging: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
+pub(super) fn declared_files(
+    new: &NewRun<'_>,
+    staging: &Path,
+) -> Result<Vec<(String, PathBuf)>, StoreError> {
     let mut names: Vec<&String> = new.outputs.iter().collect();
     names.sort();
     names.dedup();
@@ -215,9 +248,17 @@ pub(super) fn declared_files(new: &NewRun<'_>, staging: &Path) -> Result<Vec<(St
         let error = |missing: bool| {
             let (node_id, name, path) = (new.node_id.to_string(), name.clone(), path.clone());
             if missing {
-                StoreError::MissingOutput { node_id, name, path }
+                StoreError::MissingOutput {
+                    node_id,
+                    name,
+                    path,
+                }
             } else {
-                StoreError::OutputNotFile { node_id, name, path }
+                StoreError::OutputNotFile {
+                    node_id,
+                    name,
+                    path,
+                }
             }
         };
         match fs::metadata(&path) {
@@ -237,15 +278,25 @@ pub(super) fn check_name(node_id: &str, name: &str) -> Result<(), StoreError> {
     if inside {
         Ok(())
     } else {
-        Err(StoreError::BadOutputName { node_id: node_id.to_string(), name: name.to_string() })
+        Err(StoreError::BadOutputName {
+            node_id: node_id.to_string(),
+            name: name.to_string(),
+        })
     }
 }
 
 /// Replaces `dest` by `tmp`: an atomic exchange where the kernel has it, else
 /// two renames (dest is briefly absent, never half-written).
-pub(super) fn swap_into_place(tmp: &Path, dest: &Path, parent: &Path, name: &str) -> Result<(), StoreError> {
+pub(super) fn swap_into_place(
+    tmp: &Path,
+    dest: &Path,
+    parent: &Path,
+    name: &str,
+) -> Result<(), StoreError> {
     match fs::symlink_metadata(dest) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return fs::rename(tmp, dest).ctx("move into place", dest),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return fs::rename(tmp, dest).ctx("move into place", dest)
+        }
         Err(e) => return Err(StoreError::io("read metadata of", dest, e)),
         Ok(_) => {}
     }
@@ -267,7 +318,13 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     let b = CString::new(b.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: both paths are NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
     };
     if rc == 0 {
         Ok(())
@@ -307,7 +364,10 @@ mod tests {
         write(&staging.join("task.log"), "hello from the task\n");
         write(&staging.join("scratch.tmp"), "not declared");
         let outputs = vec!["v.txt".to_string(), "plots/a.svg".to_string()];
-        let (parts, env) = (json!({"spec": {"run": "echo"}, "inputs": {}}), json!({"gpu": "H100"}));
+        let (parts, env) = (
+            json!({"spec": {"run": "echo"}, "inputs": {}}),
+            json!({"gpu": "H100"}),
+        );
         let attempt = store.begin_attempt("gen[i=0]", &key("k0")).unwrap();
         let mut new = new_run("gen[i=0]", key("k0"), &parts, &outputs, &env);
         let log = staging.join("task.log");
@@ -319,9 +379,15 @@ mod tests {
         assert_eq!(names, ["plots/a.svg", "v.txt"]);
         let object = store.object_path(&run.outputs[1].hash);
         assert_eq!(std::fs::read_to_string(&object).unwrap(), "1\n");
-        assert_eq!(std::fs::metadata(&object).unwrap().permissions().mode() & 0o777, 0o444);
+        assert_eq!(
+            std::fs::metadata(&object).unwrap().permissions().mode() & 0o777,
+            0o444
+        );
         let log_object = store.object_path(&run.log.expect("log stored"));
-        assert_eq!(std::fs::read_to_string(log_object).unwrap(), "hello from the task\n");
+        assert_eq!(
+            std::fs::read_to_string(log_object).unwrap(),
+            "hello from the task\n"
+        );
 
         let reopened = super::Store::open(dir.path()).unwrap();
         let states = reopened.load_states().unwrap();
@@ -329,14 +395,29 @@ mod tests {
         let loaded = state.latest_success.as_ref().expect("recorded");
         assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
         assert_eq!(loaded.outputs, run.outputs);
-        assert_eq!(loaded.key_parts.0, "", "load_states leaves the key parts out");
+        assert_eq!(
+            loaded.key_parts.0, "",
+            "load_states leaves the key parts out"
+        );
         let parts_loaded = reopened.key_parts(loaded).unwrap();
-        assert_eq!((parts_loaded.value(), loaded.env.value()), (parts.clone(), env.clone()));
-        assert_eq!((loaded.started_at_ms, loaded.duration_ms, loaded.log), (1, 2, run.log));
+        assert_eq!(
+            (parts_loaded.value(), loaded.env.value()),
+            (parts.clone(), env.clone())
+        );
+        assert_eq!(
+            (loaded.started_at_ms, loaded.duration_ms, loaded.log),
+            (1, 2, run.log)
+        );
         assert_eq!(loaded.manifest_hash(), run.manifest_hash());
         let attempt = state.last_attempt.as_ref().unwrap();
-        assert_eq!((attempt.status, attempt.key), (AttemptStatus::Succeeded, key("k0")));
-        assert_eq!(reopened.run_for_key(&key("k0")).unwrap().unwrap().outputs, run.outputs);
+        assert_eq!(
+            (attempt.status, attempt.key),
+            (AttemptStatus::Succeeded, key("k0"))
+        );
+        assert_eq!(
+            reopened.run_for_key(&key("k0")).unwrap().unwrap().outputs,
+            run.outputs
+        );
         assert!(reopened.run_for_key(&key("other")).unwrap().is_none());
     }
 
@@ -347,17 +428,33 @@ mod tests {
         let outputs = vec!["a.txt".to_string(), "sub/b.txt".to_string()];
         let (parts, env) = (json!({}), json!({}));
         let attempt = store.begin_attempt("n", &key("k")).unwrap();
-        let err = store.commit_success(attempt, new_run("n", key("k"), &parts, &outputs, &env), &staging).unwrap_err();
+        let err = store
+            .commit_success(
+                attempt,
+                new_run("n", key("k"), &parts, &outputs, &env),
+                &staging,
+            )
+            .unwrap_err();
         match &err {
-            StoreError::MissingOutput { node_id, name, path } => {
+            StoreError::MissingOutput {
+                node_id,
+                name,
+                path,
+            } => {
                 assert_eq!((node_id.as_str(), name.as_str()), ("n", "sub/b.txt"));
                 assert_eq!(path, &staging.join("sub/b.txt"));
             }
             other => panic!("unexpected error {other:?}"),
         }
         assert!(err.to_string().contains("`sub/b.txt`"));
-        assert!(store.run_for_key(&key("k")).unwrap().is_none(), "nothing recorded");
-        assert!(staging.join("a.txt").exists(), "staging is kept for inspection");
+        assert!(
+            store.run_for_key(&key("k")).unwrap().is_none(),
+            "nothing recorded"
+        );
+        assert!(
+            staging.join("a.txt").exists(),
+            "staging is kept for inspection"
+        );
     }
 
     #[test]
@@ -368,8 +465,15 @@ mod tests {
             let outputs = vec![bad.to_string()];
             let (parts, env) = (json!({}), json!({}));
             let attempt = store.begin_attempt("n", &key(bad)).unwrap();
-            let result = store.commit_success(attempt, new_run("n", key(bad), &parts, &outputs, &env), &staging);
-            assert!(matches!(result, Err(StoreError::BadOutputName { .. })), "{bad:?} accepted");
+            let result = store.commit_success(
+                attempt,
+                new_run("n", key(bad), &parts, &outputs, &env),
+                &staging,
+            );
+            assert!(
+                matches!(result, Err(StoreError::BadOutputName { .. })),
+                "{bad:?} accepted"
+            );
         }
     }
 
@@ -379,7 +483,11 @@ mod tests {
         let a = commit(&store, "a", "ka", &[("x.txt", "same"), ("y.txt", "same")]);
         let b = commit(&store, "b", "kb", &[("z.txt", "same")]);
         assert_eq!(a.outputs[0].hash, b.outputs[0].hash);
-        let shard = store.object_path(&b.outputs[0].hash).parent().unwrap().to_path_buf();
+        let shard = store
+            .object_path(&b.outputs[0].hash)
+            .parent()
+            .unwrap()
+            .to_path_buf();
         assert_eq!(std::fs::read_dir(shard).unwrap().count(), 1);
         let objects: usize = walk_count(&dir.path().join("cache/objects"));
         assert_eq!(objects, 1);
@@ -395,7 +503,10 @@ mod tests {
         let states = store.load_states().unwrap();
         assert_eq!(states["a"].latest_success.as_ref().unwrap().key, key("k"));
         assert_eq!(states["b"].latest_success.as_ref().unwrap().node_id, "b");
-        assert_eq!(states["b"].last_attempt.as_ref().unwrap().status, AttemptStatus::Succeeded);
+        assert_eq!(
+            states["b"].last_attempt.as_ref().unwrap().status,
+            AttemptStatus::Succeeded
+        );
     }
 
     #[test]
@@ -403,10 +514,26 @@ mod tests {
         let (dir, store) = workspace();
         let old = commit(&store, "n", "k1", &[("v.txt", "1")]);
         commit(&store, "n", "k2", &[("v.txt", "2")]);
-        assert_eq!(store.load_states().unwrap()["n"].latest_success.as_ref().unwrap().key, key("k2"));
+        assert_eq!(
+            store.load_states().unwrap()["n"]
+                .latest_success
+                .as_ref()
+                .unwrap()
+                .key,
+            key("k2")
+        );
         // Reverting to k1 restores its run without running the task.
-        store.materialize(&old, &dir.path().join("out/n/n")).unwrap();
-        assert_eq!(store.load_states().unwrap()["n"].latest_success.as_ref().unwrap().key, key("k1"));
+        store
+            .materialize(&old, &dir.path().join("out/n/n"))
+            .unwrap();
+        assert_eq!(
+            store.load_states().unwrap()["n"]
+                .latest_success
+                .as_ref()
+                .unwrap()
+                .key,
+            key("k1")
+        );
     }
 
     #[test]
@@ -415,19 +542,48 @@ mod tests {
         let dest = dir.path().join("out/gen/gen[i=0]");
         write(&dest.join("stale.txt"), "left from an older run");
         write(&dest.join("v.txt"), "old");
-        let run = commit(&store, "gen[i=0]", "k", &[("v.txt", "new"), ("plots/a.svg", "<svg/>")]);
+        let run = commit(
+            &store,
+            "gen[i=0]",
+            "k",
+            &[("v.txt", "new"), ("plots/a.svg", "<svg/>")],
+        );
         store.materialize(&run, &dest).unwrap();
         assert_eq!(std::fs::read_to_string(dest.join("v.txt")).unwrap(), "new");
-        assert_eq!(std::fs::read_to_string(dest.join("plots/a.svg")).unwrap(), "<svg/>");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("plots/a.svg")).unwrap(),
+            "<svg/>"
+        );
         assert!(!dest.join("stale.txt").exists());
-        let mode = std::fs::metadata(dest.join("v.txt")).unwrap().permissions().mode();
-        assert_ne!(mode & 0o200, 0, "materialized files are writable by the user");
-        let siblings: Vec<_> = std::fs::read_dir(dest.parent().unwrap()).unwrap().flatten().collect();
-        assert_eq!(siblings.len(), 1, "no temporary directory is left beside `dest`");
+        let mode = std::fs::metadata(dest.join("v.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_ne!(
+            mode & 0o200,
+            0,
+            "materialized files are writable by the user"
+        );
+        let siblings: Vec<_> = std::fs::read_dir(dest.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(
+            siblings.len(),
+            1,
+            "no temporary directory is left beside `dest`"
+        );
         std::fs::write(dest.join("v.txt"), "edited").unwrap();
         let object = store.object_path(&run.outputs[1].hash);
-        assert_eq!(std::fs::read_to_string(object).unwrap(), "new", "editing out/ never touches objects");
-        assert_eq!(store.check_outputs(&run, &dest).unwrap(), OutputCheck::Modified("v.txt".into()));
+        assert_eq!(
+            std::fs::read_to_string(object).unwrap(),
+            "new",
+            "editing out/ never touches objects"
+        );
+        assert_eq!(
+            store.check_outputs(&run, &dest).unwrap(),
+            OutputCheck::Modified("v.txt".into())
+        );
     }
 
     #[test]
@@ -437,7 +593,10 @@ mod tests {
         std::fs::remove_file(store.object_path(&run.outputs[0].hash)).unwrap();
         let dest = dir.path().join("out/n/n");
         let err = store.materialize(&run, &dest).unwrap_err();
-        assert!(matches!(err, StoreError::MissingObject { ref name, .. } if name == "v.txt"), "{err:?}");
+        assert!(
+            matches!(err, StoreError::MissingObject { ref name, .. } if name == "v.txt"),
+            "{err:?}"
+        );
         assert!(!dest.exists());
     }
 
@@ -451,16 +610,35 @@ mod tests {
         let outputs = vec!["data.csv".to_string()];
         let (parts, env) = (json!({}), json!({}));
         let attempt = store.begin_attempt("n", &key("k")).unwrap();
-        let run = store.commit_success(attempt, new_run("n", key("k"), &parts, &outputs, &env), &staging).unwrap();
-        assert_eq!(std::fs::read_to_string(store.object_path(&run.outputs[0].hash)).unwrap(), "a,b\n");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "a,b\n", "the link target is untouched");
+        let run = store
+            .commit_success(
+                attempt,
+                new_run("n", key("k"), &parts, &outputs, &env),
+                &staging,
+            )
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(store.object_path(&run.outputs[0].hash)).unwrap(),
+            "a,b\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "a,b\n",
+            "the link target is untouched"
+        );
     }
 
     fn walk_count(dir: &std::path::Path) -> usize {
         std::fs::read_dir(dir)
             .unwrap()
             .flatten()
-            .map(|e| if e.path().is_dir() { walk_count(&e.path()) } else { 1 })
+            .map(|e| {
+                if e.path().is_dir() {
+                    walk_count(&e.path())
+                } else {
+                    1
+                }
+            })
             .sum()
     }
 }

@@ -268,7 +268,11 @@ mod tests {
 
     #[test]
     fn output_lists_round_trip_and_damage_is_detected() {
-        let outputs = vec![entry("plots/a.svg", b"<svg/>"), entry("v.txt", b"1"), entry("", b"")];
+        let outputs = vec![
+            entry("plots/a.svg", b"<svg/>"),
+            entry("v.txt", b"1"),
+            entry("", b""),
+        ];
         let bytes = encode_outputs(&outputs);
         assert_eq!(decode_outputs(&bytes), Some(outputs));
         assert_eq!(decode_outputs(&[]), Some(vec![]));

@@ -11,8 +11,10 @@ use super::error::StoreError;
 use super::fileio::now_ms;
 use super::open::Store;
 use super::owner::{Liveness, Owner};
-use super::record::{decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, NodeState, RunRecord};
 use super::record::RawJson;
+use super::record::{
+    decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, NodeState, RunRecord,
+};
 use crate::hash::ContentHash;
 
 /// The columns `decode_run` reads, in order (after the node id and stage).
@@ -168,9 +170,11 @@ impl Store {
         replace: bool,
     ) -> Result<RunRecord, StoreError> {
         let env_hash = ContentHash::of_bytes(run.env.0.as_bytes());
-        tx.prepare_cached("INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING")
-            .and_then(|mut stmt| stmt.execute(params![&env_hash.0[..], run.env.0]))
-            .map_err(|e| self.db_err(e))?;
+        tx.prepare_cached(
+            "INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING",
+        )
+        .and_then(|mut stmt| stmt.execute(params![&env_hash.0[..], run.env.0]))
+        .map_err(|e| self.db_err(e))?;
         let sql = if replace {
             "INSERT INTO runs (key, node_id, stage, key_parts, env_hash, outputs, log, started_at_ms, duration_ms, committed_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO UPDATE SET
@@ -182,21 +186,21 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING"
         };
         tx.prepare_cached(sql)
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                &run.key.0[..],
-                run.node_id,
-                run.stage,
-                run.key_parts.0,
-                &env_hash.0[..],
-                encode_outputs(&run.outputs),
-                run.log.map(|h| h.0.to_vec()),
-                run.started_at_ms,
-                run.duration_ms,
-                now_ms()
-            ])
-        })
-        .map_err(|e| self.db_err(e))?;
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    &run.key.0[..],
+                    run.node_id,
+                    run.stage,
+                    run.key_parts.0,
+                    &env_hash.0[..],
+                    encode_outputs(&run.outputs),
+                    run.log.map(|h| h.0.to_vec()),
+                    run.started_at_ms,
+                    run.duration_ms,
+                    now_ms()
+                ])
+            })
+            .map_err(|e| self.db_err(e))?;
         point_node_at(tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
         let changed = set_attempt_status(tx, attempt, AttemptStatus::Succeeded, None)
             .map_err(|e| self.db_err(e))?;
@@ -229,7 +233,12 @@ impl Store {
     }
 
     /// Decodes `node_id, stage, RUN_COLUMNS`.
-    fn decode_run(&self, conn: &Connection, row: &Row<'_>, envs: &mut EnvCache) -> Result<RunRecord, StoreError> {
+    fn decode_run(
+        &self,
+        conn: &Connection,
+        row: &Row<'_>,
+        envs: &mut EnvCache,
+    ) -> Result<RunRecord, StoreError> {
         let db = |e| self.db_err(e);
         let key_parts: String = row.get(3).map_err(db)?;
         let env_hash: Vec<u8> = row.get(4).map_err(db)?;
@@ -249,7 +258,8 @@ impl Store {
             key: self.hash_column(row.get(2).map_err(db)?)?,
             key_parts: RawJson(key_parts),
             env,
-            outputs: decode_outputs(&outputs).ok_or_else(|| self.damaged("an output list".into()))?,
+            outputs: decode_outputs(&outputs)
+                .ok_or_else(|| self.damaged("an output list".into()))?,
             log: log.map(|bytes| self.hash_column(bytes)).transpose()?,
             started_at_ms: row.get(7).map_err(db)?,
             duration_ms: row.get(8).map_err(db)?,
@@ -353,7 +363,8 @@ pub(super) fn object_references(
         nodes.sort();
         nodes.dedup();
         let outputs: Vec<u8> = row.get(1).map_err(db)?;
-        let outputs = decode_outputs(&outputs).ok_or_else(|| store.damaged("an output list".into()))?;
+        let outputs =
+            decode_outputs(&outputs).ok_or_else(|| store.damaged("an output list".into()))?;
         let log: Option<Vec<u8>> = row.get(2).map_err(db)?;
         let log = log.map(|bytes| store.hash_column(bytes)).transpose()?;
         for hash in outputs.iter().map(|o| o.hash).chain(log) {
@@ -387,7 +398,11 @@ mod tests {
             "clocks": {"sm": 1980, "mem": 2619}, "free_mib": 80000});
         let env = env.to_string();
         let env_hash = key(&env);
-        tx.execute("INSERT INTO envs (hash, json) VALUES (?1, ?2)", params![&env_hash.0[..], env]).unwrap();
+        tx.execute(
+            "INSERT INTO envs (hash, json) VALUES (?1, ?2)",
+            params![&env_hash.0[..], env],
+        )
+        .unwrap();
         for i in 0..n {
             let id = format!("rq2_runs[model=vit32x6x384,res={},batch={}]", i % 97, i);
             let parts = json!({"kind": "Vit", "version": 3, "spec": {"model": "vit32x6x384", "image_size": i % 97,
@@ -396,7 +411,11 @@ mod tests {
                 "env": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "570", "cuda": "12.8"}});
             let outputs: Vec<OutputEntry> = ["summary.json", "timings.csv", "trace.nsys-rep"]
                 .iter()
-                .map(|name| OutputEntry { name: name.to_string(), hash: key(&format!("{i}{name}")), size: 1000 })
+                .map(|name| OutputEntry {
+                    name: name.to_string(),
+                    hash: key(&format!("{i}{name}")),
+                    size: 1000,
+                })
                 .collect();
             tx.execute(
                 "INSERT INTO runs (key, node_id, stage, key_parts, env_hash, outputs, started_at_ms, duration_ms, committed_at_ms)
@@ -426,7 +445,10 @@ mod tests {
         let one = &states["rq2_runs[model=vit32x6x384,res=5,batch=5]"];
         let run: &RunRecord = one.latest_success.as_ref().unwrap();
         let parts = store.key_parts(run).unwrap();
-        assert_eq!((run.outputs.len(), parts.value()["spec"]["batch"].as_u64()), (3, Some(5)));
+        assert_eq!(
+            (run.outputs.len(), parts.value()["spec"]["batch"].as_u64()),
+            (3, Some(5))
+        );
         assert_eq!(run.env.value()["driver"], "570.86.15");
         eprintln!("load_states on 10,000 nodes: {elapsed:?}");
         // Generous for unoptimized test builds on a loaded machine; release builds take a few ms.
@@ -441,10 +463,15 @@ mod tests {
         let started = Instant::now();
         for (id, state) in &states {
             let run = state.latest_success.as_ref().unwrap();
-            let check = store.check_outputs(run, &dir.path().join("out/rq2_runs").join(id)).unwrap();
+            let check = store
+                .check_outputs(run, &dir.path().join("out/rq2_runs").join(id))
+                .unwrap();
             assert_eq!(check, OutputCheck::Missing("summary.json".into()));
         }
-        eprintln!("check_outputs on 2,000 missing nodes: {:?}", started.elapsed());
+        eprintln!(
+            "check_outputs on 2,000 missing nodes: {:?}",
+            started.elapsed()
+        );
         assert_eq!(store.hashes_computed(), 0);
     }
 }

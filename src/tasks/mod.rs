@@ -8,19 +8,19 @@
 
 pub mod analyze;
 pub mod command;
-pub mod env;
-pub mod error;
-pub mod export;
-pub mod report;
 #[cfg(feature = "torch")]
 pub mod cuda;
 #[cfg(feature = "torch")]
 pub mod cupti;
 #[cfg(feature = "torch")]
 pub mod cupti_sqlite;
+pub mod env;
+pub mod error;
+pub mod export;
 pub mod hygiene;
 pub mod nvtx;
 pub mod opbench;
+pub mod report;
 pub mod vit;
 
 pub use error::TaskError;
@@ -120,7 +120,10 @@ impl TaskSpec {
             _ => None,
         };
         if let Some((message, help)) = specific {
-            return Err(Invalid { message, help: help.into() });
+            return Err(Invalid {
+                message,
+                help: help.into(),
+            });
         }
         for out in self.outputs() {
             let p = std::path::Path::new(&out);

@@ -39,7 +39,9 @@ pub fn parse_version(text: &str) -> Option<String> {
 pub fn key_facet() -> String {
     // Probed once per process: `status` may judge thousands of Export nodes.
     static FACET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    FACET.get_or_init(|| key_facet_for(OsStr::new(DEFAULT_PROGRAM))).clone()
+    FACET
+        .get_or_init(|| key_facet_for(OsStr::new(DEFAULT_PROGRAM)))
+        .clone()
 }
 
 pub fn key_facet_for(program: &OsStr) -> String {

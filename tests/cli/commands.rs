@@ -13,7 +13,11 @@ fn run_node_executes_and_records_exactly_one_node() {
     let ws = Ws::new(&[("p.ron", PIPE)]);
     let r = ws.run(&["run-node", "double[i=1]"]);
     assert_eq!(r.code(), 1, "upstream not built yet");
-    assert!(r.stdout().contains("`gen[i=1]` is not built"), "{}", r.stdout());
+    assert!(
+        r.stdout().contains("`gen[i=1]` is not built"),
+        "{}",
+        r.stdout()
+    );
     assert!(ws.log_lines().is_empty(), "nothing ran");
 
     assert_eq!(ws.run(&["build", "gen"]).code(), 0);
@@ -44,11 +48,18 @@ fn graph_formats() {
     let ws = Ws::new(&[("p.ron", PIPE)]);
     let dot = ws.run(&["graph", "double[i=1]"]).stdout();
     assert!(dot.starts_with("digraph vitgraph {"), "{dot}");
-    assert!(dot.contains("label=\"gen[i=1]\"") && dot.contains("label=\"double[i=1]\""), "{dot}");
+    assert!(
+        dot.contains("label=\"gen[i=1]\"") && dot.contains("label=\"double[i=1]\""),
+        "{dot}"
+    );
     assert_eq!(dot.matches("->").count(), 1);
     let mermaid = ws.run(&["graph", "--format", "mermaid"]).stdout();
-    assert!(mermaid.starts_with("graph LR\n") && mermaid.matches("-->").count() == 2, "{mermaid}");
-    let json: serde_json::Value = serde_json::from_str(&ws.run(&["graph", "--format", "json"]).stdout()).unwrap();
+    assert!(
+        mermaid.starts_with("graph LR\n") && mermaid.matches("-->").count() == 2,
+        "{mermaid}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.run(&["graph", "--format", "json"]).stdout()).unwrap();
     assert_eq!(json["nodes"][2]["id"], "double[i=1]");
     assert_eq!(json["nodes"][2]["deps"], serde_json::json!(["gen[i=1]"]));
     assert_eq!(json["nodes"][0]["params"], serde_json::json!({"i": 1}));
@@ -58,30 +69,58 @@ fn graph_formats() {
 fn ls_and_show() {
     let ws = Ws::new(&[("p.ron", PIPE)]);
     let ls = ws.run(&["ls"]).stdout();
-    assert!(ls.contains("gen") && ls.contains("2 nodes") && ls.contains("pipelines/p.ron"), "{ls}");
-    assert_eq!(ws.run(&["ls", "double"]).stdout(), "double[i=1]\ndouble[i=2]\n");
-    assert_eq!(ws.run(&["ls", "p"]).stdout().lines().count(), 4, "a pipeline stem names its stages");
+    assert!(
+        ls.contains("gen") && ls.contains("2 nodes") && ls.contains("pipelines/p.ron"),
+        "{ls}"
+    );
+    assert_eq!(
+        ws.run(&["ls", "double"]).stdout(),
+        "double[i=1]\ndouble[i=2]\n"
+    );
+    assert_eq!(
+        ws.run(&["ls", "p"]).stdout().lines().count(),
+        4,
+        "a pipeline stem names its stages"
+    );
     assert_eq!(ws.run(&["ls", "gen*"]).stdout().lines().count(), 2);
     ws.run(&["build"]);
     let show = ws.run(&["show", "double[i=2]"]).stdout();
-    assert!(show.contains("needs gen: gen[i=2]") && show.contains("out/double/i=2") && show.contains("last run: key"), "{show}");
+    assert!(
+        show.contains("needs gen: gen[i=2]")
+            && show.contains("out/double/i=2")
+            && show.contains("last run: key"),
+        "{show}"
+    );
     let r = ws.run(&["show", "double[i=3]"]);
     assert_eq!(r.code(), 2);
-    assert!(r.stderr().contains("did you mean `double[i=1]`?") || r.stderr().contains("did you mean `double[i=2]`?"), "{}", r.stderr());
+    assert!(
+        r.stderr().contains("did you mean `double[i=1]`?")
+            || r.stderr().contains("did you mean `double[i=2]`?"),
+        "{}",
+        r.stderr()
+    );
 }
 
 #[test]
 fn explain_json_diffs_the_key_parts() {
     let ws = Ws::new(&[("p.ron", PIPE)]);
     ws.run(&["build"]);
-    ws.write("pipelines/p.ron", &PIPE.replace("echo ${i} >", "echo v${i} >"));
+    ws.write(
+        "pipelines/p.ron",
+        &PIPE.replace("echo ${i} >", "echo v${i} >"),
+    );
     let r = ws.run(&["explain", "gen[i=1]", "--json"]);
     assert_eq!(r.code(), 0);
     let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
     assert_eq!(v["state"], "stale");
     assert_eq!(v["reasons"][0]["kind"], "spec_changed");
     assert_ne!(v["key"]["current"], v["key"]["recorded"]);
-    let diff: Vec<&str> = v["diff"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+    let diff: Vec<&str> = v["diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
     assert_eq!(diff.len(), 1, "{diff:?}");
     assert!(diff[0].starts_with("spec.Command.run: "), "{diff:?}");
 }
@@ -93,13 +132,23 @@ fn gc_removes_only_unreferenced_objects() {
     let before = ws.objects().len();
     let r = ws.run(&["gc"]);
     assert_eq!(r.code(), 0);
-    assert!(r.stdout().starts_with("removed 0 objects"), "{}", r.stdout());
+    assert!(
+        r.stdout().starts_with("removed 0 objects"),
+        "{}",
+        r.stdout()
+    );
     // An object nobody refers to (as a crash between staging and recording leaves).
-    let stray = ws.path().join("cache/objects/ff/ff00000000000000000000000000000000000000000000000000000000000000");
+    let stray = ws
+        .path()
+        .join("cache/objects/ff/ff00000000000000000000000000000000000000000000000000000000000000");
     std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
     std::fs::write(&stray, "stray").unwrap();
     let r = ws.run(&["gc"]);
-    assert!(r.stdout().starts_with("removed 1 objects"), "{}", r.stdout());
+    assert!(
+        r.stdout().starts_with("removed 1 objects"),
+        "{}",
+        r.stdout()
+    );
     assert!(!stray.exists());
     assert_eq!(ws.objects().len(), before);
     assert_eq!(ws.run(&["verify"]).code(), 0);
@@ -108,7 +157,11 @@ fn gc_removes_only_unreferenced_objects() {
 #[test]
 fn init_creates_a_workspace_that_builds() {
     let dir = tempfile::tempdir().unwrap();
-    let r = std::process::Command::new(super::harness::BIN).arg("init").arg(dir.path()).output().unwrap();
+    let r = std::process::Command::new(super::harness::BIN)
+        .arg("init")
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(r.status.code(), Some(0));
     let r = std::process::Command::new(super::harness::BIN)
         .arg("-C")
@@ -117,8 +170,27 @@ fn init_creates_a_workspace_that_builds() {
         .env("VITGRAPH_NO_PROGRESS", "1")
         .output()
         .unwrap();
-    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
-    assert_eq!(std::fs::read_to_string(dir.path().join("out/report/report/report.txt")).unwrap().lines().count(), 3);
-    let again = std::process::Command::new(super::harness::BIN).arg("init").arg(dir.path()).output().unwrap();
-    assert_eq!(again.status.code(), Some(2), "init refuses an existing workspace");
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/report/report/report.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    let again = std::process::Command::new(super::harness::BIN)
+        .arg("init")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "init refuses an existing workspace"
+    );
 }

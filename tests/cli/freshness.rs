@@ -301,11 +301,19 @@ fn force_reruns_the_named_targets_only_and_replaces_their_record() {
 
 #[test]
 fn nodes_sharing_a_key_reuse_one_result_and_say_so() {
-    let ws = Ws::new(&[("r.ron", r#"Pipeline(stages: {
+    let ws = Ws::new(&[(
+        "r.ron",
+        r#"Pipeline(stages: {
         "repeat": Stage(matrix: {"rep": [1, 2, 3]}, task: Command(run: "echo once >> side.log; echo x > ${out}/x", outputs: ["x"])),
-    })"#)]);
+    })"#,
+    )]);
     let r = ws.run(&["build", "-j", "1"]);
     assert_eq!(r.code(), 0);
     assert_eq!(ws.log_lines(), ["once"], "one key, one run");
-    assert!(r.stderr().contains("same key as `repeat[rep=1]`: its result was reused"), "{}", r.stderr());
+    assert!(
+        r.stderr()
+            .contains("same key as `repeat[rep=1]`: its result was reused"),
+        "{}",
+        r.stderr()
+    );
 }

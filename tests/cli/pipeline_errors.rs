@@ -34,7 +34,10 @@ fn location(files: &[(&str, &str)], at: &At<'_>) -> String {
 /// Whitespace and the margin of wrapped message lines collapsed, so text that
 /// the terminal width wrapped still matches.
 fn flat(text: &str) -> String {
-    text.replace('│', " ").split_whitespace().collect::<Vec<_>>().join(" ")
+    text.replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs `vitgraph ARGS` on `files` and checks the rejection; returns stderr.
