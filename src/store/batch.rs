@@ -11,7 +11,6 @@
 //! unrecorded (its objects are unreferenced; `gc` removes them), never half
 //! recorded.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -43,6 +42,13 @@ pub struct StagedRun {
 /// Stats of materialized files, recorded with the batch so `check_outputs` need not hash them.
 pub struct Materialized {
     stats: Vec<(String, Entry)>,
+}
+
+impl Materialized {
+    /// Nothing materialized (a run recorded without copying it to `out/`).
+    pub(super) fn none() -> Materialized {
+        Materialized { stats: Vec::new() }
+    }
 }
 
 impl StagedRun {
@@ -79,10 +85,9 @@ impl Store {
                 _gc_guard: guard,
             });
         }
-        let mut touched = BTreeSet::new();
         let mut outputs = Vec::with_capacity(staged.len());
         for (name, path) in &staged {
-            let (hash, size) = self.ingest(path, &mut touched, false)?;
+            let (hash, size) = self.ingest(path)?;
             outputs.push(OutputEntry {
                 name: name.clone(),
                 hash,
@@ -90,7 +95,7 @@ impl Store {
             });
         }
         let log = match new.log {
-            Some(path) if path.is_file() => Some(self.ingest(path, &mut touched, false)?.0),
+            Some(path) if path.is_file() => Some(self.ingest(path)?.0),
             _ => None,
         };
         let run = RunRecord {

@@ -50,16 +50,6 @@ pub(crate) fn hash_contents(path: &Path, size: u64) -> io::Result<ContentHash> {
     Ok(ContentHash(*hasher.finalize().as_bytes()))
 }
 
-/// Flushes a file's data and metadata to disk.
-pub(crate) fn fsync_file(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()
-}
-
-/// Flushes a directory, so that names created or renamed in it survive a power cut.
-pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()
-}
-
 /// Creates `dst` (which must not exist) with `src`'s content: a reflink where
 /// the file system supports it (btrfs, XFS), else a copy. Never a hard link:
 /// users edit materialized outputs, and objects must stay intact. With

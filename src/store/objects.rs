@@ -3,13 +3,12 @@
 //! them out to `out/<stage>/<node>/`.
 //!
 //! Commit order, so that a kill -9 or power cut at any instant leaves a node
-//! either fully recorded or not at all: hash each output; make it read-only and
-//! fsync it; rename it into `objects/` and fsync the directories; only then
-//! record the run in one SQLite transaction. An object that is in place but
+//! either fully recorded or not at all: hash each output; make it read-only;
+//! rename it into `objects/`; flush the file system (`syncfs`, once per batch,
+//! see `batch.rs`); only then record the run in one SQLite transaction. An object that is in place but
 //! not recorded is merely unreferenced (gc removes it); a recorded run never
 //! refers to an object that is not durable.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -17,14 +16,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::error::{IoContext, StoreError};
-use rusqlite::TransactionBehavior;
 
-use super::fileio::{
-    clone_or_copy, fsync_dir, fsync_file, make_read_only, now_ms, now_ns, remove_tree,
-};
+use super::batch::Materialized;
+use super::fileio::{clone_or_copy, make_read_only, now_ns, remove_tree};
 use super::open::Store;
-use super::record::{AttemptId, NewRun, OutputEntry, RunRecord};
-use super::runs::point_node_at;
+use super::record::{AttemptId, NewRun, RunRecord};
 use crate::hash::ContentHash;
 
 impl Store {
@@ -45,80 +41,18 @@ impl Store {
         new: NewRun<'_>,
         staging: &Path,
     ) -> Result<RunRecord, StoreError> {
-        let staged = declared_files(&new, staging)?;
-        if let Some(existing) = self.run_for_key(&new.key)? {
-            let recorded = self.adopt_existing(attempt, existing, &new)?;
-            let _ = remove_tree(staging);
-            return Ok(recorded);
-        }
-        let guard = self.store_lock(false)?;
-        let mut touched = BTreeSet::new();
-        let mut outputs = Vec::with_capacity(staged.len());
-        for (name, path) in &staged {
-            let (hash, size) = self.ingest(path, &mut touched, true)?;
-            outputs.push(OutputEntry {
-                name: name.clone(),
-                hash,
-                size,
-            });
-        }
-        let log = match new.log {
-            Some(path) if path.is_file() => Some(self.ingest(path, &mut touched, true)?.0),
-            _ => None,
-        };
-        for dir in &touched {
-            fsync_dir(dir).ctx("flush directory", dir)?;
-        }
-        let run = RunRecord {
-            node_id: new.node_id.to_string(),
-            stage: new.stage.to_string(),
-            key: new.key,
-            key_parts: new.key_parts.into(),
-            outputs,
-            env: new.env.into(),
-            started_at_ms: new.started_at_ms,
-            duration_ms: new.duration_ms,
-            log,
-        };
-        let recorded = self.record_run(attempt, &run)?;
-        drop(guard);
-        // The run is recorded; a staging directory that resists removal is
-        // cleaned up once this process has exited.
-        let _ = remove_tree(staging);
-        Ok(recorded)
-    }
-
-    /// Points the node at a run recorded before and closes the attempt.
-    pub(super) fn adopt_existing(
-        &self,
-        attempt: AttemptId,
-        mut existing: RunRecord,
-        new: &NewRun<'_>,
-    ) -> Result<RunRecord, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
-        point_node_at(&tx, new.node_id, new.stage, &new.key).map_err(|e| self.db_err(e))?;
-        tx.execute(
-            "UPDATE attempts SET status = 'succeeded', finished_at_ms = ?2 WHERE id = ?1",
-            rusqlite::params![attempt.0, now_ms()],
-        )
-        .map_err(|e| self.db_err(e))?;
-        tx.commit().map_err(|e| self.db_err(e))?;
-        existing.node_id = new.node_id.to_string();
-        existing.stage = new.stage.to_string();
-        Ok(existing)
+        // One node is a batch of one: the same staging, flush and record
+        // as the engine's group commit.
+        let staged = self.stage_run(attempt, new, staging)?;
+        let mut recorded = self.commit_batch(vec![(staged, Materialized::none())])?;
+        recorded
+            .pop()
+            .ok_or_else(|| self.damaged("a committed batch returned no run".into()))
     }
 
     /// Moves one staged file into `objects/` (or drops it when the object
-    /// exists), adding the directories to fsync to `touched`.
-    pub(super) fn ingest(
-        &self,
-        staged: &Path,
-        touched: &mut BTreeSet<PathBuf>,
-        sync: bool,
-    ) -> Result<(ContentHash, u64), StoreError> {
+    /// exists). Not flushed: [`Store::commit_batch`] flushes the whole batch.
+    pub(super) fn ingest(&self, staged: &Path) -> Result<(ContentHash, u64), StoreError> {
         let source = self.regular_source(staged)?;
         let size = fs::metadata(&source)
             .ctx("read metadata of", &source)?
@@ -132,19 +66,13 @@ impl Store {
             return Ok((hash, size)); // same content committed before
         }
         make_read_only(&source).ctx("make read-only", &source)?;
-        if sync {
-            fsync_file(&source).ctx("flush", &source)?;
-        }
         let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
-            Ok(()) => {
-                touched.insert(self.cache.join("objects"));
-            }
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(StoreError::io("create directory", &shard, e)),
         }
         fs::rename(&source, &object).ctx("move output into", &object)?;
-        touched.insert(shard);
         Ok((hash, size))
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::error::StoreError;
 use super::fileio::now_ms;
@@ -141,23 +141,6 @@ impl Store {
             });
         }
         Ok(())
-    }
-
-    /// Records `run` (whose objects are already durable in `cache/objects/`),
-    /// points the node at it and marks the attempt succeeded, in one
-    /// transaction. A key recorded before is kept as it is and returned.
-    pub(super) fn record_run(
-        &self,
-        attempt: AttemptId,
-        run: &RunRecord,
-    ) -> Result<RunRecord, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
-        let recorded = self.insert_run(&tx, attempt, run, false)?;
-        tx.commit().map_err(|e| self.db_err(e))?;
-        Ok(recorded)
     }
 
     /// Inserts a run (a key is recorded once), points its node at it and marks
