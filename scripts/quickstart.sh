@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# The quickstart study, end to end: builds vitgraph, runs pipelines/quickstart.ron
-# (experiments, analyses and a report), and prints where the report is.
+# The quickstart study, end to end: builds vitgraph (with libtorch, set up on
+# first use), runs pipelines/quickstart.ron — a small ViT inference sweep,
+# traced, analysed and reported with plots — and prints where the report is.
+# On a machine with an NVIDIA GPU the runs use it; otherwise the CPU.
+# Extra arguments go to `vitgraph build` (e.g. `-p samples=200`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-cargo build --release $VITGRAPH_FEATURES
-./target/release/vitgraph build quickstart "$@"
-./target/release/vitgraph status quickstart
+# The dev profile builds dependencies optimized (Cargo.toml), and shares its
+# build with scripts/test.sh; use `cargo build --release` for large studies.
+cargo build $VITGRAPH_FEATURES
+vitgraph=./target/debug/vitgraph
+args=()
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    args+=(-p device=cuda)
+fi
+"$vitgraph" build quickstart "${args[@]}" "$@"
+"$vitgraph" status quickstart "${args[@]}" "$@"
 echo
-echo "report: $(pwd)/out/quickstart_report/quickstart_report/"
+echo "report: $(pwd)/out/quickstart_report/quickstart_report/report.md"

@@ -98,8 +98,8 @@ fn bad_configs_fail_with_a_message_naming_the_field() {
             "`pipeline`",
         ),
         (
-            r#"(model: "vit16x12x768", device: "cpu", preprocess: Gpu)"#,
-            "`preprocess: Gpu` needs a CUDA `device`",
+            r#"(model: "vit16x12x768", pipeline: Async(queue: 0, workers: 2))"#,
+            "`pipeline`: Async needs `queue` and `workers` of at least 1",
         ),
     ];
     let dir = tempfile::tempdir().expect("temp dir");
@@ -142,4 +142,50 @@ fn without_libtorch_a_vit_node_says_how_to_enable_it() {
     let report = format!("{:?}", miette::Report::new(err));
     assert!(report.contains("scripts/setup-libtorch.sh"), "{report}");
     assert!(report.contains("--features torch"), "{report}");
+}
+
+/// Loads a pipeline whose `Vit` stage sweeps `pipeline` over `values`.
+fn load_sweep(values: &str) -> Result<Vec<(String, Pipeline)>, String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("pipelines")).expect("pipelines/");
+    let text = format!(
+        r#"Pipeline(stages: {{ "runs": Stage(matrix: {{ "p": {values} }},
+            task: Vit((model: "vit32x6x384", device: "cpu", pipeline: "${{p}}"))) }})"#
+    );
+    std::fs::write(dir.path().join("pipelines/sweep.ron"), text).expect("write");
+    let graph = vitgraph::pipeline::load(dir.path(), &[]).map_err(|e| format!("{e:?}"))?;
+    Ok(graph
+        .nodes
+        .iter()
+        .map(|n| match &n.task {
+            TaskSpec::Vit(v) => (n.id.clone(), v.pipeline),
+            other => panic!("not a Vit task: {other:?}"),
+        })
+        .collect())
+}
+
+#[test]
+fn pipeline_string_forms_sweep_as_scalars() {
+    let nodes = load_sweep(r#"["sync", "async:4", "async:16:3", "Async:2"]"#).expect("loads");
+    let got: Vec<Pipeline> = nodes.iter().map(|(_, p)| *p).collect();
+    let want = [
+        Pipeline::Sync,
+        Pipeline::Async { queue: 4, workers: 2 },
+        Pipeline::Async { queue: 16, workers: 3 },
+        Pipeline::Async { queue: 2, workers: 2 },
+    ];
+    assert_eq!(got, want, "{nodes:?}");
+    assert_eq!(nodes[1].0, "runs[p=async:4]");
+    for p in want {
+        // JSON (a job file, `results.json`'s config) reads back to the same value.
+        let json = serde_json::to_string(&p).expect("serializes");
+        let back: Pipeline = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back, p, "{json}");
+    }
+    for bad in ["async", "async:x", "sync:1", "pipelined"] {
+        let err = load_sweep(&format!("[\"{bad}\"]")).expect_err(bad);
+        assert!(err.contains("async:QUEUE"), "{bad}: {err}");
+    }
+    let err = ron::from_str::<VitSpec>("(pipeline: Async(queue: 2))").expect_err("workers missing");
+    assert!(err.to_string().contains("workers"), "{err}");
 }

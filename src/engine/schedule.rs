@@ -472,8 +472,10 @@ impl<'a> Builder<'a> {
                 let up = &self.graph.nodes[d];
                 let dir = self.root.join(up.out_rel());
                 dirs.push(dir.clone());
+                // The params that tell the nodes apart (a report's param
+                // columns); pipeline-wide params are the same in every row.
                 let params = up
-                    .params
+                    .id_params
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();

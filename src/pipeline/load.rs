@@ -475,14 +475,7 @@ fn apply_overrides(
         };
         let node = match parsed {
             Some(n) if value_of(&n).is_some() && !matches!(n.kind, Kind::Unit(_)) => n,
-            _ => Node {
-                kind: Kind::Str {
-                    value: o.value.clone(),
-                    raw_offset: 0,
-                    escaped: true,
-                },
-                span,
-            },
+            _ => bare_value(&o.value, span),
         };
         let mut hit = false;
         for d in decls.iter_mut() {
@@ -555,6 +548,52 @@ fn apply_overrides(
         }
     }
     Ok(())
+}
+
+/// A `-p` value that is not RON: a bracketed list of bare words
+/// (`[vit32x6x384,async:2]`) becomes a list whose items are numbers or
+/// booleans where they read as such and strings otherwise; anything else is
+/// one string.
+fn bare_value(text: &str, span: Span) -> Node {
+    let scalar = |item: &str| {
+        let item = item.trim();
+        let kind = if let Ok(i) = item.parse::<i64>() {
+            Kind::Int(i)
+        } else if let Ok(x) = item.parse::<f64>() {
+            Kind::Float(x)
+        } else if let Ok(b) = item.parse::<bool>() {
+            Kind::Bool(b)
+        } else {
+            let unquoted = item
+                .strip_prefix('"')
+                .and_then(|i| i.strip_suffix('"'))
+                .unwrap_or(item);
+            Kind::Str {
+                value: unquoted.to_owned(),
+                raw_offset: 0,
+                escaped: true,
+            }
+        };
+        Node { kind, span }
+    };
+    match text.trim().strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        Some(inner) if inner.trim().is_empty() => Node {
+            kind: Kind::List(Vec::new()),
+            span,
+        },
+        Some(inner) => Node {
+            kind: Kind::List(inner.split(',').map(scalar).collect()),
+            span,
+        },
+        None => Node {
+            kind: Kind::Str {
+                value: text.to_owned(),
+                raw_offset: 0,
+                escaped: true,
+            },
+            span,
+        },
+    }
 }
 
 fn shift(node: &mut Node, by: u32) {

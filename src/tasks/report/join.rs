@@ -32,6 +32,8 @@ pub struct Row {
     pub images: Option<i64>,
     /// Whether the row is one entry of a `rows` table (its first document).
     pub table_entry: bool,
+    /// A `metrics.json` of the row comes from a trace with no GPU.
+    pub no_gpu: bool,
 }
 
 impl Row {
@@ -73,6 +75,7 @@ pub fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskE
                     row.host = row.host.take().or(extra.host);
                     row.samples = row.samples.take().or(extra.samples);
                     row.images = row.images.or(extra.images);
+                    row.no_gpu |= extra.no_gpu;
                 }
                 None => {
                     by_params.insert(key, rows.len());
@@ -117,6 +120,7 @@ fn new_row(files: &NodeFiles, docs: Vec<Json>, table_entry: bool) -> Result<Row,
         samples,
         images: results.and_then(|r| r.get("images")).and_then(Json::as_i64),
         table_entry,
+        no_gpu: files.metrics.as_ref().is_some_and(|m| m.no_gpu),
     })
 }
 
@@ -160,8 +164,12 @@ pub fn value_columns(spec: &ReportSpec, rows: &[Row]) -> Result<Vec<String>, Tas
     if spec.columns.is_empty() {
         return Ok(default_columns(rows));
     }
+    let some_without_gpu = rows.iter().any(|r| r.no_gpu);
     for column in &spec.columns {
-        if !rows.iter().any(|r| r.lookup(column).is_some()) {
+        // A device metric that no row has because the traces saw no GPU (a
+        // CPU run) is an empty column, not a typo.
+        let gpu_only = some_without_gpu && is_device_metric(column);
+        if !gpu_only && !rows.iter().any(|r| r.lookup(column).is_some()) {
             return Err(TaskError::UnknownColumn {
                 column: column.clone(),
                 help: column_help(column, rows),
@@ -169,6 +177,17 @@ pub fn value_columns(spec: &ReportSpec, rows: &[Row]) -> Result<Vec<String>, Tas
         }
     }
     Ok(spec.columns.clone())
+}
+
+/// Whether `column` names a field of `metrics.json`'s device entries.
+fn is_device_metric(column: &str) -> bool {
+    const DEVICE_FIELDS: [&str; 15] = [
+        "device", "kernel_count", "kernel_time_sum_ns", "span_ns", "busy_ns",
+        "gpu_utilization", "busy_all_ns", "span_all_ns", "gpu_utilization_all",
+        "kernel_time_ratio", "idle_time_ns", "gaps", "launch_latency_ns", "memcpy", "kernels",
+    ];
+    let head = column.split('.').next().unwrap_or(column);
+    DEVICE_FIELDS.contains(&head)
 }
 
 fn default_columns(rows: &[Row]) -> Vec<String> {

@@ -27,6 +27,9 @@ pub struct NodeFiles {
 pub struct Metrics {
     pub device: Json,
     pub document: Json,
+    /// The trace recorded no GPU at all (`devices` is empty: a CPU run), so
+    /// `device` is an empty object and the device metrics stay empty.
+    pub no_gpu: bool,
 }
 
 /// Reads whichever of `metrics.json` and `results.json` the node has; at
@@ -85,6 +88,13 @@ fn pick_device(
         .get("devices")
         .and_then(Json::as_array)
         .ok_or_else(|| shape(node, path, "`devices` is missing or not a list"))?;
+    if devices.is_empty() {
+        return Ok(Metrics {
+            device: Json::Object(Default::default()),
+            document,
+            no_gpu: true,
+        });
+    }
     let picked = devices.get(device).cloned().ok_or_else(|| {
         shape(
             node,
@@ -105,6 +115,7 @@ fn pick_device(
     Ok(Metrics {
         device: picked,
         document,
+        no_gpu: false,
     })
 }
 

@@ -42,8 +42,18 @@ pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>)
              (seed {}, {} resamples); rows of different environments are not paired.\n",
             cmp.metric, cmp.seed, cmp.resamples
         );
-        let rows: Vec<&[Cell]> = c.rows.iter().map(Vec::as_slice).collect();
-        grid(&mut md, &c.names, &rows);
+        if c.rows.is_empty() {
+            // A one-valued comparison, e.g. NUMA on a host with one NUMA node:
+            // say so rather than print an empty table.
+            let _ = writeln!(
+                md,
+                "Every row has `{}` = `{}`: there is no other value to compare it with.",
+                cmp.param, cmp.baseline
+            );
+        } else {
+            let rows: Vec<&[Cell]> = c.rows.iter().map(Vec::as_slice).collect();
+            grid(&mut md, &c.names, &rows);
+        }
     }
     if !spec.plots.is_empty() {
         md.push_str("\n## Plots\n\n");
@@ -74,6 +84,14 @@ fn environment(md: &mut String, table: &Table) {
         let _ = writeln!(
             md,
             "- {unknown} row(s) with no environment fingerprint (no `results.json` with `env`)"
+        );
+    }
+    if table.rows_without_gpu > 0 {
+        let _ = writeln!(
+            md,
+            "- {} row(s) come from traces that recorded no GPU (runs on the CPU): their GPU \
+             metrics are empty",
+            table.rows_without_gpu
         );
     }
     md.push('\n');

@@ -9,7 +9,8 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::compare::table_column;
+use super::cell::Cell;
+use super::compare::{same, table_column};
 use super::spec::Plot;
 use super::table::Table;
 use super::write::write_atomic;
@@ -94,9 +95,17 @@ pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
         Some(name) => Some(table_column(table, "plot.series", name)?),
         None => None,
     };
+    let filter = plot
+        .filter
+        .iter()
+        .map(|(name, value)| Ok((table_column(table, "plot.filter", name)?, Cell::from_value(value))))
+        .collect::<Result<Vec<_>, TaskError>>()?;
     let several_envs = table.env_groups.len() > 1;
     let mut lines: Vec<Series> = Vec::new();
     for row in &table.rows {
+        if !filter.iter().all(|(i, want)| same(&row.cells[*i], want)) {
+            continue;
+        }
         let (Some(px), Some(py)) = (row.cells[x].as_f64(), row.cells[y].as_f64()) else {
             continue;
         };
@@ -125,10 +134,20 @@ pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    if lines.is_empty() && table.rows_without_gpu > 0 {
+        // CPU runs: the GPU metrics are empty; the plot says so instead of
+        // failing the report.
+        return Ok(lines);
+    }
     if lines.is_empty() {
         return Err(TaskError::BadSpec {
             field: "plot".to_owned(),
-            detail: format!("no row has numbers in both `{}` and `{}`", plot.x, plot.y),
+            detail: format!(
+                "no row{} has numbers in both `{}` and `{}`",
+                if plot.filter.is_empty() { "" } else { " that passes `filter`" },
+                plot.x,
+                plot.y
+            ),
             help: "plot columns that hold numbers; text columns can only be a `series`".to_owned(),
         });
     }
@@ -154,6 +173,9 @@ fn range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
         (lo.min(v), hi.max(v))
     });
+    if lo > hi {
+        return 0.0..1.0;
+    }
     let pad = if hi > lo {
         (hi - lo) * 0.05
     } else {
@@ -177,6 +199,11 @@ fn draw<DB: DrawingBackend>(
     let caption = match &plot.series {
         Some(by) => format!("{} vs {} by {by}", plot.y, plot.x),
         None => format!("{} vs {}", plot.y, plot.x),
+    };
+    let caption = if series.is_empty() {
+        format!("{caption} (no data: the traces recorded no GPU)")
+    } else {
+        caption
     };
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, (FAMILY, 22))
@@ -254,5 +281,6 @@ mod tests {
         );
         let single = range([5.0].into_iter());
         assert!(single.start < 5.0 && single.end > 5.0);
+        assert_eq!(range(std::iter::empty()), 0.0..1.0);
     }
 }

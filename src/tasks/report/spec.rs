@@ -41,16 +41,20 @@ pub struct ReportSpec {
 #[serde(deny_unknown_fields)]
 pub struct Plot {
     /// The file stem under `plots/`; by default `<y>_vs_<x>[_by_<series>]`.
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub x: String,
     pub y: String,
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub series: Option<String>,
     #[serde(default)]
     pub log_x: bool,
     #[serde(default)]
     pub log_y: bool,
+    /// Only rows whose columns equal these values (`{"batch": 1}`), so one
+    /// plot can show one slice of a sweep.
+    #[serde(default)]
+    pub filter: std::collections::BTreeMap<String, Value>,
 }
 
 /// `Compare(...)`: the ratio `metric(value) / metric(baseline)` for every other
@@ -101,6 +105,10 @@ impl Plot {
             (Some(name), _) => name.clone(),
             (None, Some(series)) => format!("{}_vs_{}_by_{}", self.y, self.x, series),
             (None, None) => format!("{}_vs_{}", self.y, self.x),
+        };
+        let raw = match self.name {
+            Some(_) => raw,
+            None => self.filter.iter().fold(raw, |acc, (k, v)| format!("{acc}_{k}-{v}")),
         };
         sanitize(&raw)
     }

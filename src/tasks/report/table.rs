@@ -42,6 +42,9 @@ pub struct Table {
     pub rows: Vec<TableRow>,
     pub env_groups: Vec<EnvGroup>,
     pub node_count: usize,
+    /// Rows whose traces recorded no GPU (CPU runs): their device metrics
+    /// are empty.
+    pub rows_without_gpu: usize,
 }
 
 impl Table {
@@ -73,6 +76,7 @@ pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskEr
     names.extend(values.iter().cloned());
     names.extend([SAMPLES, ENV_GROUP, NODES].map(str::to_owned));
     let node_count = rows.iter().map(|r| r.nodes.len()).sum();
+    let rows_without_gpu = rows.iter().filter(|r| r.no_gpu).count();
     let table_rows = rows
         .iter()
         .zip(membership)
@@ -89,6 +93,7 @@ pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskEr
         rows: table_rows,
         env_groups,
         node_count,
+        rows_without_gpu,
     })
 }
 

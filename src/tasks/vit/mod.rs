@@ -52,20 +52,28 @@ fn run_config(_config: &VitConfig, _ctx: &TaskContext) -> Result<(), TaskError> 
 #[cfg(feature = "torch")]
 fn run_config(config: &VitConfig, ctx: &TaskContext) -> Result<(), TaskError> {
     use super::{env, nvtx::Nvtx};
+    use crate::tasks::cupti::{Activity, Recorder};
     let before = env::probe();
+    // On the CPU there is no CUDA activity to record: `trace: Cupti` then
+    // writes the NVTX ranges alone, so the pipeline's analyses still run.
     let tracer = match config.trace {
-        Trace::Cupti => Some(crate::tasks::cupti::Recorder::start()?),
+        Trace::Cupti if config.device.is_cuda() => Some(Recorder::start()?),
         _ => None,
     };
     let mut nvtx = Nvtx::new(tracer.as_ref().map(|t| t.clock()));
     let measurement = measure::measure(config, &mut nvtx)?;
-    let trace = match tracer {
-        Some(tracer) => Some(
-            tracer
-                .finish(nvtx.take_ranges(), &ctx.out.join("trace.sqlite"))?
-                .summary(),
-        ),
-        None => None,
+    let path = ctx.out.join("trace.sqlite");
+    let trace = match (tracer, config.trace) {
+        (Some(tracer), _) => Some(tracer.finish(nvtx.take_ranges(), &path)?.summary()),
+        (None, Trace::Cupti) => {
+            let ranges = Activity {
+                ranges: nvtx.take_ranges(),
+                ..Activity::default()
+            };
+            crate::tasks::cupti_sqlite::write(&ranges, &[], &path)?;
+            Some(ranges.summary())
+        }
+        (None, _) => None,
     };
     let after = env::probe();
     let mut results = results::VitResults::new(config, before, after, &measurement);

@@ -10,26 +10,26 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VitSpec {
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub patch: Option<u32>,
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub dim: Option<u32>,
     /// Attention heads; default `dim / 64`.
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub heads: Option<u32>,
     /// Hidden width of the MLP; default `4 * dim`.
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub mlp_dim: Option<u32>,
     /// The resolution the model sees.
     #[serde(default = "default_image_size")]
     pub image_size: u32,
     /// The resolution of the synthetic uint8 source images, resized to
     /// `image_size` by preprocessing; default `image_size * 8 / 7` (256 for 224).
-    #[serde(default, deserialize_with = "bare_some")]
+    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
     pub source_size: Option<u32>,
     #[serde(default = "default_num_classes")]
     pub num_classes: u32,
@@ -61,8 +61,11 @@ pub struct VitSpec {
 }
 
 /// How batches flow from preprocessing to the model (RQ5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// Written `Sync` or `Async(queue: N, workers: N)`, or as a string
+/// (`"sync"`, `"async:QUEUE"`, `"async:QUEUE:WORKERS"`, workers defaulting
+/// to 2) so that a matrix axis of scalars can sweep it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum Pipeline {
     /// Preprocess, copy, run, copy back, one batch at a time.
     #[default]
@@ -70,6 +73,108 @@ pub enum Pipeline {
     /// `workers` threads preprocess batches into a bounded queue of depth
     /// `queue` while the model runs.
     Async { queue: u32, workers: u32 },
+}
+
+impl Pipeline {
+    /// Workers an `"async:QUEUE"` string gets.
+    const DEFAULT_WORKERS: u32 = 2;
+
+    /// Parses the string form; `None` when `s` is not one.
+    fn parse_short(s: &str) -> Option<Pipeline> {
+        let mut parts = s.split(':');
+        match parts.next()?.to_ascii_lowercase().as_str() {
+            "sync" => parts.next().is_none().then_some(Pipeline::Sync),
+            "async" => {
+                let queue = parts.next()?.parse().ok()?;
+                let workers = match parts.next() {
+                    Some(w) => w.parse().ok()?,
+                    None => Self::DEFAULT_WORKERS,
+                };
+                parts.next().is_none().then_some(Pipeline::Async { queue, workers })
+            }
+            _ => None,
+        }
+    }
+}
+
+const PIPELINE_EXPECTED: &str = "`Sync`, `Async(queue: N, workers: N)`, \"sync\", \"async:QUEUE\" or \"async:QUEUE:WORKERS\"";
+
+impl<'de> Deserialize<'de> for Pipeline {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_enum("Pipeline", &["Sync", "Async"], PipelineVisitor)
+    }
+}
+
+struct PipelineVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PipelineVisitor {
+    type Value = Pipeline;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(PIPELINE_EXPECTED)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Pipeline, E> {
+        Pipeline::parse_short(s)
+            .ok_or_else(|| E::custom(format!("unknown `pipeline` {s:?}; use {PIPELINE_EXPECTED}")))
+    }
+
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Pipeline, A::Error> {
+        use serde::de::VariantAccess;
+        let (VariantName(name), variant) = data.variant()?;
+        if name == "Async" {
+            return variant.struct_variant(&["queue", "workers"], AsyncVisitor);
+        }
+        variant.unit_variant()?;
+        self.visit_str::<A::Error>(&name)
+    }
+}
+
+/// A variant's name, read as an identifier (RON writes it unquoted).
+struct VariantName(String);
+
+impl<'de> Deserialize<'de> for VariantName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = VariantName;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a variant name")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<VariantName, E> {
+                Ok(VariantName(s.to_owned()))
+            }
+        }
+        d.deserialize_identifier(Name)
+    }
+}
+
+/// Reads `Async(queue: N, workers: N)`'s fields (a struct variant in RON,
+/// the variant's object in JSON).
+struct AsyncVisitor;
+
+impl<'de> serde::de::Visitor<'de> for AsyncVisitor {
+    type Value = Pipeline;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("`Async(queue: N, workers: N)`")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Pipeline, M::Error> {
+        use serde::de::Error;
+        let (mut queue, mut workers) = (None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "queue" => queue = Some(map.next_value::<u32>()?),
+                "workers" => workers = Some(map.next_value::<u32>()?),
+                other => return Err(M::Error::unknown_field(other, &["queue", "workers"])),
+            }
+        }
+        Ok(Pipeline::Async {
+            queue: queue.ok_or_else(|| M::Error::missing_field("queue"))?,
+            workers: workers.ok_or_else(|| M::Error::missing_field("workers"))?,
+        })
+    }
 }
 
 /// Where images are resized, normalized and cast.
@@ -279,12 +384,6 @@ impl VitSpec {
                     "`pipeline`: Async needs `queue` and `workers` of at least 1".to_owned(),
                 );
             }
-        }
-        if self.preprocess == Preprocess::Gpu && !device.is_cuda() {
-            return Err("`preprocess: Gpu` needs a CUDA `device`".to_owned());
-        }
-        if self.trace == Trace::Cupti && !device.is_cuda() {
-            return Err("`trace: Cupti` needs a CUDA `device`".to_owned());
         }
         let model = format!("vit{patch}x{depth}x{dim}");
         Ok(VitConfig {

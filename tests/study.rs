@@ -1,0 +1,223 @@
+//! The study pipelines shipped in `pipelines/` (quickstart, RQ1, RQ2, RQ4,
+//! RQ5): each loads, each stage has exactly the configurations the book's
+//! "Study" chapter lists, and targets plan exactly their nodes. Runs the real
+//! binary on a copy of the repository's `pipelines/` folder.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// A temporary workspace holding a copy of the repository's pipelines.
+struct Study {
+    dir: tempfile::TempDir,
+}
+
+impl Study {
+    fn new() -> Study {
+        let dir = tempfile::Builder::new()
+            .prefix("vitgraph-study-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let to = dir.path().join("pipelines");
+        std::fs::create_dir_all(&to).expect("create pipelines/");
+        for entry in std::fs::read_dir(&from).expect("read pipelines/") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "ron") {
+                std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
+                    .expect("copy a pipeline");
+            }
+        }
+        Study { dir }
+    }
+
+    /// Runs `vitgraph ARGS…`; panics with its output unless it exits 0.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run vitgraph");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "vitgraph {args:?} failed ({:?}):\n{stdout}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    /// The node ids of `target`, as `vitgraph ls TARGET` lists them.
+    fn nodes(&self, target: &str, params: &[&str]) -> Vec<String> {
+        let mut args = vec!["ls", target];
+        for p in params {
+            args.extend(["-p", p]);
+        }
+        self.ok(&args).lines().map(str::to_owned).collect()
+    }
+
+    /// The nodes `vitgraph build -n TARGET` would run.
+    fn planned(&self, target: &str) -> BTreeSet<String> {
+        self.ok(&["build", "-n", target])
+            .lines()
+            .filter_map(|l| l.strip_prefix("run"))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// The value of `key` in a node id such as `rq1_runs[patch=8,depth=6,…]`.
+fn param<'a>(id: &'a str, key: &str) -> Option<&'a str> {
+    let inner = id.split_once('[')?.1.strip_suffix(']')?;
+    inner
+        .split(',')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+#[test]
+fn every_pipeline_loads_with_the_documented_stage_sizes() {
+    let study = Study::new();
+    let expected = [
+        ("quickstart_runs", 6),
+        ("quickstart_analysis", 6),
+        ("quickstart_report", 1),
+        ("rq1_runs", 39),
+        ("rq1_analysis", 39),
+        ("rq1_report", 1),
+        ("rq2_runs", 17),
+        ("rq2_analysis", 17),
+        ("rq2_report", 1),
+        ("rq4_runs", 52),
+        ("rq4_analysis", 52),
+        ("rq4_report", 1),
+        ("rq5_runs", 23),
+        ("rq5_analysis", 23),
+        ("rq5_report", 1),
+    ];
+    for (stage, count) in expected {
+        let nodes = study.nodes(stage, &[]);
+        assert_eq!(nodes.len(), count, "{stage}: {nodes:#?}");
+        let unique: BTreeSet<&String> = nodes.iter().collect();
+        assert_eq!(unique.len(), count, "{stage} has duplicate ids");
+    }
+}
+
+#[test]
+fn rq1_is_the_architecture_grid_less_the_large_patch8_models() {
+    let nodes = Study::new().nodes("rq1_runs", &[]);
+    let models: BTreeSet<String> = nodes
+        .iter()
+        .map(|id| {
+            let p = |k| param(id, k).unwrap_or_else(|| panic!("{id} lacks {k}"));
+            format!("vit{}x{}x{}", p("patch"), p("depth"), p("dim"))
+        })
+        .collect();
+    assert_eq!(models.len(), 39);
+    for named in [
+        "vit32x6x384", "vit16x6x384", "vit8x6x384", "vit32x12x768", "vit16x12x768",
+        "vit8x12x768", "vit32x18x1024", "vit16x18x1024", "vit32x24x1280",
+    ] {
+        assert!(models.contains(named), "the seeds name {named}");
+    }
+    let patch8: BTreeSet<&str> = models
+        .iter()
+        .filter(|m| m.starts_with("vit8x"))
+        .map(String::as_str)
+        .collect();
+    let want: BTreeSet<&str> = [
+        "vit8x6x384", "vit8x12x384", "vit8x18x384", "vit8x24x384", "vit8x6x768",
+        "vit8x12x768", "vit8x6x1024",
+    ]
+    .into();
+    assert_eq!(patch8, want);
+}
+
+#[test]
+fn rq2_has_the_seeds_resolutions_per_model() {
+    let nodes = Study::new().nodes("rq2_runs", &[]);
+    let mut per_model: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+    for id in &nodes {
+        let res = param(id, "res").expect("res").parse().expect("a number");
+        per_model
+            .entry(param(id, "model").expect("model").to_owned())
+            .or_default()
+            .push(res);
+    }
+    for v in per_model.values_mut() {
+        v.sort();
+    }
+    let want = [
+        ("vit16x12x768", vec![256]),
+        ("vit16x6x384", vec![256, 512, 1024, 2048]),
+        ("vit32x12x768", vec![256, 512, 1024]),
+        ("vit32x18x1024", vec![256, 512]),
+        ("vit32x6x384", vec![256, 512, 1024, 2048]),
+        ("vit8x6x384", vec![256, 512, 1024]),
+    ];
+    let want: std::collections::BTreeMap<String, Vec<u32>> =
+        want.into_iter().map(|(m, r)| (m.to_owned(), r)).collect();
+    assert_eq!(per_model, want);
+}
+
+#[test]
+fn rq4_pairs_every_configuration_local_and_remote() {
+    let study = Study::new();
+    let nodes = study.nodes("rq4_runs", &[]);
+    let mut configs: std::collections::BTreeMap<(String, String), BTreeSet<String>> =
+        Default::default();
+    for id in &nodes {
+        let key = (param(id, "model").expect("model").to_owned(), param(id, "batch").expect("batch").to_owned());
+        configs.entry(key).or_default().insert(param(id, "numa").expect("numa").to_owned());
+    }
+    assert_eq!(configs.len(), 26);
+    assert!(configs.values().all(|n| n == &BTreeSet::from(["0".to_owned(), "2".to_owned()])));
+    let batch1 = configs.keys().filter(|(_, b)| b == "1").count();
+    assert_eq!(batch1, 14, "every model runs at batch 1");
+    // On a host with one NUMA node the study is built with `-p numa=[0]`.
+    assert_eq!(study.nodes("rq4_runs", &["numa=[0]"]).len(), 26);
+}
+
+#[test]
+fn rq5_has_the_seeds_pipeline_designs() {
+    let nodes = Study::new().nodes("rq5_runs", &[]);
+    let designs: BTreeSet<(String, String, String, String)> = nodes
+        .iter()
+        .map(|id| {
+            let p = |k| param(id, k).unwrap_or_else(|| panic!("{id} lacks {k}")).to_owned();
+            (p("model"), p("pipeline"), p("preprocess"), p("batch"))
+        })
+        .collect();
+    assert_eq!(designs.len(), 23);
+    let has = |m: &str, p: &str, pre: &str, b: &str| {
+        designs.contains(&(m.into(), p.into(), pre.into(), b.into()))
+    };
+    // The comparisons seed 000 names.
+    assert!(has("vit32x6x384", "sync", "Cpu", "4"));
+    assert!(has("vit32x6x384", "async:2", "Cpu", "4"));
+    assert!(has("vit16x12x768", "async:2", "Cpu", "4"));
+    assert!(has("vit16x12x768", "async:8", "Cpu", "4"));
+    assert!(has("vit32x18x1024", "async:2", "Cpu", "1"));
+    assert!(has("vit32x18x1024", "async:2", "Cpu", "32"));
+    for queue in ["async:2", "async:4", "async:8", "async:16"] {
+        assert!(has("vit16x12x768", queue, "Cpu", "4"), "{queue}");
+    }
+    assert!(has("vit32x18x1024", "sync", "Gpu", "4"));
+}
+
+#[test]
+fn an_analysis_target_plans_its_experiments_and_nothing_else() {
+    let study = Study::new();
+    let planned = study.planned("rq2_analysis");
+    let runs: BTreeSet<String> = study.nodes("rq2_runs", &[]).into_iter().collect();
+    let analyses: BTreeSet<String> = study.nodes("rq2_analysis", &[]).into_iter().collect();
+    let want: BTreeSet<String> = runs.union(&analyses).cloned().collect();
+    assert_eq!(planned.len(), 34);
+    assert_eq!(planned, want);
+    // The report adds exactly itself.
+    let report = study.planned("rq2_report");
+    assert_eq!(report.len(), 35);
+    assert!(report.contains("rq2_report"));
+}

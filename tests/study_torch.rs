@@ -1,0 +1,124 @@
+//! The study pipelines run end to end on the CPU at tiny sizes — real
+//! libtorch runs, traces, analyses and reports — on a couple of
+//! configurations each, selected with `-p` the way a user shortens a study.
+#![cfg(feature = "torch")]
+
+use std::path::Path;
+use std::process::Command;
+
+struct Study {
+    dir: tempfile::TempDir,
+}
+
+impl Study {
+    fn new() -> Study {
+        let dir = tempfile::Builder::new()
+            .prefix("vitgraph-study-run-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let to = dir.path().join("pipelines");
+        std::fs::create_dir_all(&to).expect("create pipelines/");
+        for entry in std::fs::read_dir(&from).expect("read pipelines/") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "ron") {
+                std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
+                    .expect("copy a pipeline");
+            }
+        }
+        Study { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run vitgraph");
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    /// Builds `target` with `params`, checks a second build has nothing to
+    /// do, and returns the report's markdown and its table's data lines.
+    fn build_report(&self, report: &str, params: &[&str]) -> (String, Vec<String>) {
+        let mut args = vec!["build", report, "-j", "2"];
+        for p in params {
+            args.extend(["-p", p]);
+        }
+        let (ok, text) = self.run(&args);
+        assert!(ok, "vitgraph {args:?} failed:\n{text}");
+        args[0] = "status";
+        args.retain(|a| *a != "-j" && *a != "2");
+        let (ok, status) = self.run(&args);
+        assert!(ok && status.contains(" 0 stale"), "after the build:\n{status}");
+        let dir = self.dir.path().join("out").join(report).join(report);
+        let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+        let csv = std::fs::read_to_string(dir.join("table.csv")).expect("table.csv");
+        let rows = csv.lines().skip(1).map(str::to_owned).collect();
+        (md, rows)
+    }
+}
+
+const TINY: [&str; 4] = ["device=cpu", "samples=4", "warmup=1", "image_size=32"];
+
+fn with(extra: &[&'static str]) -> Vec<&'static str> {
+    TINY.iter().copied().chain(extra.iter().copied()).collect()
+}
+
+#[test]
+fn rq1_runs_end_to_end_on_the_cpu() {
+    let study = Study::new();
+    let params = with(&["patch=[16,32]", "depth=[1]", "dim=[64]", "batch=[2]"]);
+    let (md, rows) = study.build_report("rq1_report", &params);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(md.contains("recorded no GPU"), "{md}");
+    let plots = study.dir.path().join("out/rq1_report/rq1_report/plots");
+    assert!(plots.join("gpu_utilization_vs_dim_by_patch.svg").is_file());
+    assert!(plots.join("throughput_images_per_s_vs_dim_by_patch.png").is_file());
+}
+
+#[test]
+fn rq2_runs_end_to_end_on_the_cpu() {
+    let study = Study::new();
+    let params = [
+        "device=cpu", "samples=2", "warmup=1", "model=[vit32x6x384]", "res=[32,64]", "batch=[1]",
+    ];
+    let (_, rows) = study.build_report("rq2_report", &params);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}
+
+#[test]
+fn rq4_runs_end_to_end_on_the_cpu_under_numactl() {
+    let study = Study::new();
+    let params = with(&["numa=[0]", "model=[vit32x2x256]", "batch=[1,2]"]);
+    let (md, rows) = study.build_report("rq4_report", &params);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // One NUMA node measured: the comparison says there is nothing to pair.
+    assert!(md.contains("there is no other value to compare it with"), "{md}");
+}
+
+#[test]
+fn rq5_runs_end_to_end_on_the_cpu() {
+    let study = Study::new();
+    let params = with(&["model=[vit32x6x384]", "pipeline=[sync,async:2]"]);
+    let (md, rows) = study.build_report("rq5_report", &params);
+    // Two matrix designs plus the eight the stage always includes.
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert!(md.contains("## Comparison"), "{md}");
+    assert!(md.contains("async:2"), "{md}");
+}
+
+#[test]
+fn quickstart_runs_end_to_end_on_the_cpu() {
+    let study = Study::new();
+    let (md, rows) =
+        study.build_report("quickstart_report", &["samples=8", "warmup=1", "batch=[1,4]"]);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(md.contains("throughput_images_per_s"), "{md}");
+}
