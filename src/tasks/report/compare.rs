@@ -157,7 +157,7 @@ fn finish(mut cells: Vec<Cell>, tail: [Cell; 5], env: Option<String>, note: &str
 }
 
 /// Numbers equal by value (so `1` matches `1.0`), everything else by text.
-fn same(cell: &Cell, wanted: &Cell) -> bool {
+pub(super) fn same(cell: &Cell, wanted: &Cell) -> bool {
     match (cell.as_f64(), wanted.as_f64()) {
         (Some(a), Some(b)) => a == b,
         _ => !cell.is_null() && cell.text() == wanted.text(),
