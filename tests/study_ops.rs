@@ -413,3 +413,59 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
     plan.extend(params.iter().map(String::as_str));
     assert_eq!(study.planned(&plan), 71);
 }
+
+/// The two `Plot` fields the night sweep and the ops report use, through the
+/// real binary: `series` naming two columns (G4's M and dtype) and `filter`
+/// holding the params a plot does not show (the ops plots), driven by a param.
+#[test]
+fn report_plots_take_several_series_columns_and_a_filter() {
+    let study = Study::new();
+    std::fs::write(
+        study.dir.path().join("pipelines/zz_plot_fields.ron"),
+        r#"Pipeline(
+    params: { "zz_at": 2 },
+    stages: {
+        "zz_runs": Stage(
+            matrix: { "m": [1, 2], "dtype": ["f16", "bf16"], "n": [64, 128] },
+            task: Command(
+                run: "echo '{\"t\": ${n}, \"dtype\": \"${dtype}\", \"m\": ${m}}' > ${out}/results.json",
+                outputs: ["results.json"],
+            ),
+        ),
+        "zz_report": Stage(
+            needs: ["zz_runs"],
+            task: Report(
+                title: "plot fields",
+                sources: ["zz_runs"],
+                columns: ["t"],
+                plots: [
+                    Plot(name: "by_m_dtype", x: "n", y: "t", series: ["m", "dtype"]),
+                    Plot(name: "at_m", x: "n", y: "t", series: "dtype", filter: { "m": "${zz_at}" }),
+                ],
+            ),
+        ),
+    },
+)"#,
+    )
+    .expect("write a pipeline");
+    study.ok(&["build", "zz_report"]);
+    let plots = study.dir.path().join("out/zz_report/zz_report/plots");
+    let svg = |name: &str| std::fs::read_to_string(plots.join(name)).expect("read a plot");
+    let multi = svg("by_m_dtype.svg");
+    for label in [
+        "m=1, dtype=f16",
+        "m=1, dtype=bf16",
+        "m=2, dtype=f16",
+        "m=2, dtype=bf16",
+    ] {
+        assert!(multi.contains(label), "no line {label} in by_m_dtype.svg");
+    }
+    let filtered = svg("at_m.svg");
+    assert!(filtered.contains("(m=2)"), "the caption names the filter");
+    assert!(filtered.contains("dtype=f16") && !filtered.contains("m=1"));
+    assert!(plots.join("at_m.png").is_file());
+    // A filter value no row has fails the report, naming it.
+    let run = study.run(&["build", "zz_report", "-p", "zz_at=5"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("no row with m=5"), "{}", run.stderr);
+}
