@@ -92,26 +92,42 @@ pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
     let x = table_column(table, "plot.x", &plot.x)?;
     let y = table_column(table, "plot.y", &plot.y)?;
     let by = match &plot.series {
-        Some(name) => Some(table_column(table, "plot.series", name)?),
-        None => None,
+        Some(columns) => columns
+            .0
+            .iter()
+            .map(|name| Ok((name, table_column(table, "plot.series", name)?)))
+            .collect::<Result<Vec<_>, TaskError>>()?,
+        None => Vec::new(),
     };
     let filter = plot
         .filter
         .iter()
-        .map(|(name, value)| Ok((table_column(table, "plot.filter", name)?, Cell::from_value(value))))
+        .map(|(name, value)| {
+            Ok((
+                table_column(table, "plot.filter", name)?,
+                Cell::from_value(value),
+            ))
+        })
         .collect::<Result<Vec<_>, TaskError>>()?;
     let several_envs = table.env_groups.len() > 1;
     let mut lines: Vec<Series> = Vec::new();
     for row in &table.rows {
-        if !filter.iter().all(|(i, want)| same(&row.cells[*i], want)) {
+        if !filter
+            .iter()
+            .all(|(i, wanted)| same(&row.cells[*i], wanted))
+        {
             continue;
         }
         let (Some(px), Some(py)) = (row.cells[x].as_f64(), row.cells[y].as_f64()) else {
             continue;
         };
-        let mut label = match (by, &plot.series) {
-            (Some(i), Some(name)) => format!("{name}={}", row.cells[i].text()),
-            _ => plot.y.clone(),
+        let mut label = if by.is_empty() {
+            plot.y.clone()
+        } else {
+            by.iter()
+                .map(|(name, i)| format!("{name}={}", row.cells[*i].text()))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         if several_envs {
             let env = row
@@ -140,15 +156,32 @@ pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
         return Ok(lines);
     }
     if lines.is_empty() {
+        let (detail, help) = if filter.is_empty() {
+            (
+                format!("no row has numbers in both `{}` and `{}`", plot.x, plot.y),
+                "plot columns that hold numbers; text columns can only be a `series`".to_owned(),
+            )
+        } else {
+            let wanted: Vec<String> = plot
+                .filter
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            (
+                format!(
+                    "no row with {} has numbers in both `{}` and `{}`",
+                    wanted.join(", "),
+                    plot.x,
+                    plot.y
+                ),
+                "set `filter` to values the table has (see table.csv), or plot columns that hold numbers"
+                    .to_owned(),
+            )
+        };
         return Err(TaskError::BadSpec {
             field: "plot".to_owned(),
-            detail: format!(
-                "no row{} has numbers in both `{}` and `{}`",
-                if plot.filter.is_empty() { "" } else { " that passes `filter`" },
-                plot.x,
-                plot.y
-            ),
-            help: "plot columns that hold numbers; text columns can only be a `series`".to_owned(),
+            detail,
+            help,
         });
     }
     Ok(lines)
@@ -196,15 +229,21 @@ fn draw<DB: DrawingBackend>(
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
     let points = || series.iter().flat_map(|s| s.points.iter());
-    let caption = match &plot.series {
-        Some(by) => format!("{} vs {} by {by}", plot.y, plot.x),
+    let mut caption = match &plot.series {
+        Some(by) => format!("{} vs {} by {}", plot.y, plot.x, by.joined(", ")),
         None => format!("{} vs {}", plot.y, plot.x),
     };
-    let caption = if series.is_empty() {
-        format!("{caption} (no data: the traces recorded no GPU)")
-    } else {
-        caption
-    };
+    if !plot.filter.is_empty() {
+        let fixed: Vec<String> = plot
+            .filter
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        caption = format!("{caption} ({})", fixed.join(", "));
+    }
+    if series.is_empty() {
+        caption = format!("{caption}: no data, the traces recorded no GPU");
+    }
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, (FAMILY, 22))
         .margin(16)
@@ -266,6 +305,69 @@ fn axis_title(column: &str, log: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use super::super::table::TableRow;
+
+    /// Params `m`, `dtype`, `k`, then the value `t`: two values of `m` and of
+    /// `dtype` at `k = 1`, and one row at `k = 2` that the filter drops.
+    fn table() -> Table {
+        let row = |m: i64, dtype: &str, k: i64, n: i64, t: f64| TableRow {
+            cells: vec![
+                Cell::Int(m),
+                Cell::Str(dtype.into()),
+                Cell::Int(k),
+                Cell::Int(n),
+                Cell::Float(t),
+            ],
+            samples: None,
+            env_group: None,
+            images: None,
+        };
+        Table {
+            names: ["m", "dtype", "k", "n", "t"].map(str::to_owned).to_vec(),
+            param_count: 4,
+            rows: vec![
+                row(1, "f16", 1, 64, 1.0),
+                row(1, "f16", 1, 128, 2.0),
+                row(1, "bf16", 1, 64, 3.0),
+                row(2, "f16", 1, 64, 4.0),
+                row(2, "f16", 2, 64, 5.0),
+            ],
+            env_groups: Vec::new(),
+            node_count: 5,
+            rows_without_gpu: 0,
+        }
+    }
+
+    #[test]
+    fn several_series_columns_make_one_line_per_combination() {
+        let plot: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", series: ["m", "dtype"], filter: {"k": 1.0})"#)
+                .unwrap();
+        let lines = series(&table(), &plot).unwrap();
+        let got: Vec<(&str, &[(f64, f64)])> = lines
+            .iter()
+            .map(|l| (l.label.as_str(), l.points.as_slice()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("m=1, dtype=f16", &[(64.0, 1.0), (128.0, 2.0)][..]),
+                ("m=1, dtype=bf16", &[(64.0, 3.0)][..]),
+                ("m=2, dtype=f16", &[(64.0, 4.0)][..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_filter_that_keeps_no_row_or_names_no_column_is_an_error() {
+        let none: Plot = ron::from_str(r#"Plot(x: "n", y: "t", filter: {"k": 3})"#).unwrap();
+        let err = series(&table(), &none).unwrap_err().to_string();
+        assert!(err.contains("k=3"), "{err}");
+        let typo: Plot = ron::from_str(r#"Plot(x: "n", y: "t", filter: {"kk": 1})"#).unwrap();
+        let err = series(&table(), &typo).unwrap_err().to_string();
+        assert!(err.contains("kk"), "{err}");
+    }
 
     #[test]
     fn embedded_font_parses() {

@@ -1,7 +1,11 @@
 //! The `Report` task as written in a pipeline file, and the file names it
 //! promises to create (which depend on its plots and its comparison).
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value::Value;
 
@@ -36,7 +40,8 @@ pub struct ReportSpec {
     pub compare: Option<Compare>,
 }
 
-/// `Plot(...)`: one column against another, one line per value of `series`.
+/// `Plot(...)`: one column against another, one line per value of `series`
+/// (or per combination of values, when `series` names several columns).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plot {
@@ -45,16 +50,69 @@ pub struct Plot {
     pub name: Option<String>,
     pub x: String,
     pub y: String,
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
-    pub series: Option<String>,
+    #[serde(default, deserialize_with = "bare_some_columns", skip_serializing_if = "Option::is_none")]
+    pub series: Option<Columns>,
     #[serde(default)]
     pub log_x: bool,
     #[serde(default)]
     pub log_y: bool,
-    /// Only rows whose columns equal these values (`{"batch": 1}`), so one
-    /// plot can show one slice of a sweep.
-    #[serde(default)]
-    pub filter: std::collections::BTreeMap<String, Value>,
+    /// Only rows whose cells equal these values are drawn (numbers match by
+    /// value), so one plot can fix the params it does not show. Left out of
+    /// the serialized spec when empty, so plots without it keep their keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filter: BTreeMap<String, Value>,
+}
+
+/// The column or columns of a plot's `series`: written `"patch"` or
+/// `["m", "dtype"]`. One column serializes as a bare string, as it always
+/// has, so existing reports keep their keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Columns(pub Vec<String>);
+
+impl Columns {
+    /// The column names joined by `sep`, as a stem or a caption shows them.
+    pub fn joined(&self, sep: &str) -> String {
+        self.0.join(sep)
+    }
+}
+
+impl Serialize for Columns {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Columns {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Columns, D::Error> {
+        struct ColumnsVisitor;
+        impl<'de> Visitor<'de> for ColumnsVisitor {
+            type Value = Columns;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a column name such as \"patch\", or a list of them such as [\"m\", \"dtype\"]",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Columns, E> {
+                Ok(Columns(vec![v.to_owned()]))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Columns, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    names.push(name);
+                }
+                if names.is_empty() {
+                    return Err(de::Error::custom(
+                        "`series` lists no column: name one or more columns, or leave `series` out",
+                    ));
+                }
+                Ok(Columns(names))
+            }
+        }
+        d.deserialize_any(ColumnsVisitor)
+    }
 }
 
 /// `Compare(...)`: the ratio `metric(value) / metric(baseline)` for every other
@@ -77,6 +135,10 @@ pub struct Compare {
 /// files' other string fields, rather than as `Some("patch")`.
 fn bare_some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     String::deserialize(d).map(Some)
+}
+
+fn bare_some_columns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Columns>, D::Error> {
+    Columns::deserialize(d).map(Some)
 }
 
 fn default_seed() -> u64 {
@@ -103,9 +165,13 @@ impl Plot {
     pub fn stem(&self) -> String {
         let raw = match (&self.name, &self.series) {
             (Some(name), _) => name.clone(),
-            (None, Some(series)) => format!("{}_vs_{}_by_{}", self.y, self.x, series),
+            (None, Some(series)) => {
+                format!("{}_vs_{}_by_{}", self.y, self.x, series.joined("_"))
+            }
             (None, None) => format!("{}_vs_{}", self.y, self.x),
         };
+        // Two plots of one slice each (`filter: {"batch": 1}`, `{"batch": 32}`)
+        // must not share a file.
         let raw = match self.name {
             Some(_) => raw,
             None => self.filter.iter().fold(raw, |acc, (k, v)| format!("{acc}_{k}-{v}")),
@@ -183,6 +249,41 @@ mod tests {
                 "plots/latency_ms_median_vs_dim_by_patch.svg",
                 "plots/latency_ms_median_vs_dim_by_patch.png",
             ]
+        );
+    }
+
+    #[test]
+    fn series_names_one_column_or_several() {
+        let one: Plot = ron::from_str(r#"Plot(x: "n", y: "t", series: "m")"#).unwrap();
+        let many: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", series: ["m", "dtype"], filter: {"k": 4096})"#)
+                .unwrap();
+        assert_eq!(one.series, Some(Columns(vec!["m".into()])));
+        assert_eq!(many.stem(), "t_vs_n_by_m_dtype_k-4096");
+        assert_eq!(many.filter.get("k"), Some(&Value::Int(4096)));
+        let empty = ron::from_str::<Plot>(r#"Plot(x: "n", y: "t", series: [])"#).unwrap_err();
+        assert!(empty.to_string().contains("lists no column"), "{empty}");
+    }
+
+    #[test]
+    fn plots_serialize_compactly_and_read_back() {
+        // The serialized spec is part of a node's key and of the job file the
+        // task reads back: a one-column series stays a bare string, and unset
+        // options and an empty filter do not appear at all.
+        let one: Plot = ron::from_str(r#"Plot(x: "n", y: "t", series: "m")"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&one).unwrap(),
+            r#"{"x":"n","y":"t","series":"m","log_x":false,"log_y":false}"#
+        );
+        let back: Plot = serde_json::from_str(&serde_json::to_string(&one).unwrap()).unwrap();
+        assert_eq!(back, one);
+        let many: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", series: ["m", "dtype"], filter: {"k": 1})"#)
+                .unwrap();
+        let json = serde_json::to_string(&many).unwrap();
+        assert!(
+            json.contains(r#""series":["m","dtype"]"#) && json.contains(r#""filter":{"k":1}"#),
+            "{json}"
         );
     }
 
