@@ -113,15 +113,26 @@ fn new_row(files: &NodeFiles, docs: Vec<Json>, table_entry: bool) -> Result<Row,
         nodes: vec![files.node.id.clone()],
         docs,
         facets: env.and_then(|e| e.get("key_facets")).cloned(),
-        host: env
-            .and_then(|e| e.get("host").or_else(|| e.get("hostname")))
-            .and_then(Json::as_str)
-            .map(str::to_owned),
+        host: env.and_then(host_of),
         samples,
         images: results.and_then(|r| r.get("images")).and_then(Json::as_i64),
         table_entry,
         no_gpu: files.metrics.as_ref().is_some_and(|m| m.no_gpu),
     })
+}
+
+/// The host an `env` names: `host` or `hostname`, directly or in its
+/// `record` (the `Vit` task records the facts before and after the run).
+fn host_of(env: &Json) -> Option<String> {
+    let direct = |e: &Json| {
+        e.get("host")
+            .or_else(|| e.get("hostname"))
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+    };
+    direct(env)
+        .or_else(|| env.pointer("/record/before").and_then(direct))
+        .or_else(|| env.get("record").and_then(direct))
 }
 
 fn numbers(list: &Json) -> Option<Vec<f64>> {

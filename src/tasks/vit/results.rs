@@ -54,6 +54,9 @@ pub struct VitResults {
     pub peak_memory_bytes: Option<u64>,
     /// Achieved arithmetic rate over the measured window.
     pub tflops: f64,
+    /// Every measured batch's latency in milliseconds, in order: what a
+    /// report's bootstrap intervals resample.
+    pub latency_samples_ms: Vec<f64>,
     /// Counts from the CUPTI trace (`trace: Cupti` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
@@ -97,6 +100,7 @@ impl VitResults {
             },
             peak_memory_bytes: m.peak_memory_bytes,
             tflops: throughput * m.flops_per_image as f64 / 1e12,
+            latency_samples_ms: m.batch_ms.clone(),
             trace: None,
         }
     }
