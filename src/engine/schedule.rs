@@ -346,6 +346,12 @@ impl<'a> Builder<'a> {
             {
                 break;
             }
+            // A node that failed before starting (too few GPUs) released its
+            // dependents: judge them now rather than wait for a message that
+            // no running node will send.
+            if !stopping && !ready.is_empty() {
+                continue;
+            }
 
             tokio::select! {
                 msg = rx.recv() => {

@@ -129,3 +129,30 @@ fn full_disk_while_recording_keeps_the_store_consistent() {
     );
     let _ = std::process::Command::new("umount").arg(root).status();
 }
+
+#[test]
+fn keep_going_skips_the_dependents_of_a_node_that_cannot_get_its_gpus() {
+    // An exclusive GPU node on a machine with no GPUs fails before it starts;
+    // with -k its dependents are skipped and the build ends (it used to wait
+    // forever for a message from a node that never ran).
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+        "g": Stage(matrix: { "i": [1, 2] },
+                   task: Command(run: "true", resources: (gpus: 1, exclusive: true))),
+        "a": Stage(for_each: "g", task: Command(run: "true")),
+        "c": Stage(task: Command(run: "echo c > ${out}/c.txt", outputs: ["c.txt"])),
+    })"#,
+    )]);
+    let out = std::process::Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_vitgraph"), "build", "-k", "--json"])
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .current_dir(ws.path())
+        .output()
+        .expect("run vitgraph under timeout");
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(124), "the build hung:\n{events}");
+    assert_eq!(out.status.code(), Some(1), "{events}");
+    assert_eq!(events.matches(r#""event":"skipped""#).count(), 2, "{events}");
+    assert_eq!(ws.read("out/c/c/c.txt"), "c\n");
+}
