@@ -530,6 +530,9 @@ def write_atomically(path, write):
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; outputs are ordinary files
     try:
         write(tmp)
         os.replace(tmp, path)

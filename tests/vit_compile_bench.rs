@@ -171,6 +171,7 @@ fn eager_results_pass_the_vit_schema_check_and_the_trace_has_the_measure_window(
     assert_eq!(metrics["window"]["name"], "measure", "{metrics}");
     assert_eq!(metrics["window"]["found"], true, "{metrics}");
     assert_eq!(metrics["window"]["ranges"], 1, "{metrics}");
+    assert_eq!(metrics["batches"]["count"], 3, "one `batch N` range per batch");
     let window_ms = metrics["window"]["duration_ns"].as_f64().expect("duration") / 1e6;
     let batches_ms: f64 = value["latency_samples_ms"]
         .as_array()
