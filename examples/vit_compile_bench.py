@@ -542,16 +542,17 @@ def write_atomically(path, write):
         raise
 
 
-def kernels_per_forward(trace_path):
+def kernels_per_forward(trace_path, batches):
     """Kernels that start inside the measured `forward` ranges, per range (as
-    the Rust task's CUPTI trace summary counts them)."""
+    the Rust task's CUPTI trace summary counts them); without the ranges' GPU
+    projections, the window's kernels per batch; None without kernels."""
     with open(trace_path) as f:
         events = json.load(f).get("traceEvents", [])
     forwards = [(e["ts"], e["ts"] + e["dur"]) for e in events
                 if e.get("cat") == "gpu_user_annotation" and e.get("name") == "forward"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if not forwards:
-        return None, len(kernels)
+        return (len(kernels) / batches if kernels else None), len(kernels)
     inside = sum(1 for k in kernels if any(s <= k["ts"] < e for s, e in forwards))
     return inside / len(forwards), len(kernels)
 
@@ -608,7 +609,7 @@ def main(argv=None):
         "forward_ms": {"mean": stages[2]},
     }
     if args.trace:
-        per_forward, kernels = kernels_per_forward(args.trace)
+        per_forward, kernels = kernels_per_forward(args.trace, c["batches"])
         results["trace"] = {"kernels": kernels, "kernels_per_forward": per_forward}
         results["kernels_per_forward"] = per_forward
     text = json.dumps(results, indent=2) + "\n"
