@@ -171,7 +171,10 @@ fn eager_results_pass_the_vit_schema_check_and_the_trace_has_the_measure_window(
     assert_eq!(metrics["window"]["name"], "measure", "{metrics}");
     assert_eq!(metrics["window"]["found"], true, "{metrics}");
     assert_eq!(metrics["window"]["ranges"], 1, "{metrics}");
-    assert_eq!(metrics["batches"]["count"], 3, "one `batch N` range per batch");
+    assert_eq!(
+        metrics["batches"]["count"], 3,
+        "one `batch N` range per batch"
+    );
     let window_ms = metrics["window"]["duration_ns"].as_f64().expect("duration") / 1e6;
     let batches_ms: f64 = value["latency_samples_ms"]
         .as_array()
@@ -253,4 +256,55 @@ fn bad_arguments_fail_with_status_2_naming_the_flag() {
         );
         assert!(!Path::new(out).exists(), "{args:?} wrote an output");
     }
+}
+
+/// A `results.json` as the `Vit` task writes it, for a tiny CPU config.
+fn task_results() -> Value {
+    use vitgraph::tasks::vit::{VitSpec, formula};
+    let spec: VitSpec = ron::from_str(
+        r#"(model: "vit16x1x64", image_size: 32, num_classes: 10, batch: 2, samples: 5, device: "cpu")"#,
+    )
+    .expect("parses");
+    let config = spec.resolve().expect("valid");
+    let env = vitgraph::tasks::env::probe();
+    let m = results::Measurement {
+        params: formula::params(&config),
+        flops_per_image: formula::flops_per_image(&config),
+        images: 6,
+        window_s: 0.5,
+        batch_ms: vec![150.0, 160.0, 170.0],
+        stage_sum_ms: [3.0, 0.3, 470.0, 0.6],
+        peak_memory_bytes: Some(1 << 20),
+    };
+    serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
+        .expect("serializes")
+}
+
+#[test]
+fn the_check_accepts_the_tasks_own_results_and_names_what_is_wrong() {
+    let good = task_results();
+    results::check(&good).expect("the task's own results pass");
+    let broken = |path: &[&str], value: Value| {
+        let mut v = good.clone();
+        let (last, parents) = path.split_last().expect("non-empty path");
+        let mut slot = &mut v;
+        for p in parents {
+            slot = &mut slot[*p];
+        }
+        match value {
+            Value::Null => {
+                slot.as_object_mut().expect("object").remove(*last);
+            }
+            other => slot[*last] = other,
+        }
+        results::check(&v).expect_err("broken results fail")
+    };
+    let params = good["params"].as_u64().expect("params");
+    assert!(broken(&["params"], (params + 1).into()).contains("`params`"));
+    assert!(broken(&["images"], 5.into()).contains("`images`"));
+    assert!(broken(&["latency_ms", "min"], 500.0.into()).contains("`latency_ms`"));
+    assert!(broken(&["stages_ms", "forward"], (-1.0).into()).contains("`stages_ms.forward`"));
+    assert!(broken(&["stages_ms"], Value::Null).contains("stages_ms"));
+    assert!(broken(&["env", "key_facets", "gpu"], Value::Null).contains("`env.key_facets.gpu`"));
+    assert!(broken(&["config", "dtype"], "f64".into()).contains("schema"));
 }
