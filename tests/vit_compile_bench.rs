@@ -308,3 +308,19 @@ fn the_check_accepts_the_tasks_own_results_and_names_what_is_wrong() {
     assert!(broken(&["env", "key_facets", "gpu"], Value::Null).contains("`env.key_facets.gpu`"));
     assert!(broken(&["config", "dtype"], "f64".into()).contains("schema"));
 }
+
+#[test]
+fn rq3_report_specs_survive_the_job_file_round_trip() {
+    // Built-in tasks reach `exec-task` as JSON; a `Plot` without `name`
+    // must not be written as `null`, which its bare-value field cannot read.
+    use vitgraph::tasks::TaskSpec;
+    let task: TaskSpec = ron::from_str(
+        r#"Report((title: "t", sources: ["a"], columns: ["x"],
+            plots: [Plot(x: "params", y: "x", series: "compile", log_x: true)],
+            compare: Some(Compare(param: "compile", baseline: "none", metric: "x"))))"#,
+    )
+    .expect("parses");
+    let json = serde_json::to_string(&task).expect("serializes");
+    let back: TaskSpec = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
+    assert_eq!(back, task);
+}
