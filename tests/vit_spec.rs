@@ -148,10 +148,9 @@ fn without_libtorch_a_vit_node_says_how_to_enable_it() {
 fn a_spec_with_unset_optional_fields_survives_the_job_file_round_trip() {
     // `exec-task` reads the spec back from JSON: unset optional fields must
     // not be written as `null`, which the bare-value fields cannot read.
-    let task: TaskSpec = ron::from_str(
-        r#"Vit((model: "vit32x2x256", image_size: 64, batch: 2, device: "cpu"))"#,
-    )
-    .expect("parses");
+    let task: TaskSpec =
+        ron::from_str(r#"Vit((model: "vit32x2x256", image_size: 64, batch: 2, device: "cpu"))"#)
+            .expect("parses");
     let json = serde_json::to_string(&task).expect("serializes");
     let back: TaskSpec = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
     assert_eq!(back, task);

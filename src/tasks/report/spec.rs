@@ -41,11 +41,19 @@ pub struct ReportSpec {
 #[serde(deny_unknown_fields)]
 pub struct Plot {
     /// The file stem under `plots/`; by default `<y>_vs_<x>[_by_<series>]`.
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub name: Option<String>,
     pub x: String,
     pub y: String,
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub series: Option<String>,
     #[serde(default)]
     pub log_x: bool,
