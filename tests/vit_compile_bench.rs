@@ -15,6 +15,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use vitgraph::tasks::vit::results;
+use vitgraph::tasks::vit::stats::LatencyStats;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vit_compile_bench.py")
@@ -126,6 +127,30 @@ fn tiny_run(mode: &str, warmup: &str, trace: bool) -> (Value, tempfile::TempDir)
         Some(3),
         "one latency per measured batch"
     );
+    // The statistics are the Rust task's, bootstrap included, on the same samples.
+    let samples: Vec<f64> = value["latency_samples_ms"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    let rust = LatencyStats::from_samples(&samples, 3).expect("samples");
+    let py = &checked.latency_ms;
+    let pairs = [
+        (py.mean, rust.mean),
+        (py.median, rust.median),
+        (py.p90, rust.p90),
+        (py.p99, rust.p99),
+        (py.std, rust.std),
+        (py.median_ci95[0], rust.median_ci95[0]),
+        (py.median_ci95[1], rust.median_ci95[1]),
+    ];
+    for (a, b) in pairs {
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+            "{py:?} vs {rust:?}"
+        );
+    }
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .expect("listable")
         .filter_map(|e| e.ok())
