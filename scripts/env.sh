@@ -10,3 +10,12 @@ if [ "${VITGRAPH_TORCH:-1}" = "1" ]; then
     VITGRAPH_FEATURES="--features torch"
 fi
 export VITGRAPH_FEATURES
+# With CI=true or VITGRAPH_PYTORCH=1, Python PyTorch is installed for the tests
+# of examples/vit_compile_bench.py (scripts/setup-pytorch.sh: PyPI's torch
+# wheel and its dependencies, cached outside the repository); elsewhere those
+# tests use the python3 on PATH and are skipped, saying why, where it has no
+# torch.
+if [ "${CI:-}" = "true" ] || [ "${VITGRAPH_PYTORCH:-0}" = "1" ]; then
+    eval "$(scripts/setup-pytorch.sh)"
+    export VITGRAPH_PYTHONPATH
+fi

@@ -189,3 +189,15 @@ fn pipeline_string_forms_sweep_as_scalars() {
     let err = ron::from_str::<VitSpec>("(pipeline: Async(queue: 2))").expect_err("workers missing");
     assert!(err.to_string().contains("workers"), "{err}");
 }
+
+#[test]
+fn a_spec_with_unset_optional_fields_survives_the_job_file_round_trip() {
+    // `exec-task` reads the spec back from JSON: unset optional fields must
+    // not be written as `null`, which the bare-value fields cannot read.
+    let task: TaskSpec =
+        ron::from_str(r#"Vit((model: "vit32x2x256", image_size: 64, batch: 2, device: "cpu"))"#)
+            .expect("parses");
+    let json = serde_json::to_string(&task).expect("serializes");
+    let back: TaskSpec = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
+    assert_eq!(back, task);
+}

@@ -99,6 +99,8 @@ fn a_tiny_cpu_run_writes_every_normative_field() {
         );
         vit::run(&spec(&text), &context(dir.path())).expect("tiny run succeeds");
         let r = read_json(&dir.path().join("results.json"));
+        // The check examples/vit_compile_bench.py's files pass too.
+        vit::results::check(&r).unwrap_or_else(|e| panic!("{pipeline}: {e}"));
         for field in [
             "config",
             "env",

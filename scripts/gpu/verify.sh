@@ -16,8 +16,8 @@ mkdir -p "$runs"
 torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
 export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-bench="$here/vit_bench.py"
-[[ -f "$bench" ]] || bench="$here/../../examples/vit_bench.py"
+bench="$here/vit_compile_bench.py"
+[[ -f "$bench" ]] || bench="$here/../../examples/vit_compile_bench.py"
 
 # run NAME KIND SPEC [NEEDS…]: one task, its log beside its results.
 task() {
@@ -47,7 +47,7 @@ rust)
     for m in "${models[@]}"; do
         for b in 1 64; do
             task "vit_${m}_b${b}" vit "(model: \"$m\", batch: $b, dtype: \"bf16\", warmup: 20, samples: $(samples $b))"
-            py "eager_${m}_b${b}" --model "$m" --batch "$b" --mode eager --iters 100
+            py "eager_${m}_b${b}" --model "$m" --batch "$b" --dtype bf16 --compile none --warmup 20 --samples $(( 100 * b ))
         done
     done
     # CUPTI: kernels per forward against torch.profiler, and tracing overhead.
@@ -55,7 +55,7 @@ rust)
         set -- $cfg
         task "cupti_${1}_b${2}" vit "(model: \"$1\", batch: $2, dtype: \"bf16\", warmup: 20, samples: $(samples $2), trace: Cupti)"
         task "notrace_${1}_b${2}" vit "(model: \"$1\", batch: $2, dtype: \"bf16\", warmup: 20, samples: $(samples $2))"
-        py "profiler_${1}_b${2}" --model "$1" --batch "$2" --mode eager --iters 20 --profile "$runs/profiler_${1}_b${2}.trace.json"
+        py "profiler_${1}_b${2}" --model "$1" --batch "$2" --dtype bf16 --compile none --warmup 20 --samples $(( 20 * $2 )) --trace "$runs/profiler_${1}_b${2}.trace.json"
     done
     task async_vit16x12x768_b64 vit '(model: "vit16x12x768", batch: 64, dtype: "bf16", warmup: 10, samples: 1280, pipeline: Async(queue: 4, workers: 4))'
     task gpupre_vit16x12x768_b64 vit '(model: "vit16x12x768", batch: 64, dtype: "bf16", warmup: 10, samples: 1280, preprocess: Gpu)'
@@ -91,7 +91,7 @@ trace)
     done
     for cfg in "vit32x6x384 1" "vit16x12x768 64"; do
         set -- $cfg
-        py "profiler_${1}_b${2}" --model "$1" --batch "$2" --mode eager --iters 20 --profile "$runs/profiler_${1}_b${2}.trace.json"
+        py "profiler_${1}_b${2}" --model "$1" --batch "$2" --dtype bf16 --compile none --warmup 20 --samples $(( 20 * $2 )) --trace "$runs/profiler_${1}_b${2}.trace.json"
     done
     task calibrate opbench '(op: Calibrate)'
     task gemm_bf16_8192 opbench '(op: Gemm(m: 8192, n: 8192, k: 8192), dtype: "bf16", repeats: 50)' "$runs/calibrate"
@@ -100,7 +100,7 @@ trace)
 compile)
     for m in "${models[@]}"; do
         for b in 1 64; do
-            py "compiled_${m}_b${b}" --model "$m" --batch "$b" --mode reduce-overhead --iters 100
+            py "compiled_${m}_b${b}" --model "$m" --batch "$b" --dtype bf16 --compile reduce-overhead --warmup 20 --samples $(( 100 * b ))
         done
     done
     ;;

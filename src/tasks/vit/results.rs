@@ -118,3 +118,80 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), TaskError> 
     std::fs::write(&tmp, text + "\n").map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
+
+/// Checks a `results.json` document against the normative schema: it must
+/// deserialize into [`VitResults`] (every field, with its type) and its
+/// numbers must agree with each other (`params` and `flops_per_image` the
+/// closed forms of its `config`, `images` = `batches` × `batch`, ordered
+/// latency statistics, non-negative stage times). The `Vit` task's files and
+/// those of `examples/vit_compile_bench.py` pass the same check; the error
+/// names the first field that fails.
+pub fn check(value: &serde_json::Value) -> Result<VitResults, String> {
+    let r: VitResults = serde_json::from_value(value.clone())
+        .map_err(|e| format!("does not match the `Vit` results.json schema: {e}"))?;
+    let c = &r.config;
+    let expect = |field: &str, got: u64, want: u64| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("`{field}` is {got}, but its config gives {want}"))
+        }
+    };
+    expect("params", r.params, super::formula::params(c))?;
+    expect(
+        "flops_per_image",
+        r.flops_per_image,
+        super::formula::flops_per_image(c),
+    )?;
+    expect(
+        "config.batches",
+        u64::from(c.batches),
+        u64::from(c.samples.div_ceil(c.batch)),
+    )?;
+    expect(
+        "images",
+        r.images,
+        u64::from(c.batches) * u64::from(c.batch),
+    )?;
+    for facet in ["gpu", "driver", "cuda", "libtorch", "cpu", "numa"] {
+        if !r.env.key_facets.contains_key(facet) {
+            return Err(format!("`env.key_facets.{facet}` is missing"));
+        }
+    }
+    if !(r.env.record["before"].is_object() && r.env.record["after"].is_object()) {
+        return Err("`env.record` needs the objects `before` and `after`".to_owned());
+    }
+    let l = &r.latency_ms;
+    let ordered = [l.min, l.median, l.p90, l.p99, l.max]
+        .windows(2)
+        .all(|w| w[0] <= w[1]);
+    if !(ordered && l.min > 0.0 && l.min <= l.mean && l.mean <= l.max && l.std >= 0.0) {
+        return Err(format!(
+            "`latency_ms` is not ordered as min ≤ median ≤ p90 ≤ p99 ≤ max, min ≤ mean ≤ max: {l:?}"
+        ));
+    }
+    let [lo, hi] = l.median_ci95;
+    if !(l.min <= lo && lo <= hi && hi <= l.max) {
+        return Err(format!(
+            "`latency_ms.median_ci95` [{lo}, {hi}] is not inside [min, max]"
+        ));
+    }
+    let s = &r.stages_ms;
+    for (name, v) in [
+        ("preprocess", s.preprocess),
+        ("h2d", s.h2d),
+        ("forward", s.forward),
+        ("d2h", s.d2h),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("`stages_ms.{name}` is {v}"));
+        }
+    }
+    if !(r.throughput_images_per_s.is_finite() && r.throughput_images_per_s > 0.0) {
+        return Err(format!(
+            "`throughput_images_per_s` is {}",
+            r.throughput_images_per_s
+        ));
+    }
+    Ok(r)
+}
