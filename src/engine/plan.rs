@@ -146,6 +146,10 @@ impl<'a> Evaluator<'a> {
     /// Hash of a file, or of a directory's files and names; None if absent.
     fn hash_input(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
         if path.is_dir() {
+            // A stat cannot vouch for a tree: no no-op snapshot (see `noop`).
+            if let Some(store) = self.store {
+                store.observation_unusable();
+            }
             let mut h = blake3::Hasher::new();
             for entry in walkdir::WalkDir::new(path)
                 .sort_by_file_name()
