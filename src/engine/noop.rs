@@ -51,12 +51,16 @@ pub struct Token([u8; 32]);
 /// pipeline files, the overrides. None when a pipeline file cannot be read
 /// (the full load then reports it).
 pub fn token(root: &Path, overrides: &[Override]) -> Option<Token> {
+    token_for(&std::env::current_exe().ok()?, root, overrides)
+}
+
+/// [`token`] as the executable `exe` would compute it.
+fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
     let mut h = blake3::Hasher::new();
     h.update(b"vitgraph-noop-token-v1\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.update(&[0]);
-    let exe = std::env::current_exe().ok()?;
-    let meta = fs::metadata(&exe).ok()?;
+    let meta = fs::metadata(exe).ok()?;
     for n in [
         meta.len(),
         meta.mtime() as u64,
@@ -294,4 +298,89 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     let (head, tail) = bytes.split_at(n);
     *bytes = tail;
     Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn over(key: &str, value: &str) -> Override {
+        Override {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn the_token_follows_the_executable_the_pipelines_and_the_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("pipelines/sub")).unwrap();
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: {})").unwrap();
+        let exe = root.join("vitgraph-exe");
+        fs::write(&exe, "build 1").unwrap();
+        let t = |overrides: &[Override]| token_for(&exe, root, overrides).unwrap();
+        let base = t(&[]);
+        assert_eq!(base, t(&[]), "stable");
+
+        // The executable: replaced by another file, or rewritten in place.
+        let other = root.join("other-exe");
+        fs::write(&other, "build 1").unwrap();
+        assert_ne!(token_for(&other, root, &[]).unwrap(), base);
+        fs::write(&exe, "build 2").unwrap();
+        let rebuilt = t(&[]);
+        assert_ne!(rebuilt, base);
+
+        // Pipeline files: edited, added in a subfolder, renamed. Other files do not count.
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: { })").unwrap();
+        let edited = t(&[]);
+        assert_ne!(edited, rebuilt);
+        fs::write(root.join("pipelines/notes.txt"), "not a pipeline").unwrap();
+        assert_eq!(t(&[]), edited);
+        fs::write(root.join("pipelines/sub/b.ron"), "Pipeline(stages: {})").unwrap();
+        let added = t(&[]);
+        assert_ne!(added, edited);
+        fs::rename(
+            root.join("pipelines/sub/b.ron"),
+            root.join("pipelines/sub/c.ron"),
+        )
+        .unwrap();
+        assert_ne!(t(&[]), added);
+
+        // Overrides: present, different, split differently.
+        let now = t(&[]);
+        assert_ne!(t(&[over("res", "224")]), now);
+        assert_ne!(t(&[over("res", "224")]), t(&[over("res", "512")]));
+        assert_ne!(t(&[over("ab", "c")]), t(&[over("a", "bc")]));
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_snapshot_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let token = Token([7; 32]);
+        let env = super::super::env::HostEnv::new();
+        assert!(check(&store, token, &env).is_none(), "none written");
+        let graph = Graph::default();
+        let facts_store = Store::open(dir.path()).unwrap();
+        facts_store.observe_files();
+        let files = facts_store.observed_files().unwrap();
+        let generation = store.generation().unwrap().unwrap();
+        write(&store, token, generation, &files, &graph, &env);
+        assert_eq!(check(&store, token, &env), Some(Vec::new()));
+        assert!(
+            check(&store, Token([8; 32]), &env).is_none(),
+            "another token"
+        );
+        let path = dir.path().join("cache").join(FILE);
+        let bytes = fs::read(&path).unwrap();
+        for cut in [0, 7, 40, bytes.len() - 1] {
+            fs::write(&path, &bytes[..cut]).unwrap();
+            assert!(check(&store, token, &env).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        fs::write(&path, &longer).unwrap();
+        assert!(check(&store, token, &env).is_none(), "trailing bytes");
+    }
 }
