@@ -6,7 +6,7 @@
 //! list. The next `build` or `status` without targets checks, in order:
 //!
 //! 1. the *token*: blake3 over vitgraph's version, the executable's identity
-//!    (size, mtime, inode: a rebuilt or replaced binary misses), every
+//!    (size, mtime, ctime, inode: a rebuilt or replaced binary misses), every
 //!    pipeline file's path and bytes, the `-p` overrides and
 //!    `VITGRAPH_FAKE_ENV` — everything the graph and its specs come from;
 //! 2. the store: the database file's identity and its change counter
@@ -65,6 +65,9 @@ fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
         meta.len(),
         meta.mtime() as u64,
         meta.mtime_nsec() as u64,
+        // Not settable: a binary copied over in place with its mtime kept still misses.
+        meta.ctime() as u64,
+        meta.ctime_nsec() as u64,
         meta.ino(),
         meta.dev(),
     ] {
