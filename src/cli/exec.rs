@@ -66,6 +66,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         store,
         env: &env,
         options,
+        noop: None,
     };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
     let runtime = tokio::runtime::Builder::new_current_thread()

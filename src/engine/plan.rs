@@ -144,26 +144,36 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Hash of a file, or of a directory's files and names; None if absent.
+    /// A file (the common case) costs one `stat`.
     fn hash_input(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
-        if path.is_dir() {
-            let mut h = blake3::Hasher::new();
-            for entry in walkdir::WalkDir::new(path)
-                .sort_by_file_name()
-                .into_iter()
-                .flatten()
-            {
-                if entry.file_type().is_file() {
-                    let rel = entry.path().strip_prefix(path).unwrap_or(entry.path());
-                    h.update(rel.to_string_lossy().as_bytes());
-                    h.update(&[0]);
-                    if let Some(fh) = self.hash_file(entry.path())? {
-                        h.update(&fh.0);
-                    }
+        match self.hash_file(path) {
+            Err(StoreError::NotAFile { .. }) if path.is_dir() => self.hash_dir(path),
+            Ok(None) if self.store.is_none() && path.is_dir() => self.hash_dir(path),
+            other => other,
+        }
+    }
+
+    fn hash_dir(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
+        // A stat cannot vouch for a tree: no no-op snapshot (see `noop`).
+        if let Some(store) = self.store {
+            store.observation_unusable();
+        }
+        let mut h = blake3::Hasher::new();
+        for entry in walkdir::WalkDir::new(path)
+            .sort_by_file_name()
+            .into_iter()
+            .flatten()
+        {
+            if entry.file_type().is_file() {
+                let rel = entry.path().strip_prefix(path).unwrap_or(entry.path());
+                h.update(rel.to_string_lossy().as_bytes());
+                h.update(&[0]);
+                if let Some(fh) = self.hash_file(entry.path())? {
+                    h.update(&fh.0);
                 }
             }
-            return Ok(Some(ContentHash(*h.finalize().as_bytes())));
         }
-        self.hash_file(path)
+        Ok(Some(ContentHash(*h.finalize().as_bytes())))
     }
 
     fn hash_file(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {

@@ -87,6 +87,10 @@ fn sh_path(p: &Path) -> String {
     }
 }
 
+/// Longer `Command` scripts are written to a file beside the log and run
+/// with `sh FILE` instead of `sh -c SCRIPT`.
+const MAX_INLINE_SCRIPT: usize = 64 * 1024;
+
 /// Replaces `${out}`, `${needs.S}` and `$$` in one string (params were substituted at load time).
 pub fn substitute_runtime(
     text: &str,
@@ -159,7 +163,17 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
         TaskSpec::Command(c) => {
             let script = substitute_runtime(&c.run, &job.staging, &job.needs, true);
             let mut cmd = tokio::process::Command::new("sh");
-            cmd.arg("-c").arg(script);
+            if script.len() < MAX_INLINE_SCRIPT {
+                cmd.arg("-c").arg(script);
+            } else {
+                // `${needs.S}` over thousands of nodes outgrows the kernel's
+                // limit on one argument (128 KiB on Linux): run it from a file.
+                let file = job.log.with_extension("sh");
+                std::fs::write(&file, script).map_err(|e| {
+                    RunError::Failed(format!("cannot write `{}`: {e}", file.display()))
+                })?;
+                cmd.arg(file);
+            }
             cmd
         }
         builtin => {

@@ -96,13 +96,22 @@ pub struct Builder<'a> {
     pub store: Arc<Store>,
     pub env: &'a dyn EnvProbe,
     pub options: BuildOptions,
+    /// Filled when the up-front plan finds every node of the graph fresh,
+    /// for the no-op snapshot (see `noop`).
+    pub noop: Option<&'a super::noop::Capture>,
 }
 
 impl<'a> Builder<'a> {
     /// Builds `selection` (topologically ordered, closed under dependencies).
     pub async fn build(&self, selection: &[NodeIdx], reporter: &mut dyn Reporter) -> BuildStatus {
         let t0 = Instant::now();
-        let mut states: HashMap<String, NodeState> = match self.store.load_states() {
+        if self.noop.is_some() {
+            self.store.observe_files();
+        }
+        let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) = match self
+            .store
+            .load_states_at()
+        {
             Ok(s) => s,
             Err(e) => {
                 reporter.event(&Event::Failed {
@@ -134,6 +143,15 @@ impl<'a> Builder<'a> {
                 Err(_) => HashMap::new(),
             }
         };
+        if let Some(capture) = self.noop {
+            let files = self.store.observed_files();
+            let whole = selection.len() == self.graph.nodes.len();
+            if let (true, Some(generation), Some(files)) =
+                (whole && fresh_now.len() == selection.len(), generation, files)
+            {
+                capture.set(generation, files);
+            }
+        }
         let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
         let dependents = self.graph.dependents();
         let mut remaining: HashMap<NodeIdx, usize> = selection

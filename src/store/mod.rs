@@ -6,7 +6,8 @@
 //!   read-only objects named by their blake3 hash (`objects`);
 //! - the stat cache avoids hashing unchanged inputs and outputs (`stat_cache`);
 //! - per-key flocks keep two processes from building one key (`lock`);
-//! - `verify` and `gc` look after the objects (`maintenance`).
+//! - `verify` and `gc` look after the objects (`maintenance`);
+//! - what a plan looked at is noted for the no-op snapshot (`observe`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
@@ -16,6 +17,7 @@ mod fileio;
 mod lock;
 mod maintenance;
 mod objects;
+mod observe;
 mod open;
 mod owner;
 mod record;
@@ -31,6 +33,7 @@ pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub use lock::KeyLock;
+pub use observe::FileFacts;
 pub use open::Store;
 pub use record::{
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,

@@ -12,6 +12,7 @@ use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
 use super::owner::{Liveness, Owner};
+use super::observe::Observations;
 use super::schema;
 use super::stat_cache::{StatCache, RACY_WINDOW_NS};
 
@@ -27,6 +28,8 @@ pub struct Store {
     pub(super) db_path: PathBuf,
     pub(super) db: Mutex<Connection>,
     pub(super) stats: Mutex<StatCache>,
+    /// Files judged while observing (see `observe`).
+    pub(super) observed: Mutex<Observations>,
     pub(super) owner: Owner,
     pub(super) read_only: bool,
     /// Files whose ctime is this close to when their stat was recorded are
@@ -91,6 +94,7 @@ impl Store {
             cache,
             db: Mutex::new(conn),
             stats: Mutex::new(StatCache::default()),
+            observed: Mutex::new(Observations::default()),
             owner: Owner::current(),
             read_only,
             racy_window_ns: AtomicI64::new(RACY_WINDOW_NS),

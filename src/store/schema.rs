@@ -10,6 +10,14 @@
 //!   left `running` by a dead process can be reported as `interrupted`.
 //! - `file_stats`: the stat cache (inputs and materialized outputs): a file whose
 //!   stat is unchanged since it was hashed is not hashed again.
+//! - `generation`: one counter that triggers bump on every change to `runs`,
+//!   `node_runs`, `attempts` and `envs`, so a reader can tell in one query
+//!   whether anything a verdict depends on was recorded since it last looked
+//!   (the no-op snapshot, `engine::noop`). `file_stats` is left out: it only
+//!   saves hashing and never changes a verdict.
+//!
+//! Version 2 added `generation`; a version-1 database is brought up to date
+//! in place when opened for writing (the statements are all `IF NOT EXISTS`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,7 +27,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use super::error::StoreError;
 
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -67,6 +75,35 @@ CREATE TABLE IF NOT EXISTS file_stats (
     hash        BLOB NOT NULL,
     recorded_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS generation (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    n  INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO generation (id, n) VALUES (0, 0);
+CREATE TRIGGER IF NOT EXISTS generation_runs_insert AFTER INSERT ON runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_runs_update AFTER UPDATE ON runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_runs_delete AFTER DELETE ON runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_node_runs_insert AFTER INSERT ON node_runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_node_runs_update AFTER UPDATE ON node_runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_node_runs_delete AFTER DELETE ON node_runs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_attempts_insert AFTER INSERT ON attempts
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_attempts_update AFTER UPDATE ON attempts
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_attempts_delete AFTER DELETE ON attempts
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_envs_insert AFTER INSERT ON envs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_envs_update AFTER UPDATE ON envs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS generation_envs_delete AFTER DELETE ON envs
+    BEGIN UPDATE generation SET n = n + 1 WHERE id = 0; END;
 ";
 
 /// Opens (creating if asked) the database and brings its schema up to date.

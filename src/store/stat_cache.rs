@@ -24,6 +24,7 @@ use rusqlite::{params, TransactionBehavior};
 
 use super::error::StoreError;
 use super::fileio::{hash_contents, now_ns, Stat};
+use super::observe::Probe;
 use super::open::Store;
 use super::record::{OutputCheck, RunRecord};
 use super::runs::point_node_at;
@@ -61,7 +62,10 @@ impl Store {
         let recorded_ns = now_ns();
         let meta = match fs::metadata(path) {
             Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.note(&self.stat_key(path), Probe::Follow, None, recorded_ns);
+                return Ok(None);
+            }
             Err(e) => return Err(StoreError::io("read metadata of", path, e)),
         };
         if !meta.is_file() {
@@ -71,6 +75,7 @@ impl Store {
         }
         let stat = Stat::of(&meta);
         let key = self.stat_key(path);
+        self.note(&key, Probe::Follow, Some(stat), recorded_ns);
         if let Some(hash) = self.trusted_hash(&key, &stat)? {
             return Ok(Some(hash));
         }
@@ -122,6 +127,7 @@ impl Store {
             }
             let stat = Stat::of(&meta);
             let key = self.stat_key(&path);
+            self.note(&key, Probe::NoFollow, Some(stat), recorded_ns);
             let hash = match self.trusted_hash(&key, &stat)? {
                 Some(hash) => hash,
                 None => {

@@ -194,3 +194,19 @@ fn init_creates_a_workspace_that_builds() {
         "init refuses an existing workspace"
     );
 }
+
+#[test]
+fn a_command_longer_than_the_kernels_argument_limit_runs() {
+    // `${needs.S}` over thousands of nodes gives scripts like this one: more
+    // than the 128 KiB Linux allows a single argument of `sh -c`.
+    let filler = "x".repeat(200 * 1024);
+    let ws = Ws::new(&[(
+        "long.ron",
+        &format!(
+            r#"Pipeline(stages: {{ "long": Stage(task: Command(run: ": {filler}; echo ok > ${{out}}/o.txt", outputs: ["o.txt"])) }})"#
+        ),
+    )]);
+    let r = ws.run(&["build"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(ws.read("out/long/long/o.txt"), "ok\n");
+}

@@ -7,5 +7,6 @@ mod support;
 mod commands;
 mod crash;
 mod freshness;
+mod noop;
 mod pipeline_errors;
 mod runtime_errors;

@@ -1,0 +1,389 @@
+//! The no-op snapshot: how `build` and `status` on an up-to-date workspace
+//! answer without loading the pipelines or the recorded states.
+//!
+//! When a full plan of the whole graph finds every node fresh, the command
+//! writes `cache/noop.snapshot`: what the verdicts depended on, and the node
+//! list. The next `build` or `status` without targets checks, in order:
+//!
+//! 1. the *token*: blake3 over vitgraph's version, the executable's identity
+//!    (size, mtime, ctime, inode: a rebuilt or replaced binary misses), every
+//!    pipeline file's path and bytes, the `-p` overrides and
+//!    `VITGRAPH_FAKE_ENV` — everything the graph and its specs come from;
+//! 2. the store: the database file's identity and its change counter
+//!    ([`Store::generation`]), which every recorded run, attempt or `out/`
+//!    restore bumps — so the recorded states are the ones the plan saw;
+//! 3. the environment facets, for graphs that have nodes measuring hardware
+//!    (and the nsys facet, for graphs that export nsys reports);
+//! 4. one `stat` per input and per output file the plan judged: each must
+//!    still have the stat it had, or still be absent. The plan only vouches
+//!    for files whose mtime was a racy window older than the moment they were
+//!    looked at, so any write since then changes the stat (see `store::observe`).
+//!
+//! If all hold, the plan would find every node fresh again for the same
+//! reasons, and the command reports that; otherwise it runs the full plan
+//! (which writes a new snapshot when it finds everything fresh). Graphs with
+//! directory inputs are never snapshotted: a stat cannot vouch for a tree.
+//! A snapshot is written only when the pipeline files read the same before
+//! and after the plan loaded them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::plan::EnvProbe;
+use crate::graph::Graph;
+use crate::pipeline::Override;
+use crate::store::{FileFacts, Store};
+
+/// The snapshot's file name under `cache/`.
+pub const FILE: &str = "noop.snapshot";
+
+const MAGIC: &[u8; 8] = b"VGNOOP01";
+
+/// What the graph is made from (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token([u8; 32]);
+
+/// Hashes what the graph comes from: vitgraph's version and executable, the
+/// pipeline files, the overrides. None when a pipeline file cannot be read
+/// (the full load then reports it).
+pub fn token(root: &Path, overrides: &[Override]) -> Option<Token> {
+    token_for(&std::env::current_exe().ok()?, root, overrides)
+}
+
+/// [`token`] as the executable `exe` would compute it.
+fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
+    let mut h = blake3::Hasher::new();
+    h.update(b"vitgraph-noop-token-v1\0");
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    h.update(&[0]);
+    let meta = fs::metadata(exe).ok()?;
+    for n in [
+        meta.len(),
+        meta.mtime() as u64,
+        meta.mtime_nsec() as u64,
+        // Not settable: a binary copied over in place with its mtime kept still misses.
+        meta.ctime() as u64,
+        meta.ctime_nsec() as u64,
+        meta.ino(),
+        meta.dev(),
+    ] {
+        h.update(&n.to_le_bytes());
+    }
+    // The same files, in the same order, as `pipeline::load` reads.
+    let dir = root.join("pipelines");
+    for entry in walkdir::WalkDir::new(&dir).sort_by_file_name() {
+        let entry = entry.ok()?;
+        if entry.file_type().is_file() && entry.path().extension().is_some_and(|x| x == "ron") {
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            let bytes = fs::read(entry.path()).ok()?;
+            let name = rel.to_string_lossy();
+            h.update(&(name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+    }
+    h.update(b"\0overrides\0");
+    for o in overrides {
+        for part in [&o.key, &o.value] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    }
+    match std::env::var_os("VITGRAPH_FAKE_ENV") {
+        Some(v) => {
+            h.update(b"\0fake-env\0");
+            h.update(v.as_encoded_bytes());
+        }
+        None => {
+            h.update(b"\0host-env\0");
+        }
+    }
+    Some(Token(*h.finalize().as_bytes()))
+}
+
+/// One node as the snapshot lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeName {
+    pub id: String,
+    pub stage: String,
+}
+
+/// What a plan that found every node fresh hands over for the snapshot:
+/// the change counter the recorded states were read at, and the files it judged.
+#[derive(Default)]
+pub struct Capture(Mutex<Option<(i64, FileFacts)>>);
+
+impl Capture {
+    pub fn new() -> Capture {
+        Capture::default()
+    }
+
+    pub fn set(&self, generation: i64, files: FileFacts) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, files));
+    }
+
+    pub fn take(&self) -> Option<(i64, FileFacts)> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// The facets a snapshot must see unchanged, beyond the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Facets {
+    /// The key-affecting environment facets, when a node measures hardware.
+    env: Option<String>,
+    /// The nsys facet, when a node exports an nsys report.
+    nsys: Option<String>,
+}
+
+/// The facets `graph`'s keys depend on; None when a node depends on a tool
+/// facet the snapshot cannot check.
+fn facets(graph: &Graph, env: &dyn EnvProbe) -> Option<Facets> {
+    let hardware = graph.nodes.iter().any(|n| n.task.measures_hardware());
+    let mut tools: BTreeMap<String, String> = BTreeMap::new();
+    for n in &graph.nodes {
+        tools.extend(n.task.tool_facets());
+    }
+    let nsys = tools.remove("nsys");
+    if !tools.is_empty() {
+        return None;
+    }
+    Some(Facets {
+        env: hardware.then(|| serde_json::to_string(env.facets()).unwrap_or_default()),
+        nsys,
+    })
+}
+
+fn snapshot_path(store: &Store) -> PathBuf {
+    store.cache_dir().join(FILE)
+}
+
+/// The database file's identity: a store replaced by another one misses.
+fn database_identity(store: &Store) -> Option<(u64, u64)> {
+    let meta = fs::metadata(store.cache_dir().join("state.sqlite")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// Writes the snapshot (best effort: it only saves time, so a failure to
+/// write it is not reported). `generation` and `files` come from the plan
+/// that found every node of `graph` fresh.
+pub fn write(
+    store: &Store,
+    token: Token,
+    generation: i64,
+    files: &FileFacts,
+    graph: &Graph,
+    env: &dyn EnvProbe,
+) {
+    if store.is_read_only() {
+        return;
+    }
+    let (Some(facets), Some((dev, ino))) = (facets(graph, env), database_identity(store)) else {
+        return;
+    };
+    let mut out = Vec::with_capacity(64 + graph.nodes.len() * 48 + files.len() * 72);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&token.0);
+    out.extend_from_slice(&generation.to_le_bytes());
+    out.extend_from_slice(&dev.to_le_bytes());
+    out.extend_from_slice(&ino.to_le_bytes());
+    for f in [&facets.env, &facets.nsys] {
+        match f {
+            Some(s) => {
+                out.push(1);
+                put_str(&mut out, s);
+            }
+            None => out.push(0),
+        }
+    }
+    // Stages once, nodes by stage index.
+    out.extend_from_slice(&(graph.stages.len() as u32).to_le_bytes());
+    let mut stage_index: BTreeMap<&str, u32> = BTreeMap::new();
+    for (i, s) in graph.stages.iter().enumerate() {
+        put_str(&mut out, &s.name);
+        stage_index.insert(&s.name, i as u32);
+    }
+    out.extend_from_slice(&(graph.nodes.len() as u64).to_le_bytes());
+    for n in &graph.nodes {
+        let Some(&s) = stage_index.get(n.stage.as_str()) else {
+            return;
+        };
+        out.extend_from_slice(&s.to_le_bytes());
+        put_str(&mut out, &n.id);
+    }
+    files.encode(&mut out);
+    let path = snapshot_path(store);
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&out))
+        .and_then(|_| fs::rename(&tmp, &path));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+}
+
+/// Removes the snapshot (tests, and `gc`-like maintenance); absent is fine.
+pub fn remove(store: &Store) {
+    let _ = fs::remove_file(snapshot_path(store));
+}
+
+/// The nodes of the workspace, every one fresh — when the snapshot still
+/// holds (see the module docs); None when the full plan must decide.
+pub fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Vec<NodeName>> {
+    let bytes = fs::read(snapshot_path(store)).ok()?;
+    let mut b: &[u8] = &bytes;
+    if take(&mut b, 8)? != MAGIC || take(&mut b, 32)? != token.0 {
+        return None;
+    }
+    let generation = i64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+    let dev = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+    let ino = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+    if database_identity(store)? != (dev, ino) || store.generation().ok()?? != generation {
+        return None;
+    }
+    let mut facets = [None, None];
+    for f in &mut facets {
+        if take(&mut b, 1)?[0] == 1 {
+            *f = Some(get_str(&mut b)?);
+        }
+    }
+    let [env_facets, nsys] = facets;
+    if let Some(recorded) = env_facets {
+        if serde_json::to_string(env.facets()).ok()? != recorded {
+            return None;
+        }
+    }
+    if let Some(recorded) = nsys {
+        if crate::trace::nsys::key_facet() != recorded {
+            return None;
+        }
+    }
+    let stages = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+    let mut stage_names = Vec::with_capacity(stages.min(1 << 20));
+    for _ in 0..stages {
+        stage_names.push(get_str(&mut b)?);
+    }
+    let n = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?) as usize;
+    let mut nodes = Vec::with_capacity(n.min(1 << 24));
+    for _ in 0..n {
+        let s = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        nodes.push(NodeName {
+            stage: stage_names.get(s)?.clone(),
+            id: get_str(&mut b)?,
+        });
+    }
+    let files = FileFacts::decode(&mut b)?;
+    if !b.is_empty() || !files.unchanged(store.root()) {
+        return None;
+    }
+    Some(nodes)
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn get_str(b: &mut &[u8]) -> Option<String> {
+    let len = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
+    Some(std::str::from_utf8(take(b, len)?).ok()?.to_string())
+}
+
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if bytes.len() < n {
+        return None;
+    }
+    let (head, tail) = bytes.split_at(n);
+    *bytes = tail;
+    Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn over(key: &str, value: &str) -> Override {
+        Override {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn the_token_follows_the_executable_the_pipelines_and_the_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("pipelines/sub")).unwrap();
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: {})").unwrap();
+        let exe = root.join("vitgraph-exe");
+        fs::write(&exe, "build 1").unwrap();
+        let t = |overrides: &[Override]| token_for(&exe, root, overrides).unwrap();
+        let base = t(&[]);
+        assert_eq!(base, t(&[]), "stable");
+
+        // The executable: replaced by another file, or rewritten in place.
+        let other = root.join("other-exe");
+        fs::write(&other, "build 1").unwrap();
+        assert_ne!(token_for(&other, root, &[]).unwrap(), base);
+        fs::write(&exe, "build 2").unwrap();
+        let rebuilt = t(&[]);
+        assert_ne!(rebuilt, base);
+
+        // Pipeline files: edited, added in a subfolder, renamed. Other files do not count.
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: { })").unwrap();
+        let edited = t(&[]);
+        assert_ne!(edited, rebuilt);
+        fs::write(root.join("pipelines/notes.txt"), "not a pipeline").unwrap();
+        assert_eq!(t(&[]), edited);
+        fs::write(root.join("pipelines/sub/b.ron"), "Pipeline(stages: {})").unwrap();
+        let added = t(&[]);
+        assert_ne!(added, edited);
+        fs::rename(
+            root.join("pipelines/sub/b.ron"),
+            root.join("pipelines/sub/c.ron"),
+        )
+        .unwrap();
+        assert_ne!(t(&[]), added);
+
+        // Overrides: present, different, split differently.
+        let now = t(&[]);
+        assert_ne!(t(&[over("res", "224")]), now);
+        assert_ne!(t(&[over("res", "224")]), t(&[over("res", "512")]));
+        assert_ne!(t(&[over("ab", "c")]), t(&[over("a", "bc")]));
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_snapshot_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let token = Token([7; 32]);
+        let env = super::super::env::HostEnv::new();
+        assert!(check(&store, token, &env).is_none(), "none written");
+        let graph = Graph::default();
+        let facts_store = Store::open(dir.path()).unwrap();
+        facts_store.observe_files();
+        let files = facts_store.observed_files().unwrap();
+        let generation = store.generation().unwrap().unwrap();
+        write(&store, token, generation, &files, &graph, &env);
+        assert_eq!(check(&store, token, &env), Some(Vec::new()));
+        assert!(
+            check(&store, Token([8; 32]), &env).is_none(),
+            "another token"
+        );
+        let path = dir.path().join("cache").join(FILE);
+        let bytes = fs::read(&path).unwrap();
+        for cut in [0, 7, 40, bytes.len() - 1] {
+            fs::write(&path, &bytes[..cut]).unwrap();
+            assert!(check(&store, token, &env).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        fs::write(&path, &longer).unwrap();
+        assert!(check(&store, token, &env).is_none(), "trailing bytes");
+    }
+}

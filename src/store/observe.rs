@@ -1,0 +1,250 @@
+//! What a plan looked at, so that a later command can tell in one `stat` per
+//! file that nothing it depends on has changed (the no-op snapshot,
+//! `engine::noop`).
+//!
+//! While observing is on, `hash_file` and `check_outputs` note the stat of
+//! every file they judged (or that it was absent). [`Store::observed_files`]
+//! hands the notes back as [`FileFacts`] only when each one is *settled*: the
+//! file's mtime lies more than the racy window before the moment it was
+//! stat'ed, so any later write gives it a different stat (the rule the stat
+//! cache trusts, see `stat_cache`). [`FileFacts::unchanged`] then checks them
+//! all again, in parallel.
+//!
+//! The database side is [`Store::generation`]: a counter that triggers bump
+//! on every change to what verdicts read (see `schema`).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use rusqlite::OptionalExtension;
+
+use super::error::StoreError;
+use super::fileio::Stat;
+use super::open::Store;
+use super::record::NodeState;
+
+/// How a file was looked at: inputs follow symbolic links (`hash_file`),
+/// outputs do not (`check_outputs`). Either way it had to be a regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    Follow = 0,
+    NoFollow = 1,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Observed {
+    pub rel: String,
+    pub probe: Probe,
+    /// None: the file did not exist.
+    pub stat: Option<Stat>,
+    /// When the stat was taken.
+    pub at_ns: i64,
+}
+
+#[derive(Default)]
+pub(crate) struct Observations {
+    on: bool,
+    /// Something was judged that a stat cannot vouch for (a directory input).
+    unusable: bool,
+    files: Vec<Observed>,
+}
+
+/// The settled stats a plan relied on, by path relative to the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFacts {
+    entries: Vec<(String, Probe, Option<Stat>)>,
+}
+
+impl Store {
+    /// Starts noting the files `hash_file` and `check_outputs` judge (forgets
+    /// earlier notes).
+    pub fn observe_files(&self) {
+        let mut o = self.observations();
+        *o = Observations {
+            on: true,
+            ..Observations::default()
+        };
+    }
+
+    /// Marks the notes unusable: something was judged that a stat cannot vouch for.
+    pub fn observation_unusable(&self) {
+        self.observations().unusable = true;
+    }
+
+    pub(super) fn note(&self, rel: &str, probe: Probe, stat: Option<Stat>, at_ns: i64) {
+        let mut o = self.observations();
+        if o.on {
+            o.files.push(Observed {
+                rel: rel.to_string(),
+                probe,
+                stat,
+                at_ns,
+            });
+        }
+    }
+
+    fn observations(&self) -> std::sync::MutexGuard<'_, Observations> {
+        self.observed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops observing and returns the notes, or None when they cannot vouch
+    /// for the files: observing was off, something unusable was judged, a
+    /// file was too recently written to be told apart from a later write, or
+    /// one file was seen with two different stats.
+    pub fn observed_files(&self) -> Option<FileFacts> {
+        let o = std::mem::take(&mut *self.observations());
+        if !o.on || o.unusable {
+            return None;
+        }
+        let window = self.racy_window_ns.load(Ordering::Relaxed);
+        let mut by_path: HashMap<String, (Probe, Option<Stat>)> =
+            HashMap::with_capacity(o.files.len());
+        for f in o.files {
+            if let Some(stat) = &f.stat {
+                if stat.mtime_ns >= f.at_ns - window {
+                    return None;
+                }
+            }
+            match by_path.get(&f.rel) {
+                Some(seen) if *seen != (f.probe, f.stat) => return None,
+                Some(_) => {}
+                None => {
+                    by_path.insert(f.rel, (f.probe, f.stat));
+                }
+            }
+        }
+        let mut entries: Vec<(String, Probe, Option<Stat>)> = by_path
+            .into_iter()
+            .map(|(rel, (probe, stat))| (rel, probe, stat))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(FileFacts { entries })
+    }
+
+    /// The database's change counter; None for a database without one (a
+    /// version-1 store opened read-only).
+    pub fn generation(&self) -> Result<Option<i64>, StoreError> {
+        let conn = self.conn();
+        read_generation(&conn).map_err(|e| self.db_err(e))
+    }
+
+    /// [`Store::load_states`] and the change counter, read in one transaction
+    /// so the counter names exactly the records loaded.
+    pub fn load_states_at(&self) -> Result<(HashMap<String, NodeState>, Option<i64>), StoreError> {
+        // The stat cache first (lock order: the stat cache before the connection).
+        drop(self.stat_cache()?);
+        self.conn()
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(|e| self.db_err(e))?;
+        let read = (|| {
+            let generation = self.generation()?;
+            Ok((self.load_states()?, generation))
+        })();
+        let end = self.conn().execute_batch("COMMIT");
+        let (states, generation) = read?;
+        end.map_err(|e| self.db_err(e))?;
+        Ok((states, generation))
+    }
+}
+
+fn read_generation(conn: &rusqlite::Connection) -> rusqlite::Result<Option<i64>> {
+    let exists: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generation')",
+        )?
+        .query_row([], |r| r.get(0))?;
+    if !exists {
+        return Ok(None);
+    }
+    conn.prepare_cached("SELECT n FROM generation WHERE id = 0")?
+        .query_row([], |r| r.get(0))
+        .optional()
+}
+
+impl FileFacts {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether every file still has the stat it had (or is still absent).
+    /// One `stat` per file, spread over the cores.
+    pub fn unchanged(&self, root: &Path) -> bool {
+        use rayon::prelude::*;
+        self.entries.par_chunks(512).all(|chunk| {
+            chunk.iter().all(|(rel, probe, stat)| {
+                let path = root.join(rel);
+                let meta = match probe {
+                    Probe::Follow => fs::metadata(&path),
+                    Probe::NoFollow => fs::symlink_metadata(&path),
+                };
+                match (meta, stat) {
+                    (Ok(meta), Some(stat)) => meta.is_file() && Stat::of(&meta) == *stat,
+                    (Err(e), None) => e.kind() == io::ErrorKind::NotFound,
+                    _ => false,
+                }
+            })
+        })
+    }
+
+    /// Appends the facts to `out` (see [`FileFacts::decode`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        for (rel, probe, stat) in &self.entries {
+            out.extend_from_slice(&(rel.len() as u32).to_le_bytes());
+            out.extend_from_slice(rel.as_bytes());
+            out.push(*probe as u8 | if stat.is_some() { 2 } else { 0 });
+            let s = stat.unwrap_or(Stat {
+                size: 0,
+                mtime_ns: 0,
+                ctime_ns: 0,
+                inode: 0,
+            });
+            out.extend_from_slice(&s.size.to_le_bytes());
+            out.extend_from_slice(&s.mtime_ns.to_le_bytes());
+            out.extend_from_slice(&s.ctime_ns.to_le_bytes());
+            out.extend_from_slice(&s.inode.to_le_bytes());
+        }
+    }
+
+    /// Reads facts written by [`FileFacts::encode`] from the front of `bytes`,
+    /// advancing it; None when the bytes are damaged.
+    pub fn decode(bytes: &mut &[u8]) -> Option<FileFacts> {
+        let n = u64::from_le_bytes(take(bytes, 8)?.try_into().ok()?) as usize;
+        let mut entries = Vec::with_capacity(n.min(1 << 24));
+        for _ in 0..n {
+            let len = u32::from_le_bytes(take(bytes, 4)?.try_into().ok()?) as usize;
+            let rel = std::str::from_utf8(take(bytes, len)?).ok()?.to_string();
+            let flags = take(bytes, 1)?[0];
+            let probe = match flags & 1 {
+                0 => Probe::Follow,
+                _ => Probe::NoFollow,
+            };
+            let mut word = || Some(u64::from_le_bytes(take(bytes, 8)?.try_into().ok()?));
+            let stat = Stat {
+                size: word()?,
+                mtime_ns: word()? as i64,
+                ctime_ns: word()? as i64,
+                inode: word()?,
+            };
+            entries.push((rel, probe, (flags & 2 != 0).then_some(stat)));
+        }
+        Some(FileFacts { entries })
+    }
+}
+
+/// The first `n` bytes of `bytes`, advancing it.
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if bytes.len() < n {
+        return None;
+    }
+    let (head, tail) = bytes.split_at(n);
+    *bytes = tail;
+    Some(head)
+}

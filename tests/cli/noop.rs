@@ -1,0 +1,312 @@
+//! The no-op snapshot (`cache/noop.snapshot`): an unchanged workspace is
+//! answered from it, and every change a verdict depends on makes `build` and
+//! `status` plan in full again — with the same answers as without a snapshot.
+//!
+//! The snapshot only vouches for files written more than a racy window (1 s)
+//! before they were looked at, so the tests date the workspace's files back.
+
+use std::time::{Duration, SystemTime};
+
+use super::harness::{Run, Ws};
+
+const CHAIN: &str = r#"Pipeline(
+    params: { "scale": 2 },
+    stages: {
+        "gen": Stage(
+            matrix: { "i": [1, 2] },
+            task: Command(run: "echo gen-${i} >> side.log; cat data.txt > ${out}/v.txt; echo ${i} >> ${out}/v.txt", inputs: ["data.txt"], outputs: ["v.txt"]),
+        ),
+        "double": Stage(
+            for_each: "gen",
+            task: Command(run: "echo double-${i} >> side.log; echo ${scale} > ${out}/v.txt; cat ${needs.gen}/v.txt >> ${out}/v.txt", outputs: ["v.txt"]),
+        ),
+    },
+)"#;
+
+const SNAPSHOT: &str = "cache/noop.snapshot";
+
+/// Dates every input and output file 10 s back, as if written long ago.
+fn settle(ws: &Ws) {
+    let past = SystemTime::now() - Duration::from_secs(10);
+    for dir in ["out", "data.txt", "inputs"] {
+        for e in walkdir::WalkDir::new(ws.path().join(dir))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+        {
+            std::fs::File::open(e.path())
+                .and_then(|f| f.set_modified(past))
+                .unwrap();
+        }
+    }
+}
+
+/// Runs with phase timings on; true when the snapshot answered (the
+/// pipelines were never loaded).
+fn timed(ws: &Ws, args: &[&str]) -> (Run, bool) {
+    let r = Run(ws
+        .cmd(args)
+        .env("VITGRAPH_TIMINGS", "1")
+        .output()
+        .expect("run vitgraph"));
+    let err = r.stderr();
+    let from_snapshot = err.contains("check snapshot") && !err.contains("load pipelines");
+    (r, from_snapshot)
+}
+
+fn status_json(ws: &Ws, extra: &[&str]) -> (serde_json::Value, bool) {
+    let mut args = vec!["status", "--json"];
+    args.extend_from_slice(extra);
+    let (r, fast) = timed(ws, &args);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    (serde_json::from_str(&r.stdout()).unwrap(), fast)
+}
+
+/// A built, settled chain whose snapshot has been written (by a full `status`).
+fn snapshotted() -> Ws {
+    let ws = Ws::new(&[("chain.ron", CHAIN)]);
+    ws.write("data.txt", "a\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    let (s, fast) = status_json(&ws, &[]);
+    assert!(!fast, "no snapshot yet");
+    assert_eq!(s["summary"]["fresh"], 4);
+    assert!(
+        ws.path().join(SNAPSHOT).is_file(),
+        "a full plan of a fresh workspace writes it"
+    );
+    ws
+}
+
+fn kinds(s: &serde_json::Value, id: &str) -> Vec<String> {
+    let node = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == id)
+        .unwrap_or_else(|| panic!("no node {id} in {s}"));
+    node["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_unchanged_workspace_is_answered_from_the_snapshot_with_the_same_output() {
+    let ws = snapshotted();
+    let (full, _) = status_json(&ws, &["gen", "double"]);
+    let (fast, from_snapshot) = status_json(&ws, &[]);
+    assert!(from_snapshot);
+    assert_eq!(fast, full, "the snapshot answers exactly as a full plan");
+
+    let (r, from_snapshot) = timed(&ws, &["status"]);
+    assert!(from_snapshot);
+    assert_eq!(r.stdout(), "4 fresh, 0 stale\n");
+
+    let before = ws.log_lines();
+    let (r, from_snapshot) = timed(&ws, &["build", "--json"]);
+    assert!(from_snapshot);
+    assert_eq!(r.code(), 0);
+    assert_eq!(
+        r.nodes_with("cached"),
+        ["double[i=1]", "double[i=2]", "gen[i=1]", "gen[i=2]"]
+    );
+    let done = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "done")
+        .unwrap();
+    assert_eq!(
+        (done["built"].as_u64(), done["cached"].as_u64()),
+        (Some(0), Some(4))
+    );
+    let (r, from_snapshot) = timed(&ws, &["build"]);
+    assert!(from_snapshot);
+    assert!(r.stderr().contains("0 built, 4 fresh"), "{}", r.stderr());
+    assert_eq!(ws.log_lines(), before, "nothing ran");
+
+    // Targets always plan in full.
+    let (_, from_snapshot) = timed(&ws, &["status", "gen"]);
+    assert!(!from_snapshot);
+}
+
+#[test]
+fn editing_a_pipeline_file_plans_in_full() {
+    let ws = snapshotted();
+    ws.write(
+        "pipelines/chain.ron",
+        &CHAIN.replace("\"scale\": 2", "\"scale\": 3"),
+    );
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "double[i=1]"), ["spec_changed"]);
+    assert!(kinds(&s, "gen[i=1]").is_empty());
+    // A new pipeline file beside it counts too.
+    ws.write("pipelines/chain.ron", CHAIN);
+    status_json(&ws, &[]);
+    ws.write(
+        "pipelines/more.ron",
+        r#"Pipeline(stages: { "extra": Stage(task: Command(run: "echo x > ${out}/x.txt", outputs: ["x.txt"])) })"#,
+    );
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "extra"), ["never_built"]);
+}
+
+#[test]
+fn overrides_are_part_of_the_snapshot() {
+    let ws = snapshotted();
+    let (s, from_snapshot) = status_json(&ws, &["-p", "scale=5"]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "double[i=1]"), ["spec_changed"]);
+    // An override equal to the default plans in full once, then has its own snapshot.
+    let (_, from_snapshot) = status_json(&ws, &["-p", "scale=2"]);
+    assert!(!from_snapshot);
+    let (s, from_snapshot) = status_json(&ws, &["-p", "scale=2"]);
+    assert!(from_snapshot);
+    assert_eq!(s["summary"]["stale"], 0);
+    let (_, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot, "the snapshot now belongs to -p scale=2");
+}
+
+#[test]
+fn a_changed_or_touched_input_plans_in_full() {
+    let ws = snapshotted();
+    // Same content, new stat: planned in full, still fresh, snapshot renewed.
+    ws.write("data.txt", "a\n");
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(s["summary"]["stale"], 0);
+    // Same size, different bytes.
+    settle(&ws);
+    status_json(&ws, &[]);
+    assert!(status_json(&ws, &[]).1);
+    ws.write("data.txt", "b\n");
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "gen[i=1]"), ["input_changed"]);
+    let (r, from_snapshot) = timed(&ws, &["build"]);
+    assert!(!from_snapshot);
+    assert_eq!(r.code(), 0);
+    assert!(ws.read("out/double/i=1/v.txt").contains('b'));
+    // A removed input is seen too.
+    settle(&ws);
+    status_json(&ws, &[]);
+    assert!(status_json(&ws, &[]).1);
+    std::fs::remove_file(ws.path().join("data.txt")).unwrap();
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "gen[i=1]"), ["input_changed"]);
+}
+
+#[test]
+fn a_modified_or_removed_output_plans_in_full_and_is_restored() {
+    let ws = snapshotted();
+    let out = ws.path().join("out/gen/i=2/v.txt");
+    let mut perms = std::fs::metadata(&out).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&out, perms).unwrap();
+    std::fs::write(&out, "x\n2\n").unwrap();
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "gen[i=2]"), ["output_modified"]);
+    let (r, from_snapshot) = timed(&ws, &["build", "--json"]);
+    assert!(!from_snapshot);
+    assert_eq!(r.nodes_with("cached").len(), 4, "{}", r.stdout());
+    assert_eq!(ws.read("out/gen/i=2/v.txt"), "a\n2\n");
+
+    settle(&ws);
+    status_json(&ws, &[]);
+    assert!(status_json(&ws, &[]).1);
+    std::fs::remove_file(ws.path().join("out/double/i=1/v.txt")).unwrap();
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(kinds(&s, "double[i=1]"), ["output_missing"]);
+}
+
+#[test]
+fn a_change_to_the_records_plans_in_full() {
+    let ws = snapshotted();
+    assert!(status_json(&ws, &[]).1);
+    // Another process's doing: the node no longer points at its run.
+    let db = rusqlite::Connection::open(ws.path().join("cache/state.sqlite")).unwrap();
+    db.execute("DELETE FROM node_runs WHERE node_id = 'gen[i=1]'", [])
+        .unwrap();
+    drop(db);
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(s["summary"]["stale"], 1);
+    assert_eq!(kinds(&s, "gen[i=1]"), ["never_built"]);
+    // A replaced database (same counter, other file) misses too.
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    status_json(&ws, &[]);
+    assert!(status_json(&ws, &[]).1);
+    let db_path = ws.path().join("cache/state.sqlite");
+    let copy = ws.path().join("cache/state.copy");
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    db.execute_batch(&format!("VACUUM INTO '{}'", copy.display()))
+        .unwrap();
+    drop(db);
+    std::fs::rename(&copy, &db_path).unwrap();
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot);
+    assert_eq!(s["summary"]["stale"], 0);
+}
+
+#[test]
+fn recent_files_and_directory_inputs_are_never_vouched_for() {
+    // Written just now: a later write in the same tick could keep the stat.
+    let ws = Ws::new(&[("chain.ron", CHAIN)]);
+    ws.write("data.txt", "a\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    ws.run(&["status"]);
+    assert!(!ws.path().join(SNAPSHOT).exists());
+
+    // A directory input: a stat cannot vouch for the tree.
+    let ws = Ws::new(&[(
+        "d.ron",
+        r#"Pipeline(stages: { "d": Stage(task: Command(run: "ls inputs > ${out}/l.txt", inputs: ["inputs"], outputs: ["l.txt"])) })"#,
+    )]);
+    ws.write("inputs/a.txt", "a");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    let (s, _) = status_json(&ws, &[]);
+    assert_eq!(s["summary"]["fresh"], 1);
+    assert!(!ws.path().join(SNAPSHOT).exists());
+}
+
+#[test]
+fn a_version_one_store_is_migrated_and_then_snapshotted() {
+    let ws = snapshotted();
+    let db_path = ws.path().join("cache/state.sqlite");
+    // Make it a version-1 database: no change counter, no triggers.
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    let triggers: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(triggers.len(), 12, "{triggers:?}");
+    for t in &triggers {
+        db.execute_batch(&format!("DROP TRIGGER {t}")).unwrap();
+    }
+    db.execute_batch("DROP TABLE generation; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(db);
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(!from_snapshot, "a store without a counter cannot vouch");
+    assert_eq!(s["summary"]["fresh"], 4);
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    drop(db);
+    assert!(status_json(&ws, &[]).1, "migrated, then snapshotted");
+}
