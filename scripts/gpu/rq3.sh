@@ -39,7 +39,7 @@ export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:$
 export PYTHONUNBUFFERED=1
 params=(
     -p "samples=$samples" -p warmup=25 -p warmup_advanced=100
-    -p 'models=["vit16x6x384","vit32x12x768","vit32x18x1024"]'
+    -p models=[vit16x6x384,vit32x12x768] -p "model=[vit16x6x384,vit32x12x768]"
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used --format=csv >"$out/nvidia-smi.csv" 2>&1
 "$bin" status rq3_analysis rq3_report "${params[@]}" | tail -n 1
