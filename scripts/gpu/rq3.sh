@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # RQ3 (pipelines/rq3.ron) at a reduced size on a GPU host with PyTorch
-# 2.11.0+cu130: the three key models (vit16x6x384, vit32x12x768,
-# vit32x18x1024), 400 images per run at batch 4, warm-up 25 batches (100 for
-# the CUDA-graph modes). That is 3 `Vit` runs with CUPTI traces and 12 Python
-# runs (eager, default, reduce-overhead, max-autotune), their exports and
-# analyses, and both reports: 44 nodes.
+# 2.11.0+cu130: the key models vit16x6x384 and vit32x12x768 in every mode
+# (vit32x18x1024's advanced-mode and eager runs come along: rq3.ron's
+# `include` names them), 400 images per run at batch 4, warm-up 25 batches
+# (100 for the CUDA-graph modes); 470 s on 2 H200s: 2 `Vit` runs with CUPTI
+# traces and 11 Python runs, their exports and analyses, and both reports.
 #
 # Needs, run from the repository root:
 #   - a vitgraph built with the torch feature (on any x86-64 Linux machine:
