@@ -194,14 +194,31 @@ fn a_malformed_upstream_file_names_the_node_and_the_file() {
     fx.node(
         "analysis",
         &[("dim", int(192))],
-        &[("metrics.json", r#"{"devices": []}"#.to_owned())],
+        &[("metrics.json", r#"{"devices": [{"device": 0}]}"#.to_owned())],
     );
     let err = run(
-        &spec(r#"(title: "t", sources: ["analysis"])"#),
+        &spec(r#"(title: "t", sources: ["analysis"], device: 1)"#),
         &fx.context("report"),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("`devices` has 0 entries"), "{err}");
+    assert!(err.to_string().contains("`devices` has 1 entries"), "{err}");
+
+    // No devices at all is a trace without a GPU (a CPU run), not an error:
+    // the GPU columns stay empty and report.md says why.
+    let mut fx = Fixture::new();
+    fx.node(
+        "analysis",
+        &[("dim", int(192))],
+        &[("metrics.json", r#"{"devices": []}"#.to_owned())],
+    );
+    let ctx = fx.context("report");
+    run(
+        &spec(r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization"])"#),
+        &ctx,
+    )
+    .expect("a CPU run's metrics are reported");
+    let md = std::fs::read_to_string(ctx.out.join("report.md")).expect("report.md");
+    assert!(md.contains("recorded no GPU"), "{md}");
 }
 
 #[test]
