@@ -1,54 +1,21 @@
-//! The study pipelines shipped in `pipelines/` (quickstart, RQ1, RQ2, RQ4,
-//! RQ5): each loads, each stage has exactly the configurations the book's
-//! "Study" chapter lists, and targets plan exactly their nodes. Runs the real
-//! binary on a copy of the repository's `pipelines/` folder.
+//! The study pipelines shipped in `pipelines/` (quickstart and RQ1–RQ5;
+//! `study_ops.rs` covers ops and night_sweep): each loads, each stage has
+//! exactly the configurations the book's "Study" chapters list, and targets
+//! plan exactly their nodes. Runs the real binary on a copy of the
+//! repository's `pipelines/` folder.
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::Command;
 
-/// A temporary workspace holding a copy of the repository's pipelines.
-struct Study {
-    dir: tempfile::TempDir,
+mod common;
+use common::Study;
+
+/// Queries on the study's pipelines.
+trait Queries {
+    fn nodes(&self, target: &str, params: &[&str]) -> Vec<String>;
+    fn planned(&self, target: &str) -> BTreeSet<String>;
 }
 
-impl Study {
-    fn new() -> Study {
-        let dir = tempfile::Builder::new()
-            .prefix("vitgraph-study-")
-            .tempdir()
-            .expect("create a temporary directory");
-        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
-        let to = dir.path().join("pipelines");
-        std::fs::create_dir_all(&to).expect("create pipelines/");
-        for entry in std::fs::read_dir(&from).expect("read pipelines/") {
-            let path = entry.expect("a directory entry").path();
-            if path.extension().is_some_and(|e| e == "ron") {
-                std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
-                    .expect("copy a pipeline");
-            }
-        }
-        Study { dir }
-    }
-
-    /// Runs `vitgraph ARGS…`; panics with its output unless it exits 0.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run vitgraph");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "vitgraph {args:?} failed ({:?}):\n{stdout}\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    }
-
+impl Queries for Study {
     /// The node ids of `target`, as `vitgraph ls TARGET` lists them.
     fn nodes(&self, target: &str, params: &[&str]) -> Vec<String> {
         let mut args = vec!["ls", target];

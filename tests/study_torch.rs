@@ -3,47 +3,16 @@
 //! configurations each, selected with `-p` the way a user shortens a study.
 #![cfg(feature = "torch")]
 
-use std::path::Path;
 use std::process::Command;
 
-struct Study {
-    dir: tempfile::TempDir,
+mod common;
+use common::Study;
+
+trait BuildReport {
+    fn build_report(&self, report: &str, params: &[&str]) -> (String, Vec<String>);
 }
 
-impl Study {
-    fn new() -> Study {
-        let dir = tempfile::Builder::new()
-            .prefix("vitgraph-study-run-")
-            .tempdir()
-            .expect("create a temporary directory");
-        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
-        let to = dir.path().join("pipelines");
-        std::fs::create_dir_all(&to).expect("create pipelines/");
-        for entry in std::fs::read_dir(&from).expect("read pipelines/") {
-            let path = entry.expect("a directory entry").path();
-            if path.extension().is_some_and(|e| e == "ron") {
-                std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
-                    .expect("copy a pipeline");
-            }
-        }
-        Study { dir }
-    }
-
-    fn run(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run vitgraph");
-        let text = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    }
-
+impl BuildReport for Study {
     /// Builds `target` with `params`, checks a second build has nothing to
     /// do, and returns the report's markdown and its table's data lines.
     fn build_report(&self, report: &str, params: &[&str]) -> (String, Vec<String>) {
@@ -51,11 +20,10 @@ impl Study {
         for p in params {
             args.extend(["-p", p]);
         }
-        let (ok, text) = self.run(&args);
-        assert!(ok, "vitgraph {args:?} failed:\n{text}");
+        self.ok(&args);
         args[0] = "status";
         args.retain(|a| *a != "-j" && *a != "2");
-        let (ok, status) = self.run(&args);
+        let (ok, status, _) = self.run(&args);
         assert!(ok && status.contains(" 0 stale"), "after the build:\n{status}");
         let dir = self.dir.path().join("out").join(report).join(report);
         let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");

@@ -1,0 +1,51 @@
+//! Shared by the study tests: a temporary workspace holding a copy of the
+//! repository's `pipelines/`, and the real `vitgraph` binary run in it.
+
+use std::path::Path;
+use std::process::Command;
+
+pub struct Study {
+    pub dir: tempfile::TempDir,
+}
+
+impl Study {
+    pub fn new() -> Study {
+        let dir = tempfile::Builder::new()
+            .prefix("vitgraph-study-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let to = dir.path().join("pipelines");
+        std::fs::create_dir_all(&to).expect("create pipelines/");
+        for entry in std::fs::read_dir(&from).expect("read pipelines/") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "ron") {
+                std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
+                    .expect("copy a pipeline");
+            }
+        }
+        Study { dir }
+    }
+
+    /// Runs `vitgraph ARGS…`: whether it succeeded, and stdout.
+    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run vitgraph");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs `vitgraph ARGS…`; panics with its output unless it exits 0.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args);
+        assert!(ok, "vitgraph {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+}
