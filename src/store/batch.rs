@@ -20,7 +20,7 @@ use super::error::{IoContext, StoreError};
 use super::fileio::remove_tree;
 use super::fileio::{now_ns, Stat};
 use super::lock::StoreLock;
-use super::objects::{declared_files, remove_any, swap_into_place};
+use super::objects::declared_files;
 use super::open::Store;
 use super::record::{AttemptId, NewRun, OutputEntry, RunRecord};
 use super::stat_cache::{upsert_stat, Entry};
@@ -126,25 +126,7 @@ impl Store {
         run: &RunRecord,
         dest: &Path,
     ) -> Result<Materialized, StoreError> {
-        let (parent, name) = match (dest.parent(), dest.file_name()) {
-            (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
-            _ => {
-                return Err(StoreError::io(
-                    "materialize into",
-                    dest,
-                    std::io::ErrorKind::InvalidInput.into(),
-                ))
-            }
-        };
-        fs::create_dir_all(parent).ctx("create directory", parent)?;
-        let tmp = parent.join(format!("{name}.vitgraph-tmp-{}", std::process::id()));
-        remove_any(&tmp).ctx("remove leftover", &tmp)?;
-        fs::create_dir(&tmp).ctx("create directory", &tmp)?;
-        if let Err(e) = self.fill(run, &tmp) {
-            let _ = remove_any(&tmp);
-            return Err(e);
-        }
-        swap_into_place(&tmp, dest, parent, &name)?;
+        self.place(run, dest)?;
         let recorded_ns = now_ns();
         let mut stats = Vec::with_capacity(run.outputs.len());
         for output in &run.outputs {

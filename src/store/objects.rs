@@ -93,11 +93,17 @@ impl Store {
         Ok(copy)
     }
 
-    /// Materializes a run's outputs into `dest`: builds the directory beside it,
-    /// reflinks or copies each object in, then swaps it into place, so `dest`
-    /// is at every instant either the old or the new content. Also makes the
-    /// run the node's current one.
+    /// Materializes a run's outputs into `dest` (see [`Store::place`]) and
+    /// makes the run the node's current one.
     pub fn materialize(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
+        self.place(run, dest)?;
+        self.record_materialized(run, dest)
+    }
+
+    /// Builds the directory beside `dest`, reflinks or copies each object in,
+    /// then swaps it into place, so `dest` is at every instant either the old
+    /// or the new content. Touches no database state.
+    pub(super) fn place(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
         let (parent, name) = match (dest.parent(), dest.file_name()) {
             (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
             _ => {
@@ -116,8 +122,7 @@ impl Store {
             let _ = remove_any(&tmp);
             return Err(e);
         }
-        swap_into_place(&tmp, dest, parent, &name)?;
-        self.record_materialized(run, dest)
+        swap_into_place(&tmp, dest, parent, &name)
     }
 
     pub(super) fn fill(&self, run: &RunRecord, dir: &Path) -> Result<(), StoreError> {

@@ -1,21 +1,8 @@
 //! Every stale reason of DESIGN §3, produced by a scenario and asserted
 //! through `status --json`; early cutoff; tampering.
 
-use super::harness::Ws;
+use super::harness::{Ws, CHAIN};
 
-const CHAIN: &str = r#"Pipeline(
-    params: { "scale": 2 },
-    stages: {
-        "gen": Stage(
-            matrix: { "i": [1, 2] },
-            task: Command(run: "echo gen-${i} >> side.log; cat data.txt > ${out}/v.txt; echo ${i} >> ${out}/v.txt", inputs: ["data.txt"], outputs: ["v.txt"]),
-        ),
-        "double": Stage(
-            for_each: "gen",
-            task: Command(run: "echo double-${i} >> side.log; echo ${scale} > ${out}/v.txt; cat ${needs.gen}/v.txt >> ${out}/v.txt", outputs: ["v.txt"]),
-        ),
-    },
-)"#;
 
 fn kinds(r: &[(String, String)]) -> Vec<&str> {
     r.iter().map(|(k, _)| k.as_str()).collect()

@@ -167,3 +167,19 @@ pub fn log_node(line: &str) -> String {
         None => line.to_string(),
     }
 }
+
+/// Two stages, `gen[i]` (reads `data.txt`) and `double[i]` (for each `gen`),
+/// each appending its name to `side.log`: what runs is visible afterwards.
+pub const CHAIN: &str = r#"Pipeline(
+    params: { "scale": 2 },
+    stages: {
+        "gen": Stage(
+            matrix: { "i": [1, 2] },
+            task: Command(run: "echo gen-${i} >> side.log; cat data.txt > ${out}/v.txt; echo ${i} >> ${out}/v.txt", inputs: ["data.txt"], outputs: ["v.txt"]),
+        ),
+        "double": Stage(
+            for_each: "gen",
+            task: Command(run: "echo double-${i} >> side.log; echo ${scale} > ${out}/v.txt; cat ${needs.gen}/v.txt >> ${out}/v.txt", outputs: ["v.txt"]),
+        ),
+    },
+)"#;

@@ -7,21 +7,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::harness::{Run, Ws};
+use super::harness::{Run, Ws, CHAIN};
 
-const CHAIN: &str = r#"Pipeline(
-    params: { "scale": 2 },
-    stages: {
-        "gen": Stage(
-            matrix: { "i": [1, 2] },
-            task: Command(run: "echo gen-${i} >> side.log; cat data.txt > ${out}/v.txt; echo ${i} >> ${out}/v.txt", inputs: ["data.txt"], outputs: ["v.txt"]),
-        ),
-        "double": Stage(
-            for_each: "gen",
-            task: Command(run: "echo double-${i} >> side.log; echo ${scale} > ${out}/v.txt; cat ${needs.gen}/v.txt >> ${out}/v.txt", outputs: ["v.txt"]),
-        ),
-    },
-)"#;
 
 const SNAPSHOT: &str = "cache/noop.snapshot";
 
