@@ -91,8 +91,15 @@ fn rq1_is_the_architecture_grid_less_the_large_patch8_models() {
         .collect();
     assert_eq!(models.len(), 39);
     for named in [
-        "vit32x6x384", "vit16x6x384", "vit8x6x384", "vit32x12x768", "vit16x12x768",
-        "vit8x12x768", "vit32x18x1024", "vit16x18x1024", "vit32x24x1280",
+        "vit32x6x384",
+        "vit16x6x384",
+        "vit8x6x384",
+        "vit32x12x768",
+        "vit16x12x768",
+        "vit8x12x768",
+        "vit32x18x1024",
+        "vit16x18x1024",
+        "vit32x24x1280",
     ] {
         assert!(models.contains(named), "the seeds name {named}");
     }
@@ -102,8 +109,13 @@ fn rq1_is_the_architecture_grid_less_the_large_patch8_models() {
         .map(String::as_str)
         .collect();
     let want: BTreeSet<&str> = [
-        "vit8x6x384", "vit8x12x384", "vit8x18x384", "vit8x24x384", "vit8x6x768",
-        "vit8x12x768", "vit8x6x1024",
+        "vit8x6x384",
+        "vit8x12x384",
+        "vit8x18x384",
+        "vit8x24x384",
+        "vit8x6x768",
+        "vit8x12x768",
+        "vit8x6x1024",
     ]
     .into();
     assert_eq!(patch8, want);
@@ -143,11 +155,19 @@ fn rq4_pairs_every_configuration_local_and_remote() {
     let mut configs: std::collections::BTreeMap<(String, String), BTreeSet<String>> =
         Default::default();
     for id in &nodes {
-        let key = (param(id, "model").expect("model").to_owned(), param(id, "batch").expect("batch").to_owned());
-        configs.entry(key).or_default().insert(param(id, "numa").expect("numa").to_owned());
+        let key = (
+            param(id, "model").expect("model").to_owned(),
+            param(id, "batch").expect("batch").to_owned(),
+        );
+        configs
+            .entry(key)
+            .or_default()
+            .insert(param(id, "numa").expect("numa").to_owned());
     }
     assert_eq!(configs.len(), 26);
-    assert!(configs.values().all(|n| n == &BTreeSet::from(["0".to_owned(), "2".to_owned()])));
+    assert!(configs
+        .values()
+        .all(|n| n == &BTreeSet::from(["0".to_owned(), "2".to_owned()])));
     let batch1 = configs.keys().filter(|(_, b)| b == "1").count();
     assert_eq!(batch1, 14, "every model runs at batch 1");
     // On a host with one NUMA node the study is built with `-p numa=[0]`.
@@ -160,7 +180,11 @@ fn rq5_has_the_seeds_pipeline_designs() {
     let designs: BTreeSet<(String, String, String, String)> = nodes
         .iter()
         .map(|id| {
-            let p = |k| param(id, k).unwrap_or_else(|| panic!("{id} lacks {k}")).to_owned();
+            let p = |k| {
+                param(id, k)
+                    .unwrap_or_else(|| panic!("{id} lacks {k}"))
+                    .to_owned()
+            };
             (p("model"), p("pipeline"), p("preprocess"), p("batch"))
         })
         .collect();

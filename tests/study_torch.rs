@@ -24,7 +24,10 @@ impl BuildReport for Study {
         args[0] = "status";
         args.retain(|a| *a != "-j" && *a != "2");
         let (ok, status, _) = self.run(&args);
-        assert!(ok && status.contains(" 0 stale"), "after the build:\n{status}");
+        assert!(
+            ok && status.contains(" 0 stale"),
+            "after the build:\n{status}"
+        );
         let dir = self.dir.path().join("out").join(report).join(report);
         let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
         let csv = std::fs::read_to_string(dir.join("table.csv")).expect("table.csv");
@@ -48,14 +51,21 @@ fn rq1_runs_end_to_end_on_the_cpu() {
     assert!(md.contains("recorded no GPU"), "{md}");
     let plots = study.dir.path().join("out/rq1_report/rq1_report/plots");
     assert!(plots.join("gpu_utilization_vs_dim_by_patch.svg").is_file());
-    assert!(plots.join("throughput_images_per_s_vs_dim_by_patch.png").is_file());
+    assert!(plots
+        .join("throughput_images_per_s_vs_dim_by_patch.png")
+        .is_file());
 }
 
 #[test]
 fn rq2_runs_end_to_end_on_the_cpu() {
     let study = Study::new();
     let params = [
-        "device=cpu", "samples=2", "warmup=1", "model=[vit32x6x384]", "res=[32,64]", "batch=[1]",
+        "device=cpu",
+        "samples=2",
+        "warmup=1",
+        "model=[vit32x6x384]",
+        "res=[32,64]",
+        "batch=[1]",
     ];
     let (_, rows) = study.build_report("rq2_report", &params);
     assert_eq!(rows.len(), 2, "{rows:?}");
@@ -63,7 +73,10 @@ fn rq2_runs_end_to_end_on_the_cpu() {
 
 #[test]
 fn rq4_runs_end_to_end_on_the_cpu_under_numactl() {
-    let has_numactl = Command::new("numactl").arg("--show").output().is_ok_and(|o| o.status.success());
+    let has_numactl = Command::new("numactl")
+        .arg("--show")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !has_numactl {
         // .ci/run installs it where it can (apt); say why the test did nothing.
         eprintln!("skipped: numactl is not installed (apt-get install numactl)");
@@ -74,7 +87,10 @@ fn rq4_runs_end_to_end_on_the_cpu_under_numactl() {
     let (md, rows) = study.build_report("rq4_report", &params);
     assert_eq!(rows.len(), 2, "{rows:?}");
     // One NUMA node measured: the comparison says there is nothing to pair.
-    assert!(md.contains("there is no other value to compare it with"), "{md}");
+    assert!(
+        md.contains("there is no other value to compare it with"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -91,8 +107,10 @@ fn rq5_runs_end_to_end_on_the_cpu() {
 #[test]
 fn quickstart_runs_end_to_end_on_the_cpu() {
     let study = Study::new();
-    let (md, rows) =
-        study.build_report("quickstart_report", &["samples=8", "warmup=1", "batch=[1,4]"]);
+    let (md, rows) = study.build_report(
+        "quickstart_report",
+        &["samples=8", "warmup=1", "batch=[1,4]"],
+    );
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(md.contains("throughput_images_per_s"), "{md}");
 }

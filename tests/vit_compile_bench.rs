@@ -285,7 +285,7 @@ fn bad_arguments_fail_with_status_2_naming_the_flag() {
 
 /// A `results.json` as the `Vit` task writes it, for a tiny CPU config.
 fn task_results() -> Value {
-    use vitgraph::tasks::vit::{VitSpec, formula};
+    use vitgraph::tasks::vit::{formula, VitSpec};
     let spec: VitSpec = ron::from_str(
         r#"(model: "vit16x1x64", image_size: 32, num_classes: 10, batch: 2, samples: 5, device: "cpu")"#,
     )

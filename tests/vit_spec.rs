@@ -170,9 +170,18 @@ fn pipeline_string_forms_sweep_as_scalars() {
     let got: Vec<Pipeline> = nodes.iter().map(|(_, p)| *p).collect();
     let want = [
         Pipeline::Sync,
-        Pipeline::Async { queue: 4, workers: 2 },
-        Pipeline::Async { queue: 16, workers: 3 },
-        Pipeline::Async { queue: 2, workers: 2 },
+        Pipeline::Async {
+            queue: 4,
+            workers: 2,
+        },
+        Pipeline::Async {
+            queue: 16,
+            workers: 3,
+        },
+        Pipeline::Async {
+            queue: 2,
+            workers: 2,
+        },
     ];
     assert_eq!(got, want, "{nodes:?}");
     assert_eq!(nodes[1].0, "runs[p=async:4]");

@@ -54,10 +54,8 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     let t = super::Timer::start();
     // The no-op path: the whole workspace, nothing forced, nothing changed
     // since a plan found every node fresh (see `engine::noop`).
-    let whole = args.targets.is_empty()
-        && !args.force
-        && !args.dry_run
-        && args.executor == Executor::Local;
+    let whole =
+        args.targets.is_empty() && !args.force && !args.dry_run && args.executor == Executor::Local;
     let env = HostEnv::new();
     let token = if whole {
         noop::token(&ws.root, overrides)

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
-use crate::engine::noop;
 use crate::engine::key::{json_diff, RecordedParts};
+use crate::engine::noop;
 use crate::engine::plan::{plan, Evaluation, Evaluator, Reason, Verdict};
 use crate::exit;
 use crate::graph::Graph;
@@ -130,7 +130,8 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
                 reasons: &[],
             })
             .collect();
-        let out = serde_json::json!({ "nodes": list, "summary": { "fresh": nodes.len(), "stale": 0 } });
+        let out =
+            serde_json::json!({ "nodes": list, "summary": { "fresh": nodes.len(), "stale": 0 } });
         println!("{out}");
     } else {
         println!("{} fresh, 0 stale", nodes.len());

@@ -108,21 +108,19 @@ impl<'a> Builder<'a> {
         if self.noop.is_some() {
             self.store.observe_files();
         }
-        let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) = match self
-            .store
-            .load_states_at()
-        {
-            Ok(s) => s,
-            Err(e) => {
-                reporter.event(&Event::Failed {
-                    node: String::new(),
-                    error: e.to_string(),
-                    log: None,
-                    duration_ms: 0,
-                });
-                return BuildStatus::Failed;
-            }
-        };
+        let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) =
+            match self.store.load_states_at() {
+                Ok(s) => s,
+                Err(e) => {
+                    reporter.event(&Event::Failed {
+                        node: String::new(),
+                        error: e.to_string(),
+                        log: None,
+                        duration_ms: 0,
+                    });
+                    return BuildStatus::Failed;
+                }
+            };
         // Judge everything once up front (in parallel): nodes fresh now are
         // done at once; the others are judged again when their upstream is done.
         let fresh_now: HashMap<NodeIdx, RunRecord> = {
@@ -146,9 +144,11 @@ impl<'a> Builder<'a> {
         if let Some(capture) = self.noop {
             let files = self.store.observed_files();
             let whole = selection.len() == self.graph.nodes.len();
-            if let (true, Some(generation), Some(files)) =
-                (whole && fresh_now.len() == selection.len(), generation, files)
-            {
+            if let (true, Some(generation), Some(files)) = (
+                whole && fresh_now.len() == selection.len(),
+                generation,
+                files,
+            ) {
                 capture.set(generation, files);
             }
         }

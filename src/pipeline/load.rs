@@ -576,7 +576,11 @@ fn bare_value(text: &str, span: Span) -> Node {
         };
         Node { kind, span }
     };
-    match text.trim().strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+    match text
+        .trim()
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+    {
         Some(inner) if inner.trim().is_empty() => Node {
             kind: Kind::List(Vec::new()),
             span,

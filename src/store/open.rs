@@ -11,8 +11,8 @@ use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
-use super::owner::{Liveness, Owner};
 use super::observe::Observations;
+use super::owner::{Liveness, Owner};
 use super::schema;
 use super::stat_cache::{StatCache, RACY_WINDOW_NS};
 

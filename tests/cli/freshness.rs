@@ -3,7 +3,6 @@
 
 use super::harness::{Ws, CHAIN};
 
-
 fn kinds(r: &[(String, String)]) -> Vec<&str> {
     r.iter().map(|(k, _)| k.as_str()).collect()
 }

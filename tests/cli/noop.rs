@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 
 use super::harness::{Run, Ws, CHAIN};
 
-
 const SNAPSHOT: &str = "cache/noop.snapshot";
 
 /// Dates every input and output file 10 s back, as if written long ago.

@@ -145,7 +145,13 @@ fn keep_going_skips_the_dependents_of_a_node_that_cannot_get_its_gpus() {
     })"#,
     )]);
     let out = std::process::Command::new("timeout")
-        .args(["60", env!("CARGO_BIN_EXE_vitgraph"), "build", "-k", "--json"])
+        .args([
+            "60",
+            env!("CARGO_BIN_EXE_vitgraph"),
+            "build",
+            "-k",
+            "--json",
+        ])
         .env("CUDA_VISIBLE_DEVICES", "")
         .current_dir(ws.path())
         .output()
@@ -153,6 +159,10 @@ fn keep_going_skips_the_dependents_of_a_node_that_cannot_get_its_gpus() {
     let events = String::from_utf8_lossy(&out.stdout);
     assert_ne!(out.status.code(), Some(124), "the build hung:\n{events}");
     assert_eq!(out.status.code(), Some(1), "{events}");
-    assert_eq!(events.matches(r#""event":"skipped""#).count(), 2, "{events}");
+    assert_eq!(
+        events.matches(r#""event":"skipped""#).count(),
+        2,
+        "{events}"
+    );
     assert_eq!(ws.read("out/c/c/c.txt"), "c\n");
 }

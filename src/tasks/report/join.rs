@@ -193,9 +193,22 @@ pub fn value_columns(spec: &ReportSpec, rows: &[Row]) -> Result<Vec<String>, Tas
 /// Whether `column` names a field of `metrics.json`'s device entries.
 fn is_device_metric(column: &str) -> bool {
     const DEVICE_FIELDS: [&str; 16] = [
-        "device", "cpu_api", "kernel_count", "kernel_time_sum_ns", "span_ns", "busy_ns",
-        "gpu_utilization", "busy_all_ns", "span_all_ns", "gpu_utilization_all",
-        "kernel_time_ratio", "idle_time_ns", "gaps", "launch_latency_ns", "memcpy", "kernels",
+        "device",
+        "cpu_api",
+        "kernel_count",
+        "kernel_time_sum_ns",
+        "span_ns",
+        "busy_ns",
+        "gpu_utilization",
+        "busy_all_ns",
+        "span_all_ns",
+        "gpu_utilization_all",
+        "kernel_time_ratio",
+        "idle_time_ns",
+        "gaps",
+        "launch_latency_ns",
+        "memcpy",
+        "kernels",
     ];
     let head = column.split('.').next().unwrap_or(column);
     DEVICE_FIELDS.contains(&head)

@@ -46,11 +46,19 @@ pub struct ReportSpec {
 #[serde(deny_unknown_fields)]
 pub struct Plot {
     /// The file stem under `plots/`; by default `<y>_vs_<x>[_by_<series>]`.
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub name: Option<String>,
     pub x: String,
     pub y: String,
-    #[serde(default, deserialize_with = "bare_some_columns", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some_columns",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub series: Option<Columns>,
     #[serde(default)]
     pub log_x: bool,
@@ -174,7 +182,10 @@ impl Plot {
         // must not share a file.
         let raw = match self.name {
             Some(_) => raw,
-            None => self.filter.iter().fold(raw, |acc, (k, v)| format!("{acc}_{k}-{v}")),
+            None => self
+                .filter
+                .iter()
+                .fold(raw, |acc, (k, v)| format!("{acc}_{k}-{v}")),
         };
         sanitize(&raw)
     }

@@ -10,26 +10,54 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VitSpec {
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub patch: Option<u32>,
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub depth: Option<u32>,
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dim: Option<u32>,
     /// Attention heads; default `dim / 64`.
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub heads: Option<u32>,
     /// Hidden width of the MLP; default `4 * dim`.
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mlp_dim: Option<u32>,
     /// The resolution the model sees.
     #[serde(default = "default_image_size")]
     pub image_size: u32,
     /// The resolution of the synthetic uint8 source images, resized to
     /// `image_size` by preprocessing; default `image_size * 8 / 7` (256 for 224).
-    #[serde(default, deserialize_with = "bare_some", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub source_size: Option<u32>,
     #[serde(default = "default_num_classes")]
     pub num_classes: u32,
@@ -90,14 +118,18 @@ impl Pipeline {
                     Some(w) => w.parse().ok()?,
                     None => Self::DEFAULT_WORKERS,
                 };
-                parts.next().is_none().then_some(Pipeline::Async { queue, workers })
+                parts
+                    .next()
+                    .is_none()
+                    .then_some(Pipeline::Async { queue, workers })
             }
             _ => None,
         }
     }
 }
 
-const PIPELINE_EXPECTED: &str = "`Sync`, `Async(queue: N, workers: N)`, \"sync\", \"async:QUEUE\" or \"async:QUEUE:WORKERS\"";
+const PIPELINE_EXPECTED: &str =
+    "`Sync`, `Async(queue: N, workers: N)`, \"sync\", \"async:QUEUE\" or \"async:QUEUE:WORKERS\"";
 
 impl<'de> Deserialize<'de> for Pipeline {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
