@@ -10,6 +10,17 @@ if [ "${VITGRAPH_TORCH:-1}" = "1" ]; then
     VITGRAPH_FEATURES="--features torch"
 fi
 export VITGRAPH_FEATURES
+
+# Builds `vitgraph` without libtorch (it starts in milliseconds: linking
+# libtorch costs every start about half a second) and, with libtorch,
+# `vitgraph-torch` beside it, which runs the `Vit` and `OpBench` nodes.
+# Arguments go to both cargo commands (e.g. `--release`).
+build_vitgraph() {
+    cargo build "$@"
+    if [ -n "$VITGRAPH_FEATURES" ]; then
+        cargo build $VITGRAPH_FEATURES --bin vitgraph-torch "$@"
+    fi
+}
 # With CI=true or VITGRAPH_PYTORCH=1, Python PyTorch is installed for the tests
 # of examples/vit_compile_bench.py (scripts/setup-pytorch.sh: PyPI's torch
 # wheel and its dependencies, cached outside the repository); elsewhere those

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 # The dev profile builds dependencies optimized (Cargo.toml), and shares its
 # build with scripts/test.sh; use `cargo build --release` for large studies.
-cargo build $VITGRAPH_FEATURES
+build_vitgraph
 vitgraph="${CARGO_TARGET_DIR:-target}/debug/vitgraph"
 args=()
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then

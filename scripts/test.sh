@@ -4,4 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
+# The end-to-end study tests run the torch-free `vitgraph` users run, with
+# `vitgraph-torch` running its libtorch nodes: keep a copy of it, since
+# `cargo test --features torch` links `vitgraph` itself with libtorch.
+if [ -n "$VITGRAPH_FEATURES" ]; then
+    build_vitgraph
+    bin="${CARGO_TARGET_DIR:-target}/debug"
+    # A hard link: cargo replaces `vitgraph` rather than writing into it.
+    ln -f "$bin/vitgraph" "$bin/vitgraph-lean" 2>/dev/null || cp -f "$bin/vitgraph" "$bin/vitgraph-lean"
+    VITGRAPH_LEAN_EXE="$(cd "$bin" && pwd)/vitgraph-lean"
+    export VITGRAPH_LEAN_EXE
+fi
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"

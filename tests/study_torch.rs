@@ -114,3 +114,73 @@ fn quickstart_runs_end_to_end_on_the_cpu() {
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(md.contains("throughput_images_per_s"), "{md}");
 }
+
+/// `vitgraph torch-info` of an executable, as JSON.
+fn torch_info(exe: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(exe)
+        .arg("torch-info")
+        .output()
+        .expect("run torch-info");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("torch-info prints JSON")
+}
+
+#[test]
+fn the_torch_free_vitgraph_runs_libtorch_nodes_in_vitgraph_torch() {
+    let Some(lean) = common::lean_exe() else {
+        eprintln!("skipped: VITGRAPH_LEAN_EXE is unset (scripts/test.sh sets it)");
+        return;
+    };
+    let torch = std::path::Path::new(env!("CARGO_BIN_EXE_vitgraph-torch"));
+    assert_eq!(
+        torch_info(&lean)["libtorch"],
+        "none",
+        "the lean build links no libtorch"
+    );
+    let version = torch_info(torch)["libtorch"].clone();
+    assert_ne!(version, "none");
+
+    let study = Study::new();
+    let node = "quickstart_runs[model=vit32x4x192,batch=1]";
+    let params = ["-p", "samples=4", "-p", "warmup=1", "-p", "batch=[1]"];
+    let mut args = vec!["build", node];
+    args.extend(params);
+    study.ok(&args);
+    let results = study
+        .dir
+        .path()
+        .join("out/quickstart_runs/model=vit32x4x192,batch=1/results.json");
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&results).expect("results.json")).unwrap();
+    assert_eq!(results["env"]["key_facets"]["libtorch"], version);
+    // The key the lean engine computed carries vitgraph-torch's libtorch.
+    let mut args = vec!["explain", "--json", node];
+    args.extend(params);
+    let explain: serde_json::Value = serde_json::from_str(&study.ok(&args)).unwrap();
+    assert_eq!(
+        explain["parts"]["current"]["env"]["libtorch"], version,
+        "{explain}"
+    );
+    assert_eq!(explain["state"], "fresh", "{explain}");
+
+    // A lean vitgraph alone (no vitgraph-torch beside it, none named) fails
+    // the node saying how to build the libtorch executable.
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("vitgraph");
+    std::fs::copy(&lean, &copy).unwrap();
+    let out = Command::new(&copy)
+        .args(["build", "--force", node])
+        .args(params)
+        .current_dir(study.dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("VITGRAPH_TORCH_EXE")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("vitgraph-torch"), "{text}");
+}

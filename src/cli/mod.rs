@@ -63,6 +63,10 @@ pub enum Command {
     /// Execute one built-in task (used by the engine).
     #[command(hide = true)]
     ExecTask { job: PathBuf },
+    /// Print the libtorch this executable was built against, as JSON (used by
+    /// a torch-free vitgraph to key its nodes by `vitgraph-torch`'s libtorch).
+    #[command(hide = true)]
+    TorchInfo,
     /// Execute and record one node whose upstream is built (used by cluster executors).
     #[command(hide = true)]
     RunNode { node: String },
@@ -146,6 +150,11 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
+        Command::TorchInfo => {
+            let info = crate::tasks::torch_exe::this_build();
+            println!("{}", serde_json::to_string(&info).unwrap_or_default());
+            Ok(exit::SUCCESS)
+        }
         Command::Trace(cmd) => {
             trace::run(cmd).map_err(|report| Failure::Report(report, exit::NODE_FAILED))
         }
@@ -163,7 +172,10 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify => maintenance::verify(&ws),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
-                Command::Init(_) | Command::ExecTask { .. } | Command::Trace(_) => {
+                Command::Init(_)
+                | Command::ExecTask { .. }
+                | Command::TorchInfo
+                | Command::Trace(_) => {
                     unreachable!("handled above")
                 }
             }

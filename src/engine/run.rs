@@ -1,7 +1,8 @@
 //! Running one node's task in a child process.
 //!
 //! `Command` runs under `sh -c`; every built-in kind runs as
-//! `vitgraph exec-task JOB.json`, so all kinds are killed, logged and
+//! `vitgraph exec-task JOB.json` (`vitgraph-torch exec-task` for the
+//! libtorch tasks, see `tasks::torch_exe`), so all kinds are killed, logged and
 //! isolated the same way. Each child gets its own process group (SIGINT
 //! terminates the group) and dies with vitgraph (PR_SET_PDEATHSIG).
 
@@ -194,7 +195,7 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
                 serde_json::to_vec_pretty(&body).unwrap_or_default(),
             )
             .map_err(|e| RunError::Failed(format!("cannot write `{}`: {e}", job_file.display())))?;
-            let exe = std::env::current_exe().map_err(|e| {
+            let exe = crate::tasks::torch_exe::executable_for(builtin).map_err(|e| {
                 RunError::Failed(format!("cannot find the vitgraph executable: {e}"))
             })?;
             let mut argv: Vec<String> = crate::tasks::wrapper(builtin, &job.staging)

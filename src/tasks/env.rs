@@ -74,14 +74,15 @@ pub fn probe() -> Env {
     Env { key_facets, record }
 }
 
-/// The libtorch version this binary was built against ("none" without the
-/// `torch` feature).
+/// The libtorch version that runs this workspace's libtorch tasks ("none"
+/// where there is none): this binary's, or `vitgraph-torch`'s (see
+/// [`super::torch_exe`]).
 pub fn libtorch_version() -> &'static str {
-    option_env!("VITGRAPH_LIBTORCH_VERSION").unwrap_or("none")
+    &super::torch_exe::effective_build().libtorch
 }
 
 fn libtorch_cuda_version() -> &'static str {
-    option_env!("VITGRAPH_LIBTORCH_CUDA").unwrap_or("none")
+    &super::torch_exe::effective_build().libtorch_cuda
 }
 
 /// One GPU as `nvidia-smi` reports it.

@@ -133,10 +133,10 @@ pub enum TaskError {
     InvalidSpec { kind: &'static str, message: String },
 
     /// The binary was built without libtorch.
-    #[error("`{kind}` needs libtorch, but this vitgraph was built without the `torch` feature")]
+    #[error("`{kind}` needs libtorch, but this vitgraph was built without the `torch` feature and no `vitgraph-torch` was found beside it (or in $VITGRAPH_TORCH_EXE)")]
     #[diagnostic(
         code(vitgraph::task::no_torch),
-        help("run `scripts/setup-libtorch.sh`, then `cargo build --release --features torch`")
+        help("`scripts/quickstart.sh` builds both executables; by hand: `eval \"$(scripts/setup-libtorch.sh)\"`, then `cargo build --release --features torch --bin vitgraph-torch` beside `cargo build --release`")
     )]
     TorchNotBuilt { kind: &'static str },
 

@@ -21,6 +21,7 @@ pub mod hygiene;
 pub mod nvtx;
 pub mod opbench;
 pub mod report;
+pub mod torch_exe;
 pub mod vit;
 
 pub use error::TaskError;

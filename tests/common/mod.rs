@@ -4,6 +4,20 @@
 use std::path::Path;
 use std::process::Command;
 
+/// The torch-free `vitgraph` that `scripts/test.sh` builds beside this test
+/// build (`$VITGRAPH_LEAN_EXE`): with it, the study tests run as users do,
+/// libtorch nodes in `vitgraph-torch`.
+pub fn lean_exe() -> Option<std::path::PathBuf> {
+    std::env::var_os("VITGRAPH_LEAN_EXE")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+/// The `vitgraph` the study tests run: the lean one when there is one.
+pub fn exe() -> std::path::PathBuf {
+    lean_exe().unwrap_or_else(|| env!("CARGO_BIN_EXE_vitgraph").into())
+}
+
 pub struct Study {
     pub dir: tempfile::TempDir,
 }
@@ -29,7 +43,11 @@ impl Study {
 
     /// Runs `vitgraph ARGS…`: whether it succeeded, and stdout.
     pub fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+        let mut cmd = Command::new(exe());
+        if let (Some(_), Some(torch)) = (lean_exe(), option_env!("CARGO_BIN_EXE_vitgraph-torch")) {
+            cmd.env("VITGRAPH_TORCH_EXE", torch);
+        }
+        let out = cmd
             .args(args)
             .current_dir(self.dir.path())
             .env("NO_COLOR", "1")
