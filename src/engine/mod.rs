@@ -14,3 +14,4 @@ pub mod plan;
 pub mod recorder;
 pub mod run;
 pub mod schedule;
+pub mod spawn;

@@ -4,9 +4,16 @@
 //! durable the next ones queue up and are committed together (group commit):
 //! one `syncfs` and one transaction per batch instead of several fsyncs per
 //! node. Dependents do not wait for this; only the `finished` event does.
+//!
+//! A `syncfs` costs the whole machine (it walks every inode of the file
+//! system), so while tasks are still running the recorder lingers up to
+//! [`LINGER`] after the first item for more to join its batch; with nothing
+//! running it commits at once, so the end of a build never waits.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -18,22 +25,37 @@ struct Item {
     reply: oneshot::Sender<Result<RunRecord, String>>,
 }
 
+/// How long a batch waits for more finished nodes while tasks still run.
+const LINGER: Duration = Duration::from_millis(20);
+
+/// The most runs one batch commits.
+const MAX_BATCH: usize = 1024;
+
 #[derive(Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Item>,
+    running: Arc<AtomicUsize>,
 }
 
 impl Recorder {
     /// Starts the recorder thread; it ends when every `Recorder` clone is dropped.
     pub fn start(store: Arc<Store>) -> Recorder {
         let (tx, rx) = mpsc::channel::<Item>();
+        let running = Arc::new(AtomicUsize::new(0));
+        let busy = running.clone();
         std::thread::Builder::new()
             .name("vitgraph-recorder".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut items = vec![first];
-                    while let Ok(more) = rx.try_recv() {
-                        items.push(more);
+                    let since = Instant::now();
+                    while items.len() < MAX_BATCH {
+                        match rx.recv_timeout(Duration::from_millis(1)) {
+                            Ok(more) => items.push(more),
+                            Err(mpsc::RecvTimeoutError::Timeout)
+                                if busy.load(Ordering::SeqCst) > 0 && since.elapsed() < LINGER => {}
+                            Err(_) => break,
+                        }
                     }
                     let attempts: Vec<_> = items.iter().map(|i| i.staged.attempt()).collect();
                     let (batch, replies): (Vec<_>, Vec<_>) = items
@@ -57,7 +79,13 @@ impl Recorder {
                 }
             })
             .expect("spawn the recorder thread");
-        Recorder { tx }
+        Recorder { tx, running }
+    }
+
+    /// Tells the recorder how many tasks are running (the scheduler calls it
+    /// whenever it waits): while any are, a batch lingers for them.
+    pub fn set_running(&self, n: usize) {
+        self.running.store(n, Ordering::SeqCst);
     }
 
     /// Queues a staged run; resolves once it is durable and recorded.

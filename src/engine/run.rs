@@ -4,12 +4,16 @@
 //! `vitgraph exec-task JOB.json` (`vitgraph-torch exec-task` for the
 //! libtorch tasks, see `tasks::torch_exe`), so all kinds are killed, logged and
 //! isolated the same way. Each child gets its own process group (SIGINT
-//! terminates the group) and dies with vitgraph (PR_SET_PDEATHSIG).
+//! terminates the group) and dies with vitgraph (PR_SET_PDEATHSIG); see
+//! [`super::spawn`] for how it is started.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+
+use super::spawn::{self, Spawn};
 
 use crate::tasks::{TaskContext, TaskSpec, UpstreamNode};
 
@@ -160,12 +164,11 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
     let log2 = log
         .try_clone()
         .map_err(|e| RunError::Failed(format!("cannot open the log file: {e}")))?;
-    let mut cmd = match &job.task {
+    let (program, args): (OsString, Vec<OsString>) = match &job.task {
         TaskSpec::Command(c) => {
             let script = substitute_runtime(&c.run, &job.staging, &job.needs, true);
-            let mut cmd = tokio::process::Command::new("sh");
             if script.len() < MAX_INLINE_SCRIPT {
-                cmd.arg("-c").arg(script);
+                ("/bin/sh".into(), vec!["-c".into(), script.into()])
             } else {
                 // `${needs.S}` over thousands of nodes outgrows the kernel's
                 // limit on one argument (128 KiB on Linux): run it from a file.
@@ -173,9 +176,8 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
                 std::fs::write(&file, script).map_err(|e| {
                     RunError::Failed(format!("cannot write `{}`: {e}", file.display()))
                 })?;
-                cmd.arg(file);
+                ("/bin/sh".into(), vec![file.into()])
             }
-            cmd
         }
         builtin => {
             let mut spec = serde_json::to_value(builtin).unwrap_or_default();
@@ -198,24 +200,22 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             let exe = crate::tasks::torch_exe::executable_for(builtin).map_err(|e| {
                 RunError::Failed(format!("cannot find the vitgraph executable: {e}"))
             })?;
-            let mut argv: Vec<String> = crate::tasks::wrapper(builtin, &job.staging)
-                .map_err(|e| RunError::Failed(e.to_string()))?;
-            argv.push(exe.to_string_lossy().into_owned());
+            let mut argv: Vec<OsString> = crate::tasks::wrapper(builtin, &job.staging)
+                .map_err(|e| RunError::Failed(e.to_string()))?
+                .into_iter()
+                .map(OsString::from)
+                .collect();
+            argv.push(exe.into());
             argv.push("exec-task".into());
-            argv.push(job_file.to_string_lossy().into_owned());
-            let mut cmd = tokio::process::Command::new(&argv[0]);
-            cmd.args(&argv[1..]);
-            cmd
+            argv.push(job_file.into());
+            let program = argv.remove(0);
+            (program, argv)
         }
     };
-    cmd.current_dir(&job.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
-        .env("VITGRAPH_NODE", &job.node)
-        .env("VITGRAPH_OUT", &job.staging)
-        .process_group(0)
-        .kill_on_drop(false);
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("VITGRAPH_NODE".into(), job.node.clone().into()),
+        ("VITGRAPH_OUT".into(), job.staging.clone().into()),
+    ];
     if !job.gpus.is_empty() {
         let list = job
             .gpus
@@ -223,30 +223,35 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        cmd.env("CUDA_VISIBLE_DEVICES", list);
+        env.push(("CUDA_VISIBLE_DEVICES".into(), list.into()));
     }
-    // SAFETY: prctl in the forked child before exec; async-signal-safe, touches no shared memory.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    let spec = Spawn {
+        program,
+        args,
+        env,
+        cwd: job.root.clone(),
+        stdin: spawn::dev_null()
+            .map_err(|e| RunError::Failed(format!("cannot open /dev/null: {e}")))?,
+        stdout: log.into(),
+        stderr: log2.into(),
+    };
+    let pid =
+        spawn::spawn(&spec).map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
+    drop(spec);
     children.add(pid);
-    let status = child.wait().await;
+    let status = tokio::task::spawn_blocking(move || spawn::wait(pid)).await;
     children.remove(pid);
-    let status = status.map_err(|e| RunError::Failed(format!("cannot wait for the task: {e}")))?;
+    let status = match status {
+        Ok(Ok(status)) => std::process::ExitStatus::from_raw(status),
+        Ok(Err(e)) => return Err(RunError::Failed(format!("cannot wait for the task: {e}"))),
+        Err(e) => return Err(RunError::Failed(format!("cannot wait for the task: {e}"))),
+    };
     if children.interrupted() {
         return Err(RunError::Interrupted);
     }
     if status.success() {
         return Ok(());
     }
-    use std::os::unix::process::ExitStatusExt;
     let what = match (status.code(), status.signal()) {
         (Some(127), _) if matches!(job.task, TaskSpec::Command(_)) => {
             "the command exited with status 127 (command not found: check the program name and PATH)".to_string()

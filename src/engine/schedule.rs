@@ -371,6 +371,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
 
+            recorder.set_running(holding_slot.len());
             tokio::select! {
                 msg = rx.recv() => {
                     let Some(msg) = msg else { break };

@@ -163,6 +163,50 @@ fn sigint_exits_130_kills_children_and_resumes() {
     assert!(ws.reasons("quick[i=0]", &[]).is_empty());
 }
 
+/// Whether process `pid` has ended (gone, or a zombie waiting for its reaper).
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn kill_9_of_vitgraph_ends_its_running_tasks() {
+    // `exec`: the task process is the shell itself, vitgraph's direct child.
+    let pipeline = r#"Pipeline(stages: {
+        "slow": Stage(matrix: {"i": [0, 1]}, task: Command(run: "echo $$$$ > pid-${i}; exec sleep 30", outputs: ["v.txt"])),
+    })"#;
+    let ws = Ws::new(&[("p.ron", pipeline)]);
+    let mut child = ws
+        .cmd(&["build", "-j", "4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let pid_of = |i: usize| ws.read(&format!("pid-{i}")).trim().parse::<i32>().ok();
+    while !(pid_of(0).is_some() && pid_of(1).is_some()) {
+        assert!(t.elapsed() < Duration::from_secs(20), "tasks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = Instant::now();
+    for i in 0..2 {
+        let pid = pid_of(i).unwrap();
+        while !ended(pid) {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "task process {pid} outlived vitgraph's SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn two_concurrent_builds_run_every_node_once() {
     let ws = Ws::new(&[("sweep.ron", &sweep(10, "0.05"))]);
