@@ -10,7 +10,7 @@ use crate::engine::env::HostEnv;
 use crate::engine::events::{Event, Reporter};
 use crate::engine::noop;
 use crate::engine::plan::{plan, Evaluator, Verdict};
-use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::engine::schedule::{BuildOptions, BuildStatus, Builder, Incremental};
 use crate::exit;
 use crate::pipeline::Override;
 use crate::report::{human::Human, json::JsonLines};
@@ -63,15 +63,16 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         None
     };
     let mut opened = None;
+    let mut changed = None;
     // Nothing is opened or created unless a snapshot exists.
     let snapshot = ws.root.join("cache").join(noop::FILE);
     if let (Some(token), true) = (token, snapshot.is_file()) {
         let started = std::time::Instant::now();
         let store = opened.insert(Store::open(&ws.root)?);
         t.lap("open store");
-        let nodes = noop::check(store, token, &env);
+        let snapshot = noop::check(store, token, &env);
         t.lap("check snapshot");
-        if let Some(nodes) = nodes {
+        if let noop::Snapshot::Fresh(nodes) = snapshot {
             let mut reporter = reporter(args.json);
             reporter.event(&Event::Planned { total: nodes.len() });
             for n in &nodes {
@@ -90,9 +91,30 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
             });
             return Ok(exit::SUCCESS);
         }
+        changed = Some(snapshot);
     }
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
+    // Only some files changed since the snapshot: judge only what they reach.
+    let incremental = match changed {
+        Some(noop::Snapshot::Changed {
+            facts,
+            generation,
+            changed,
+        }) => noop::dirty(&graph, &changed).map(|dirty| Incremental {
+            dirty,
+            generation,
+            facts,
+        }),
+        _ => None,
+    };
+    if let Some(inc) = &incremental {
+        t.lap(&format!(
+            "incremental ({} of {} nodes)",
+            inc.dirty.len(),
+            graph.nodes.len()
+        ));
+    }
     let selection = crate::graph::select(&graph, &args.targets)?;
     if args.executor == Executor::Slurm {
         return Err(usage(
@@ -137,6 +159,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         env: &env,
         options,
         noop: token.is_some().then_some(&capture),
+        incremental,
     };
     let mut reporter = reporter(args.json);
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -67,6 +67,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         env: &env,
         options,
         noop: None,
+        incremental: None,
     };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -117,9 +117,11 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
     let token = noop::token(&ws.root, overrides)?;
     let store = Store::open_existing(&ws.root).ok()??;
     t.lap("open store");
-    let nodes = noop::check(&store, token, &HostEnv::new());
+    let snapshot = noop::check(&store, token, &HostEnv::new());
     t.lap("check snapshot");
-    let nodes = nodes?;
+    let noop::Snapshot::Fresh(nodes) = snapshot else {
+        return None;
+    };
     if json {
         let list: Vec<NodeStatus> = nodes
             .iter()

@@ -232,9 +232,31 @@ pub fn remove(store: &Store) {
     let _ = fs::remove_file(snapshot_path(store));
 }
 
+/// What the snapshot says about the workspace now.
+#[derive(Debug, PartialEq)]
+pub enum Snapshot {
+    /// Every node is fresh; these are the nodes.
+    Fresh(Vec<NodeName>),
+    /// Everything the snapshot depends on still holds except the stats of
+    /// `changed` files: only the nodes that read or write them, and their
+    /// dependents, need judging (see [`dirty`]). `facts` and `generation`
+    /// are the snapshot's.
+    Changed {
+        facts: FileFacts,
+        generation: i64,
+        changed: Vec<String>,
+    },
+    /// The full plan must decide.
+    Miss,
+}
+
 /// The nodes of the workspace, every one fresh — when the snapshot still
-/// holds (see the module docs); None when the full plan must decide.
-pub fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Vec<NodeName>> {
+/// holds (see the module docs); otherwise which files changed, or a miss.
+pub fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Snapshot {
+    check_parts(store, token, env).unwrap_or(Snapshot::Miss)
+}
+
+fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapshot> {
     let bytes = fs::read(snapshot_path(store)).ok()?;
     let mut b: &[u8] = &bytes;
     if take(&mut b, 8)? != MAGIC || take(&mut b, 32)? != token.0 {
@@ -278,10 +300,62 @@ pub fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Vec<Node
         });
     }
     let files = FileFacts::decode(&mut b)?;
-    if !b.is_empty() || !files.unchanged(store.root()) {
+    if !b.is_empty() {
         return None;
     }
-    Some(nodes)
+    let changed = files.changed(store.root());
+    if changed.is_empty() {
+        return Some(Snapshot::Fresh(nodes));
+    }
+    Some(Snapshot::Changed {
+        facts: files,
+        generation,
+        changed,
+    })
+}
+
+/// The nodes a change to `changed` files can make stale: those that read
+/// one as an input or wrote one as an output, and everything downstream of
+/// them. None when a changed file belongs to no node (the full plan decides).
+pub fn dirty(graph: &Graph, changed: &[String]) -> Option<std::collections::HashSet<usize>> {
+    use std::collections::HashSet;
+    let normal = |p: &Path| p.components().collect::<PathBuf>();
+    let changed: HashSet<PathBuf> = changed.iter().map(|c| normal(Path::new(c))).collect();
+    let mut owned: HashSet<&PathBuf> = HashSet::new();
+    let mut dirty: HashSet<usize> = HashSet::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let out = node.out_rel();
+        let files = node
+            .task
+            .inputs()
+            .into_iter()
+            .map(|rel| normal(Path::new(&rel)))
+            .chain(
+                node.task
+                    .outputs()
+                    .into_iter()
+                    .map(|o| normal(&out.join(o))),
+            );
+        for f in files {
+            if let Some(c) = changed.get(&f) {
+                owned.insert(c);
+                dirty.insert(i);
+            }
+        }
+    }
+    if owned.len() != changed.len() {
+        return None;
+    }
+    let dependents = graph.dependents();
+    let mut stack: Vec<usize> = dirty.iter().copied().collect();
+    while let Some(i) = stack.pop() {
+        for &d in &dependents[i] {
+            if dirty.insert(d) {
+                stack.push(d);
+            }
+        }
+    }
+    Some(dirty)
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -363,27 +437,28 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let token = Token([7; 32]);
         let env = super::super::env::HostEnv::new();
-        assert!(check(&store, token, &env).is_none(), "none written");
+        assert_eq!(check(&store, token, &env), Snapshot::Miss, "none written");
         let graph = Graph::default();
         let facts_store = Store::open(dir.path()).unwrap();
         facts_store.observe_files();
         let files = facts_store.observed_files().unwrap();
         let generation = store.generation().unwrap().unwrap();
         write(&store, token, generation, &files, &graph, &env);
-        assert_eq!(check(&store, token, &env), Some(Vec::new()));
-        assert!(
-            check(&store, Token([8; 32]), &env).is_none(),
+        assert_eq!(check(&store, token, &env), Snapshot::Fresh(Vec::new()));
+        assert_eq!(
+            check(&store, Token([8; 32]), &env),
+            Snapshot::Miss,
             "another token"
         );
         let path = dir.path().join("cache").join(FILE);
         let bytes = fs::read(&path).unwrap();
         for cut in [0, 7, 40, bytes.len() - 1] {
             fs::write(&path, &bytes[..cut]).unwrap();
-            assert!(check(&store, token, &env).is_none(), "cut at {cut}");
+            assert_eq!(check(&store, token, &env), Snapshot::Miss, "cut at {cut}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
         fs::write(&path, &longer).unwrap();
-        assert!(check(&store, token, &env).is_none(), "trailing bytes");
+        assert_eq!(check(&store, token, &env), Snapshot::Miss, "trailing bytes");
     }
 }

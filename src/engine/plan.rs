@@ -429,6 +429,17 @@ pub fn plan(
     graph: &Graph,
     selection: &[NodeIdx],
 ) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
+    plan_with(ev, graph, selection, &HashMap::new())
+}
+
+/// [`plan`], with the runs of upstream nodes outside the selection given
+/// (`known`): an incremental build judges only the nodes a change reached.
+pub fn plan_with(
+    ev: &Evaluator<'_>,
+    graph: &Graph,
+    selection: &[NodeIdx],
+    known: &HashMap<NodeIdx, RunRecord>,
+) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
     use rayon::prelude::*;
     let selected: std::collections::HashSet<NodeIdx> = selection.iter().copied().collect();
     let mut out: HashMap<NodeIdx, Evaluation> = HashMap::with_capacity(selection.len());
@@ -453,6 +464,7 @@ pub fn plan(
                         let h = out
                             .get(&d)
                             .and_then(|e| e.verdict.run())
+                            .or_else(|| known.get(&d))
                             .map(RunRecord::manifest_hash);
                         (graph.nodes[d].id.clone(), h)
                     })

@@ -99,13 +99,26 @@ pub struct Builder<'a> {
     /// Filled when the up-front plan finds every node of the graph fresh,
     /// for the no-op snapshot (see `noop`).
     pub noop: Option<&'a super::noop::Capture>,
+    /// An incremental build: the snapshot held but for some files.
+    pub incremental: Option<Incremental>,
+}
+
+/// What an incremental build starts from (see `noop::Snapshot::Changed`):
+/// while the store is still at the snapshot's `generation`, every node
+/// outside `dirty` is fresh with its latest successful run, so only `dirty`
+/// is judged. After a successful build the dirty nodes are judged again and
+/// the snapshot's `facts` updated with what they saw, for the next no-op.
+pub struct Incremental {
+    pub dirty: HashSet<NodeIdx>,
+    pub generation: i64,
+    pub facts: crate::store::FileFacts,
 }
 
 impl<'a> Builder<'a> {
     /// Builds `selection` (topologically ordered, closed under dependencies).
     pub async fn build(&self, selection: &[NodeIdx], reporter: &mut dyn Reporter) -> BuildStatus {
         let t0 = Instant::now();
-        if self.noop.is_some() {
+        if self.noop.is_some() && self.incremental.is_none() {
             self.store.observe_files();
         }
         let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) =
@@ -121,9 +134,27 @@ impl<'a> Builder<'a> {
                     return BuildStatus::Failed;
                 }
             };
+        // An incremental build whose store has not moved since the snapshot:
+        // every node the change cannot reach is fresh with its latest run.
+        let incremental = self
+            .incremental
+            .as_ref()
+            .filter(|inc| generation == Some(inc.generation));
+        let assumed: Option<HashMap<NodeIdx, RunRecord>> = incremental.map(|inc| {
+            selection
+                .iter()
+                .filter(|i| !inc.dirty.contains(i))
+                .filter_map(|&i| {
+                    let state = states.get(&self.graph.nodes[i].id)?;
+                    Some((i, state.latest_success.clone()?))
+                })
+                .collect()
+        });
         // Judge everything once up front (in parallel): nodes fresh now are
         // done at once; the others are judged again when their upstream is done.
-        let fresh_now: HashMap<NodeIdx, RunRecord> = {
+        let fresh_now: HashMap<NodeIdx, RunRecord> = if let Some(assumed) = &assumed {
+            assumed.clone()
+        } else {
             let ev = Evaluator {
                 root: &self.root,
                 store: Some(&self.store),
@@ -141,7 +172,7 @@ impl<'a> Builder<'a> {
                 Err(_) => HashMap::new(),
             }
         };
-        if let Some(capture) = self.noop {
+        if let (Some(capture), None) = (self.noop, &assumed) {
             let files = self.store.observed_files();
             let whole = selection.len() == self.graph.nodes.len();
             if let (true, Some(generation), Some(files)) = (
@@ -463,6 +494,16 @@ impl<'a> Builder<'a> {
             }
         }
         let _ = self.store.flush_stat_cache();
+        if let (Some(capture), Some(inc), Some(assumed), false, 0, 0) = (
+            self.noop,
+            incremental,
+            &assumed,
+            interrupted,
+            failed,
+            skipped,
+        ) {
+            self.refresh_snapshot(capture, inc, assumed, selection);
+        }
         reporter.event(&Event::Done {
             built,
             cached,
@@ -476,6 +517,55 @@ impl<'a> Builder<'a> {
             BuildStatus::Failed
         } else {
             BuildStatus::Success
+        }
+    }
+
+    /// After a successful incremental build: judges the dirty nodes again,
+    /// every other node as assumed, and hands `capture` the snapshot's facts
+    /// updated with what they saw — when all are fresh and no other process
+    /// recorded a run over an assumed node meanwhile.
+    fn refresh_snapshot(
+        &self,
+        capture: &super::noop::Capture,
+        inc: &Incremental,
+        assumed: &HashMap<NodeIdx, RunRecord>,
+        selection: &[NodeIdx],
+    ) {
+        if selection.len() != self.graph.nodes.len() {
+            return;
+        }
+        self.store.observe_files();
+        let Ok((states, Some(generation))) = self.store.load_states_at() else {
+            return;
+        };
+        let unchanged = assumed.iter().all(|(&i, run)| {
+            states
+                .get(&self.graph.nodes[i].id)
+                .and_then(|s| s.latest_success.as_ref())
+                .is_some_and(|r| r.key == run.key)
+        });
+        if !unchanged {
+            return;
+        }
+        let dirty: Vec<NodeIdx> = selection
+            .iter()
+            .copied()
+            .filter(|i| inc.dirty.contains(i))
+            .collect();
+        let ev = Evaluator {
+            root: &self.root,
+            store: Some(&self.store),
+            states: &states,
+            env: self.env,
+        };
+        let Ok(evals) = super::plan::plan_with(&ev, self.graph, &dirty, assumed) else {
+            return;
+        };
+        let _ = self.store.flush_stat_cache();
+        if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
+            if let Some(files) = self.store.observed_files_lenient() {
+                capture.set(generation, inc.facts.updated_with(&files));
+            }
         }
     }
 

@@ -95,6 +95,18 @@ impl Store {
     /// file was too recently written to be told apart from a later write, or
     /// one file was seen with two different stats.
     pub fn observed_files(&self) -> Option<FileFacts> {
+        self.observed(false)
+    }
+
+    /// [`Store::observed_files`], but a file modified too recently for its
+    /// stat to vouch for its content (within the racy window) is kept with a
+    /// stat no file has, so a snapshot built from these facts always sees it
+    /// as changed and has its nodes judged again.
+    pub fn observed_files_lenient(&self) -> Option<FileFacts> {
+        self.observed(true)
+    }
+
+    fn observed(&self, lenient: bool) -> Option<FileFacts> {
         let o = std::mem::take(&mut *self.observations());
         if !o.on || o.unusable {
             return None;
@@ -102,10 +114,13 @@ impl Store {
         let window = self.racy_window_ns.load(Ordering::Relaxed);
         let mut by_path: HashMap<String, (Probe, Option<Stat>)> =
             HashMap::with_capacity(o.files.len());
-        for f in o.files {
+        for mut f in o.files {
             if let Some(stat) = &f.stat {
                 if stat.mtime_ns >= f.at_ns - window {
-                    return None;
+                    if !lenient {
+                        return None;
+                    }
+                    f.stat = Some(UNTRUSTED);
                 }
             }
             match by_path.get(&f.rel) {
@@ -177,20 +192,41 @@ impl FileFacts {
     /// One `stat` per file, spread over the cores.
     pub fn unchanged(&self, root: &Path) -> bool {
         use rayon::prelude::*;
-        self.entries.par_chunks(512).all(|chunk| {
-            chunk.iter().all(|(rel, probe, stat)| {
-                let path = root.join(rel);
-                let meta = match probe {
-                    Probe::Follow => fs::metadata(&path),
-                    Probe::NoFollow => fs::symlink_metadata(&path),
-                };
-                match (meta, stat) {
-                    (Ok(meta), Some(stat)) => meta.is_file() && Stat::of(&meta) == *stat,
-                    (Err(e), None) => e.kind() == io::ErrorKind::NotFound,
-                    _ => false,
-                }
+        self.entries
+            .par_chunks(512)
+            .all(|chunk| chunk.iter().all(|entry| same(root, entry)))
+    }
+
+    /// The files whose stat is no longer the recorded one (relative paths).
+    pub fn changed(&self, root: &Path) -> Vec<String> {
+        use rayon::prelude::*;
+        self.entries
+            .par_chunks(512)
+            .flat_map_iter(|chunk| {
+                chunk
+                    .iter()
+                    .filter(|entry| !same(root, entry))
+                    .map(|(rel, _, _)| rel.clone())
             })
-        })
+            .collect()
+    }
+
+    /// These facts with `newer`'s in place of any for the same files.
+    pub fn updated_with(&self, newer: &FileFacts) -> FileFacts {
+        let replaced: std::collections::HashSet<&str> = newer
+            .entries
+            .iter()
+            .map(|(rel, _, _)| rel.as_str())
+            .collect();
+        let mut entries: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|(rel, _, _)| !replaced.contains(rel.as_str()))
+            .chain(newer.entries.iter())
+            .cloned()
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        FileFacts { entries }
     }
 
     /// Appends the facts to `out` (see [`FileFacts::decode`]).
@@ -240,6 +276,29 @@ impl FileFacts {
 }
 
 /// The first `n` bytes of `bytes`, advancing it.
+/// The stat recorded for a file too recent to vouch for: matches no file
+/// (no file has size `u64::MAX`).
+const UNTRUSTED: Stat = Stat {
+    size: u64::MAX,
+    mtime_ns: i64::MIN,
+    ctime_ns: i64::MIN,
+    inode: 0,
+};
+
+/// Whether a file still has the stat (or the absence) recorded for it.
+fn same(root: &Path, (rel, probe, stat): &(String, Probe, Option<Stat>)) -> bool {
+    let path = root.join(rel);
+    let meta = match probe {
+        Probe::Follow => fs::metadata(&path),
+        Probe::NoFollow => fs::symlink_metadata(&path),
+    };
+    match (meta, stat) {
+        (Ok(meta), Some(stat)) => meta.is_file() && Stat::of(&meta) == *stat,
+        (Err(e), None) => e.kind() == io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
 fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     if bytes.len() < n {
         return None;
