@@ -323,19 +323,30 @@ pub fn dirty(graph: &Graph, changed: &[String]) -> Option<std::collections::Hash
     let changed: HashSet<PathBuf> = changed.iter().map(|c| normal(Path::new(c))).collect();
     let mut owned: HashSet<&PathBuf> = HashSet::new();
     let mut dirty: HashSet<usize> = HashSet::new();
+    // Outputs live in `out/<stage>/…`: only nodes of those stages can own one.
+    let stages: HashSet<&std::ffi::OsStr> = changed
+        .iter()
+        .filter_map(|c| {
+            let mut parts = c.components();
+            (parts.next()?.as_os_str() == "out").then(|| parts.next().map(|s| s.as_os_str()))?
+        })
+        .collect();
     for (i, node) in graph.nodes.iter().enumerate() {
-        let out = node.out_rel();
-        let files = node
+        let mut files: Vec<PathBuf> = node
             .task
             .inputs()
             .into_iter()
             .map(|rel| normal(Path::new(&rel)))
-            .chain(
+            .collect();
+        if stages.contains(std::ffi::OsStr::new(&node.stage)) {
+            let out = node.out_rel();
+            files.extend(
                 node.task
                     .outputs()
                     .into_iter()
                     .map(|o| normal(&out.join(o))),
             );
+        }
         for f in files {
             if let Some(c) = changed.get(&f) {
                 owned.insert(c);

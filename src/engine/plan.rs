@@ -429,16 +429,17 @@ pub fn plan(
     graph: &Graph,
     selection: &[NodeIdx],
 ) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
-    plan_with(ev, graph, selection, &HashMap::new())
+    plan_with(ev, graph, selection, &|_| None)
 }
 
-/// [`plan`], with the runs of upstream nodes outside the selection given
-/// (`known`): an incremental build judges only the nodes a change reached.
+/// [`plan`], with the manifest hashes of upstream nodes outside the
+/// selection given by `known`: an incremental build judges only the nodes a
+/// change reached.
 pub fn plan_with(
     ev: &Evaluator<'_>,
     graph: &Graph,
     selection: &[NodeIdx],
-    known: &HashMap<NodeIdx, RunRecord>,
+    known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
 ) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
     use rayon::prelude::*;
     let selected: std::collections::HashSet<NodeIdx> = selection.iter().copied().collect();
@@ -464,8 +465,8 @@ pub fn plan_with(
                         let h = out
                             .get(&d)
                             .and_then(|e| e.verdict.run())
-                            .or_else(|| known.get(&d))
-                            .map(RunRecord::manifest_hash);
+                            .map(RunRecord::manifest_hash)
+                            .or_else(|| known(d));
                         (graph.nodes[d].id.clone(), h)
                     })
                     .collect();

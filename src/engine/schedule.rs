@@ -45,6 +45,9 @@ pub enum BuildStatus {
 
 enum Done {
     Ok(RunRecord),
+    /// Fresh by an incremental build's snapshot; its run was not loaded, as
+    /// no node being judged depends on it.
+    Fresh,
     Failed,
     Skipped,
 }
@@ -121,39 +124,60 @@ impl<'a> Builder<'a> {
         if self.noop.is_some() && self.incremental.is_none() {
             self.store.observe_files();
         }
-        let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) =
-            match self.store.load_states_at() {
-                Ok(s) => s,
-                Err(e) => {
-                    reporter.event(&Event::Failed {
-                        node: String::new(),
-                        error: e.to_string(),
-                        log: None,
-                        duration_ms: 0,
-                    });
-                    return BuildStatus::Failed;
-                }
-            };
+        // An incremental build whose store has not moved since the snapshot
+        // reads the states of the dirty nodes and their direct upstream only.
+        let partial = match &self.incremental {
+            Some(inc) => self.load_incremental(inc),
+            None => Ok(None),
+        };
+        let loaded = match partial {
+            Ok(Some((states, generation))) => Ok((states, Some(generation))),
+            Ok(None) => self.store.load_states_at(),
+            Err(e) => Err(e),
+        };
+        let (mut states, generation): (HashMap<String, NodeState>, Option<i64>) = match loaded {
+            Ok(s) => s,
+            Err(e) => {
+                reporter.event(&Event::Failed {
+                    node: String::new(),
+                    error: e.to_string(),
+                    log: None,
+                    duration_ms: 0,
+                });
+                return BuildStatus::Failed;
+            }
+        };
+        let own_at_load = self.store.own_generation();
         // An incremental build whose store has not moved since the snapshot:
         // every node the change cannot reach is fresh with its latest run.
         let incremental = self
             .incremental
             .as_ref()
             .filter(|inc| generation == Some(inc.generation));
+        // Of the rest, those whose run was loaded are fresh with it; the
+        // others are fresh without (nothing being judged depends on them).
+        let mut fresh_only: HashSet<NodeIdx> = HashSet::new();
         let assumed: Option<HashMap<NodeIdx, RunRecord>> = incremental.map(|inc| {
-            selection
-                .iter()
-                .filter(|i| !inc.dirty.contains(i))
-                .filter_map(|&i| {
-                    let state = states.get(&self.graph.nodes[i].id)?;
-                    Some((i, state.latest_success.clone()?))
-                })
-                .collect()
+            let mut runs = HashMap::new();
+            for &i in selection.iter().filter(|i| !inc.dirty.contains(i)) {
+                match states
+                    .get(&self.graph.nodes[i].id)
+                    .and_then(|s| s.latest_success.clone())
+                {
+                    Some(run) => {
+                        runs.insert(i, run);
+                    }
+                    None => {
+                        fresh_only.insert(i);
+                    }
+                }
+            }
+            runs
         });
         // Judge everything once up front (in parallel): nodes fresh now are
         // done at once; the others are judged again when their upstream is done.
-        let fresh_now: HashMap<NodeIdx, RunRecord> = if let Some(assumed) = &assumed {
-            assumed.clone()
+        let mut fresh_now: HashMap<NodeIdx, RunRecord> = if let Some(assumed) = assumed {
+            assumed
         } else {
             let ev = Evaluator {
                 root: &self.root,
@@ -172,7 +196,7 @@ impl<'a> Builder<'a> {
                 Err(_) => HashMap::new(),
             }
         };
-        if let (Some(capture), None) = (self.noop, &assumed) {
+        if let (Some(capture), None) = (self.noop, incremental) {
             let files = self.store.observed_files();
             let whole = selection.len() == self.graph.nodes.len();
             if let (true, Some(generation), Some(files)) = (
@@ -222,14 +246,25 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 let node = &self.graph.nodes[i];
-                if let Some(run) = fresh_now.get(&i) {
+                if let Some(run) = fresh_now.remove(&i) {
                     reporter.event(&Event::Cached {
                         node: node.id.clone(),
                         restored: false,
                         reused_from: None,
                     });
                     cached += 1;
-                    done.insert(i, Done::Ok(run.clone()));
+                    done.insert(i, Done::Ok(run));
+                    release(i, &dependents, &selected, &mut remaining, &mut ready);
+                    continue;
+                }
+                if fresh_only.contains(&i) {
+                    reporter.event(&Event::Cached {
+                        node: node.id.clone(),
+                        restored: false,
+                        reused_from: None,
+                    });
+                    cached += 1;
+                    done.insert(i, Done::Fresh);
                     release(i, &dependents, &selected, &mut remaining, &mut ready);
                     continue;
                 }
@@ -494,15 +529,10 @@ impl<'a> Builder<'a> {
             }
         }
         let _ = self.store.flush_stat_cache();
-        if let (Some(capture), Some(inc), Some(assumed), false, 0, 0) = (
-            self.noop,
-            incremental,
-            &assumed,
-            interrupted,
-            failed,
-            skipped,
-        ) {
-            self.refresh_snapshot(capture, inc, assumed, selection);
+        if let (Some(capture), Some(inc), false, 0, 0) =
+            (self.noop, incremental, interrupted, failed, skipped)
+        {
+            self.refresh_snapshot(capture, inc, &done, selection, own_at_load);
         }
         reporter.event(&Event::Done {
             built,
@@ -520,31 +550,48 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// The states an incremental build judges with (the dirty nodes' and
+    /// their direct upstream's) and the change counter, read in one
+    /// transaction; None when the store moved since the snapshot.
+    fn load_incremental(
+        &self,
+        inc: &Incremental,
+    ) -> Result<Option<(HashMap<String, NodeState>, i64)>, crate::store::StoreError> {
+        let mut needed: HashSet<NodeIdx> = inc.dirty.clone();
+        for &i in &inc.dirty {
+            needed.extend(self.graph.nodes[i].deps());
+        }
+        let ids: Vec<&str> = needed
+            .iter()
+            .map(|&i| self.graph.nodes[i].id.as_str())
+            .collect();
+        self.store.begin_read()?;
+        let read = (|| {
+            if self.store.generation()? != Some(inc.generation) {
+                return Ok(None);
+            }
+            Ok(Some((self.store.load_states_for(&ids)?, inc.generation)))
+        })();
+        let end = self.store.end_read();
+        let read = read?;
+        end?;
+        Ok(read)
+    }
+
     /// After a successful incremental build: judges the dirty nodes again,
     /// every other node as assumed, and hands `capture` the snapshot's facts
-    /// updated with what they saw — when all are fresh and no other process
-    /// recorded a run over an assumed node meanwhile.
+    /// updated with what they saw — when all are fresh and the change
+    /// counter moved by this process's own records only (so the assumed
+    /// nodes' records are still the ones the build started from).
     fn refresh_snapshot(
         &self,
         capture: &super::noop::Capture,
         inc: &Incremental,
-        assumed: &HashMap<NodeIdx, RunRecord>,
+        done: &HashMap<NodeIdx, Done>,
         selection: &[NodeIdx],
+        own_at_load: i64,
     ) {
         if selection.len() != self.graph.nodes.len() {
-            return;
-        }
-        self.store.observe_files();
-        let Ok((states, Some(generation))) = self.store.load_states_at() else {
-            return;
-        };
-        let unchanged = assumed.iter().all(|(&i, run)| {
-            states
-                .get(&self.graph.nodes[i].id)
-                .and_then(|s| s.latest_success.as_ref())
-                .is_some_and(|r| r.key == run.key)
-        });
-        if !unchanged {
             return;
         }
         let dirty: Vec<NodeIdx> = selection
@@ -552,13 +599,42 @@ impl<'a> Builder<'a> {
             .copied()
             .filter(|i| inc.dirty.contains(i))
             .collect();
+        let ids: Vec<&str> = dirty
+            .iter()
+            .map(|&i| self.graph.nodes[i].id.as_str())
+            .collect();
+        self.store.observe_files();
+        let read = (|| {
+            self.store.begin_read()?;
+            let read = (|| {
+                let generation = self.store.generation()?;
+                let own = self.store.own_generation();
+                Ok::<_, crate::store::StoreError>((
+                    self.store.load_states_for(&ids)?,
+                    generation,
+                    own,
+                ))
+            })();
+            self.store.end_read()?;
+            read
+        })();
+        let Ok((states, Some(generation), own)) = read else {
+            return;
+        };
+        if generation != inc.generation + (own - own_at_load) {
+            return;
+        }
         let ev = Evaluator {
             root: &self.root,
             store: Some(&self.store),
             states: &states,
             env: self.env,
         };
-        let Ok(evals) = super::plan::plan_with(&ev, self.graph, &dirty, assumed) else {
+        let known = |d: NodeIdx| match done.get(&d) {
+            Some(Done::Ok(run)) => Some(run.manifest_hash()),
+            _ => None,
+        };
+        let Ok(evals) = super::plan::plan_with(&ev, self.graph, &dirty, &known) else {
             return;
         };
         let _ = self.store.flush_stat_cache();

@@ -141,6 +141,14 @@ impl Store {
 
     /// The database's change counter; None for a database without one (a
     /// version-1 store opened read-only).
+    /// How many times this process's own writes moved the change counter
+    /// (0 for a read-only store).
+    pub fn own_generation(&self) -> i64 {
+        self.conn()
+            .query_row("SELECT n FROM temp.own_generation", [], |r| r.get(0))
+            .unwrap_or(0)
+    }
+
     pub fn generation(&self) -> Result<Option<i64>, StoreError> {
         let conn = self.conn();
         read_generation(&conn).map_err(|e| self.db_err(e))
@@ -149,19 +157,31 @@ impl Store {
     /// [`Store::load_states`] and the change counter, read in one transaction
     /// so the counter names exactly the records loaded.
     pub fn load_states_at(&self) -> Result<(HashMap<String, NodeState>, Option<i64>), StoreError> {
-        // The stat cache first (lock order: the stat cache before the connection).
-        drop(self.stat_cache()?);
-        self.conn()
-            .execute_batch("BEGIN DEFERRED")
-            .map_err(|e| self.db_err(e))?;
+        self.begin_read()?;
         let read = (|| {
             let generation = self.generation()?;
             Ok((self.load_states()?, generation))
         })();
-        let end = self.conn().execute_batch("COMMIT");
+        let end = self.end_read();
         let (states, generation) = read?;
-        end.map_err(|e| self.db_err(e))?;
+        end?;
         Ok((states, generation))
+    }
+
+    /// Starts a read transaction: the queries until [`Store::end_read`] see
+    /// one state of the database.
+    pub fn begin_read(&self) -> Result<(), StoreError> {
+        // The stat cache first (lock order: the stat cache before the connection).
+        drop(self.stat_cache()?);
+        self.conn()
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(|e| self.db_err(e))
+    }
+
+    pub fn end_read(&self) -> Result<(), StoreError> {
+        self.conn()
+            .execute_batch("COMMIT")
+            .map_err(|e| self.db_err(e))
     }
 }
 
@@ -306,4 +326,48 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     let (head, tail) = bytes.split_at(n);
     *bytes = tail;
     Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::ContentHash;
+
+    #[test]
+    fn own_generation_counts_only_this_processs_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::open(dir.path()).unwrap();
+        let b = Store::open(dir.path()).unwrap();
+        let start = a.generation().unwrap().unwrap();
+        let (own_a, own_b) = (a.own_generation(), b.own_generation());
+        b.begin_attempt("n", &ContentHash([1; 32])).unwrap();
+        b.begin_attempt("m", &ContentHash([2; 32])).unwrap();
+        assert_eq!(a.own_generation(), own_a, "b's writes are not a's");
+        let moved = a.generation().unwrap().unwrap() - start;
+        assert!(moved >= 2);
+        assert_eq!(b.own_generation() - own_b, moved);
+        a.begin_attempt("n", &ContentHash([3; 32])).unwrap();
+        assert_eq!(
+            a.generation().unwrap().unwrap() - start,
+            (a.own_generation() - own_a) + (b.own_generation() - own_b)
+        );
+    }
+
+    #[test]
+    fn states_of_some_nodes_match_the_full_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for (id, k) in [("x", 1u8), ("y", 2), ("z", 3)] {
+            store.begin_attempt(id, &ContentHash([k; 32])).unwrap();
+        }
+        let all = store.load_states().unwrap();
+        let some = store.load_states_for(&["x", "z", "absent"]).unwrap();
+        assert_eq!(some.len(), 2);
+        for id in ["x", "z"] {
+            assert_eq!(
+                some[id].last_attempt.as_ref().map(|a| a.key),
+                all[id].last_attempt.as_ref().map(|a| a.key)
+            );
+        }
+    }
 }

@@ -34,15 +34,36 @@ impl Store {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
     /// by a dead process of this host reads as `Interrupted`.
     pub fn load_states(&self) -> Result<HashMap<String, NodeState>, StoreError> {
+        self.load_states_of(None)
+    }
+
+    /// [`Store::load_states`] for the nodes `ids` only.
+    pub fn load_states_for(&self, ids: &[&str]) -> Result<HashMap<String, NodeState>, StoreError> {
+        self.load_states_of(Some(ids))
+    }
+
+    fn load_states_of(
+        &self,
+        ids: Option<&[&str]>,
+    ) -> Result<HashMap<String, NodeState>, StoreError> {
         // Materialization stats come along, so check_outputs never queries.
         drop(self.stat_cache()?);
         let conn = self.conn();
         let mut states: HashMap<String, NodeState> = HashMap::new();
+        // The ids go in as one JSON array parameter.
+        let ids_json = serde_json::to_string(&ids.unwrap_or_default()).unwrap_or_default();
+        let (where_runs, where_attempts) = match ids {
+            Some(_) => (
+                " WHERE n.node_id IN (SELECT value FROM json_each(?1))",
+                " WHERE node_id IN (SELECT value FROM json_each(?1))",
+            ),
+            None => (" WHERE ?1 IS NOT NULL", ""),
+        };
         let sql = format!(
-            "SELECT n.node_id, n.stage, {RUN_COLUMNS_WITHOUT_PARTS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq"
+            "SELECT n.node_id, n.stage, {RUN_COLUMNS_WITHOUT_PARTS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq{where_runs}"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([&ids_json]).map_err(|e| self.db_err(e))?;
         let mut envs = EnvCache::new();
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let run = self.decode_run(&conn, row, &mut envs)?;
@@ -50,13 +71,13 @@ impl Store {
             states.entry(node_id).or_default().latest_success = Some(run);
         }
         drop(rows);
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start
-                 FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts GROUP BY node_id)",
-            )
-            .map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let sql = format!(
+            "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start
+             FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts{where_attempts} GROUP BY node_id)"
+        );
+        let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
+        let params: &[&dyn rusqlite::ToSql] = if ids.is_some() { &[&ids_json] } else { &[] };
+        let mut rows = stmt.query(params).map_err(|e| self.db_err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let (node_id, attempt) = self.decode_attempt(row)?;
             states.entry(node_id).or_default().last_attempt = Some(attempt);

@@ -122,8 +122,20 @@ pub(crate) fn open_writable(db_path: &Path, create: bool) -> Result<Connection, 
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(err)?;
     migrate(&mut conn, db_path)?;
+    conn.execute_batch(OWN_GENERATION).map_err(err)?;
     Ok(conn)
 }
+
+/// Counts, per connection, the bumps of `generation` this connection made
+/// (TEMP objects belong to the connection, and a TEMP trigger fires only for
+/// its own changes): a process that sees the counter moved by exactly its
+/// own bumps knows no other process recorded anything meanwhile.
+const OWN_GENERATION: &str = "
+CREATE TEMP TABLE IF NOT EXISTS own_generation (n INTEGER NOT NULL);
+INSERT INTO own_generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM own_generation);
+CREATE TEMP TRIGGER IF NOT EXISTS own_generation_bump AFTER UPDATE ON main.generation
+    BEGIN UPDATE own_generation SET n = n + 1; END;
+";
 
 /// Opens the database without writing to it (for a read-only workspace).
 pub(crate) fn open_read_only(db_path: &Path) -> Result<Connection, StoreError> {
