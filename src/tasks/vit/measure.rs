@@ -60,11 +60,35 @@ struct Runner<'a> {
     peak_memory: Option<u64>,
 }
 
+extern "C" {
+    fn vitgraph_inference_mode_enter() -> *mut std::ffi::c_void;
+    fn vitgraph_inference_mode_exit(guard: *mut std::ffi::c_void);
+}
+
+/// libtorch's inference mode on this thread while the value lives, as the
+/// eager PyTorch baseline runs under `torch.inference_mode()`.
+struct InferenceMode(*mut std::ffi::c_void);
+
+impl InferenceMode {
+    fn enter() -> InferenceMode {
+        // SAFETY: the shim allocates a c10::InferenceMode guard; it is freed by Drop.
+        InferenceMode(unsafe { vitgraph_inference_mode_enter() })
+    }
+}
+
+impl Drop for InferenceMode {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from the shim's enter, on this thread, and is freed once.
+        unsafe { vitgraph_inference_mode_exit(self.0) }
+    }
+}
+
 /// Runs warm-up and measured batches and returns the timings.
 pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskError> {
     let device = device(config)?;
     let kind = kind(config.dtype);
     let _guard = tch::no_grad_guard();
+    let _inference = InferenceMode::enter();
     // Create the CUDA context first, so that the baseline excludes it and
     // includes nothing of ours: the weights count towards the peak.
     let baseline = if device.is_cuda() {
