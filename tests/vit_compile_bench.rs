@@ -299,6 +299,7 @@ fn task_results() -> Value {
         window_s: 0.5,
         batch_ms: vec![150.0, 160.0, 170.0],
         stage_sum_ms: [3.0, 0.3, 470.0, 0.6],
+        forward_ms: vec![150.0, 155.0, 165.0],
         peak_memory_bytes: Some(1 << 20),
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))

@@ -84,6 +84,8 @@ def main():
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", help="write a torch.profiler Chrome trace here and count kernels per forward")
+    p.add_argument("--profile-timed", action="store_true",
+                   help="time the forward passes with torch.profiler recording (its tracing overhead)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
@@ -98,11 +100,17 @@ def main():
         fn(x)
         torch.cuda.synchronize()
         first_call_s = time.perf_counter() - first
-        times, window = time_forwards(fn, x, args.warmup, args.iters)
+        if args.profile_timed:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+                times, window = time_forwards(fn, x, args.warmup, args.iters)
+        else:
+            times, window = time_forwards(fn, x, args.warmup, args.iters)
         kernels = count_kernels(fn, x, args.profile) if args.profile else None
     result = {
         "model": args.model, "batch": args.batch, "dtype": args.dtype, "mode": args.mode,
-        "torch": torch.__version__, "timm": timm.__version__, "gpu": torch.cuda.get_device_name(),
+        "profiled": args.profile_timed, "torch": torch.__version__, "timm": timm.__version__, "gpu": torch.cuda.get_device_name(),
         "params": params, "first_call_s": first_call_s,
         "forward_ms": {"mean": statistics.fmean(times), "median": statistics.median(times),
                        "min": min(times), "max": max(times)},

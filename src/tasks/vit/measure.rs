@@ -57,6 +57,7 @@ struct Runner<'a> {
     pool: Vec<Tensor>,
     batch_ms: Vec<f64>,
     stage_sum_ms: [f64; 4],
+    forward_ms: Vec<f64>,
     peak_memory: Option<u64>,
 }
 
@@ -108,6 +109,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
         pool,
         batch_ms: Vec::new(),
         stage_sum_ms: [0.0; 4],
+        forward_ms: Vec::new(),
         peak_memory: None,
     };
     nvtx.range("warmup", |nvtx| {
@@ -115,6 +117,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
     })?;
     runner.batch_ms.clear();
     runner.stage_sum_ms = [0.0; 4];
+    runner.forward_ms.clear();
     let start = Instant::now();
     nvtx.range("measure", |nvtx| {
         runner.run_batches(config.batches as usize, nvtx, true)
@@ -132,6 +135,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
         window_s,
         batch_ms: runner.batch_ms,
         stage_sum_ms: runner.stage_sum_ms,
+        forward_ms: runner.forward_ms,
         peak_memory_bytes,
     })
 }
@@ -285,6 +289,7 @@ impl Runner<'_> {
         }
         if record {
             self.batch_ms.push(total);
+            self.forward_ms.push(stages[2]);
             for (sum, stage) in self.stage_sum_ms.iter_mut().zip(stages) {
                 *sum += stage;
             }

@@ -25,6 +25,8 @@ pub struct Measurement {
     pub batch_ms: Vec<f64>,
     /// Σ per stage over measured batches, in ms: preprocess, h2d, forward, d2h.
     pub stage_sum_ms: [f64; 4],
+    /// The forward stage of each measured batch, in ms.
+    pub forward_ms: Vec<f64>,
     pub peak_memory_bytes: Option<u64>,
 }
 
@@ -57,6 +59,10 @@ pub struct VitResults {
     /// Every measured batch's latency in milliseconds, in order: what a
     /// report's bootstrap intervals resample.
     pub latency_samples_ms: Vec<f64>,
+    /// Every measured batch's forward pass alone (after a device
+    /// synchronization), in ms, in order: medians free of the copies.
+    #[serde(default)]
+    pub forward_samples_ms: Vec<f64>,
     /// Counts from the CUPTI trace (`trace: Cupti` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
@@ -101,6 +107,7 @@ impl VitResults {
             peak_memory_bytes: m.peak_memory_bytes,
             tflops: throughput * m.flops_per_image as f64 / 1e12,
             latency_samples_ms: m.batch_ms.clone(),
+            forward_samples_ms: m.forward_ms.clone(),
             trace: None,
         }
     }
