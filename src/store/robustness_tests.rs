@@ -161,6 +161,9 @@ fn crash_writer() {
     };
     let store = Store::open(Path::new(&root)).unwrap();
     let me = std::process::id();
+    // Started (a test binary linked with libtorch takes half a second to):
+    // from now on the parent's timer measures commits, not start-up.
+    fs::write(Path::new(&root).join(format!("ready-{me}")), "").unwrap();
     for i in 0.. {
         let content = format!("{me}-{i}");
         let big = "z".repeat(i % 7 * 40_000);
@@ -198,6 +201,11 @@ fn commits_survive_sigkill_at_any_instant() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        let ready = dir.path().join(format!("ready-{}", child.id()));
+        let started = std::time::Instant::now();
+        while !ready.exists() && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         std::thread::sleep(Duration::from_millis(150 + 37 * round));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
