@@ -148,7 +148,18 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         }),
         keep_going: args.keep_going,
         force,
-        gpus: args.gpus.unwrap_or_else(detect_gpus),
+        // Asking nvidia-smi takes tens of milliseconds on a GPU host: only
+        // when a node to build wants GPUs.
+        gpus: args.gpus.unwrap_or_else(|| {
+            let wanted = selection
+                .iter()
+                .any(|&i| graph.nodes[i].task.resources().gpus > 0);
+            if wanted {
+                detect_gpus()
+            } else {
+                Vec::new()
+            }
+        }),
         only: None,
     };
     let capture = noop::Capture::new();
