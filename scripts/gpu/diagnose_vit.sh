@@ -7,8 +7,7 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${RUN_TASK:-$here/run_task}"
 out="${OUT:-/tmp/vitgraph-gpu}"
-torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
-export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}"
+source "$here/common.sh"
 mkdir -p "$out/d"
 for m in vit16x12x768 vit32x18x1024; do
     d="$out/d/vit_$m"

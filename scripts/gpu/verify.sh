@@ -13,28 +13,13 @@ bin="${RUN_TASK:-$here/run_task}"
 out="${OUT:-/tmp/vitgraph-gpu}"
 runs="$out/runs"
 mkdir -p "$runs"
-torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
-export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
+source "$here/common.sh"
 bench="$here/vit_compile_bench.py"
 [[ -f "$bench" ]] || bench="$here/../../examples/vit_compile_bench.py"
-
-# run NAME KIND SPEC [NEEDS…]: one task, its log beside its results.
-task() {
-    local name="$1" kind="$2" spec="$3"
-    shift 3
-    mkdir -p "$runs/$name"
-    if ! timeout 180 "$bin" "$kind" "$spec" "$runs/$name" "$@" >"$runs/$name/log.txt" 2>&1; then
-        echo "FAILED $name:"; tail -n 5 "$runs/$name/log.txt"
-    fi
-}
 py() {
     local name="$1"
     shift
-    mkdir -p "$runs/$name"
-    if ! timeout 240 python3 "$bench" "$@" --out "$runs/$name/results.json" >"$runs/$name/log.txt" 2>&1; then
-        echo "FAILED $name:"; tail -n 5 "$runs/$name/log.txt"
-    fi
+    run_py "$name" "$bench" "$@"
 }
 
 models=(vit32x6x384 vit16x12x768 vit32x18x1024)

@@ -16,24 +16,11 @@ bin="${RUN_TASK:-$here/run_task}"
 out="${OUT:-/tmp/vitgraph-gpu}"
 runs="$out/runs"
 mkdir -p "$runs"
-torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
-export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
-
-task() {
-    local name="$1" spec="$2"
-    mkdir -p "$runs/$name"
-    if ! timeout 180 "$bin" vit "$spec" "$runs/$name" >"$runs/$name/log.txt" 2>&1; then
-        echo "FAILED $name:"; tail -n 5 "$runs/$name/log.txt"
-    fi
-}
+source "$here/common.sh"
 timm() {
     local name="$1"
     shift
-    mkdir -p "$runs/$name"
-    if ! timeout 240 python3 "$here/timm_ref.py" "$@" --out "$runs/$name/results.json" >"$runs/$name/log.txt" 2>&1; then
-        echo "FAILED $name:"; tail -n 5 "$runs/$name/log.txt"
-    fi
+    run_py "$name" "$here/timm_ref.py" "$@"
 }
 batches() { if [[ "$1" == 1 ]]; then echo 400; else echo 40; fi; }
 
@@ -43,7 +30,7 @@ for r in $(seq 1 "$rounds"); do
         for b in 1 64; do
             n=$(batches "$b")
             # preprocess: Gpu, so that the forward pass is what the run is about.
-            task "vit_${m}_b${b}_r$r" "(model: \"$m\", batch: $b, dtype: \"bf16\", warmup: 30, samples: $(( n * b )), preprocess: Gpu)"
+            task "vit_${m}_b${b}_r$r" vit "(model: \"$m\", batch: $b, dtype: \"bf16\", warmup: 30, samples: $(( n * b )), preprocess: Gpu)"
             timm "timm_${m}_b${b}_r$r" --model "$m" --batch "$b" --dtype bf16 --mode eager --warmup 30 --iters "$n"
         done
     done
@@ -51,8 +38,8 @@ for r in $(seq 1 "$rounds"); do
         set -- $cfg
         n=$(batches "$2")
         spec="(model: \"$1\", batch: $2, dtype: \"bf16\", warmup: 30, samples: $(( n * $2 )), preprocess: Gpu"
-        task "notrace_${1}_b${2}_r$r" "$spec)"
-        task "cupti_${1}_b${2}_r$r" "$spec, trace: Cupti)"
+        task "notrace_${1}_b${2}_r$r" vit "$spec)"
+        task "cupti_${1}_b${2}_r$r" vit "$spec, trace: Cupti)"
     done
 done
 for cfg in "vit32x6x384 1" "vit16x12x768 64"; do

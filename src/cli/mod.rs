@@ -24,7 +24,13 @@ use crate::workspace::Workspace;
     about = "A content-hashed, incremental build graph for GPU inference studies",
     long_about = "vitgraph runs studies declared in pipelines/*.ron: experiments, trace conversions, \
 analyses and reports are nodes of a content-hashed graph; `build` runs only what is stale.\n\n\
-Exit status: 0 success; 1 a node failed; 2 bad pipeline or usage; 130 interrupted (SIGINT)."
+Exit status: 0 success; 1 a node failed; 2 bad pipeline or usage; 130 interrupted (SIGINT).",
+    after_long_help = "Environment:\n  \
+VITGRAPH_TORCH_EXE    the libtorch executable that runs `Vit` and `OpBench` nodes \
+(default: `vitgraph-torch` beside this vitgraph)\n  \
+VITGRAPH_NO_PROGRESS  plain lines instead of the progress bar on a terminal\n  \
+VITGRAPH_TIMINGS      print where a command's time goes\n  \
+VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
 )]
 pub struct Cli {
     /// Run as if started in DIR (the workspace root or a folder inside it).

@@ -36,7 +36,7 @@ use std::sync::Mutex;
 use super::plan::EnvProbe;
 use crate::graph::Graph;
 use crate::pipeline::Override;
-use crate::store::{FileFacts, Store};
+use crate::store::{take, FileFacts, Store};
 
 /// The snapshot's file name under `cache/`.
 pub const FILE: &str = "noop.snapshot";
@@ -377,15 +377,6 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 fn get_str(b: &mut &[u8]) -> Option<String> {
     let len = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
     Some(std::str::from_utf8(take(b, len)?).ok()?.to_string())
-}
-
-fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if bytes.len() < n {
-        return None;
-    }
-    let (head, tail) = bytes.split_at(n);
-    *bytes = tail;
-    Some(head)
 }
 
 #[cfg(test)]

@@ -246,25 +246,18 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 let node = &self.graph.nodes[i];
-                if let Some(run) = fresh_now.remove(&i) {
+                let fresh = match fresh_now.remove(&i) {
+                    Some(run) => Some(Done::Ok(run)),
+                    None => fresh_only.contains(&i).then_some(Done::Fresh),
+                };
+                if let Some(fresh) = fresh {
                     reporter.event(&Event::Cached {
                         node: node.id.clone(),
                         restored: false,
                         reused_from: None,
                     });
                     cached += 1;
-                    done.insert(i, Done::Ok(run));
-                    release(i, &dependents, &selected, &mut remaining, &mut ready);
-                    continue;
-                }
-                if fresh_only.contains(&i) {
-                    reporter.event(&Event::Cached {
-                        node: node.id.clone(),
-                        restored: false,
-                        reused_from: None,
-                    });
-                    cached += 1;
-                    done.insert(i, Done::Fresh);
+                    done.insert(i, fresh);
                     release(i, &dependents, &selected, &mut remaining, &mut ready);
                     continue;
                 }

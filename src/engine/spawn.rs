@@ -240,28 +240,39 @@ pub fn dev_null() -> io::Result<OwnedFd> {
 mod tests {
     use super::*;
 
-    fn files(dir: &Path) -> (OwnedFd, OwnedFd, OwnedFd) {
+    /// Starts `program args` in `cwd` with `env` added; stdout and stderr go
+    /// to `dir/out.txt`.
+    fn start(
+        dir: &Path,
+        cwd: &Path,
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> io::Result<libc::pid_t> {
         let out = std::fs::File::create(dir.join("out.txt")).unwrap();
         let err = out.try_clone().unwrap();
-        (dev_null().unwrap(), out.into(), err.into())
+        spawn(&Spawn {
+            program: program.into(),
+            args: args.iter().map(OsString::from).collect(),
+            env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: dev_null().unwrap(),
+            stdout: out.into(),
+            stderr: err.into(),
+        })
     }
 
     #[test]
     fn runs_a_program_with_its_environment_directory_and_output() {
         let dir = tempfile::tempdir().unwrap();
-        let (stdin, stdout, stderr) = files(dir.path());
-        let pid = spawn(&Spawn {
-            program: "sh".into(),
-            args: vec![
-                "-c".into(),
-                "echo \"$VG_TEST_VAR $(pwd)\"; read x; echo \"read=$?\"; exit 3".into(),
-            ],
-            env: vec![("VG_TEST_VAR".into(), "hello".into())],
-            cwd: dir.path().to_path_buf(),
-            stdin,
-            stdout,
-            stderr,
-        })
+        let script = "echo \"$VG_TEST_VAR $(pwd)\"; read x; echo \"read=$?\"; exit 3";
+        let pid = start(
+            dir.path(),
+            dir.path(),
+            "sh",
+            &["-c", script],
+            &[("VG_TEST_VAR", "hello")],
+        )
         .unwrap();
         let status = wait(pid).unwrap();
         assert!(libc::WIFEXITED(status));
@@ -274,16 +285,13 @@ mod tests {
     #[test]
     fn the_child_leads_its_own_process_group() {
         let dir = tempfile::tempdir().unwrap();
-        let (stdin, stdout, stderr) = files(dir.path());
-        let pid = spawn(&Spawn {
-            program: "sh".into(),
-            args: vec!["-c".into(), "ps -o pgid= -p $$".into()],
-            env: vec![],
-            cwd: dir.path().to_path_buf(),
-            stdin,
-            stdout,
-            stderr,
-        })
+        let pid = start(
+            dir.path(),
+            dir.path(),
+            "sh",
+            &["-c", "ps -o pgid= -p $$"],
+            &[],
+        )
         .unwrap();
         wait(pid).unwrap();
         let text = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
@@ -293,29 +301,9 @@ mod tests {
     #[test]
     fn a_missing_program_or_directory_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let (stdin, stdout, stderr) = files(dir.path());
-        let e = spawn(&Spawn {
-            program: "vitgraph-no-such-program".into(),
-            args: vec![],
-            env: vec![],
-            cwd: dir.path().to_path_buf(),
-            stdin,
-            stdout,
-            stderr,
-        })
-        .unwrap_err();
+        let e = start(dir.path(), dir.path(), "vitgraph-no-such-program", &[], &[]).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let (stdin, stdout, stderr) = files(dir.path());
-        let e = spawn(&Spawn {
-            program: "sh".into(),
-            args: vec![],
-            env: vec![],
-            cwd: dir.path().join("missing"),
-            stdin,
-            stdout,
-            stderr,
-        })
-        .unwrap_err();
+        let e = start(dir.path(), &dir.path().join("missing"), "sh", &[], &[]).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
     }
 }

@@ -33,6 +33,7 @@ pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub use lock::KeyLock;
+pub(crate) use observe::take;
 pub use observe::FileFacts;
 pub use open::Store;
 pub use record::{

@@ -319,7 +319,8 @@ fn same(root: &Path, (rel, probe, stat): &(String, Probe, Option<Stat>)) -> bool
     }
 }
 
-fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+/// The next `n` bytes of `bytes`, advancing it; None when fewer are left.
+pub(crate) fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     if bytes.len() < n {
         return None;
     }

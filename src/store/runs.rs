@@ -57,13 +57,14 @@ impl Store {
                 " WHERE n.node_id IN (SELECT value FROM json_each(?1))",
                 " WHERE node_id IN (SELECT value FROM json_each(?1))",
             ),
-            None => (" WHERE ?1 IS NOT NULL", ""),
+            None => ("", ""),
         };
+        let params: &[&dyn rusqlite::ToSql] = if ids.is_some() { &[&ids_json] } else { &[] };
         let sql = format!(
             "SELECT n.node_id, n.stage, {RUN_COLUMNS_WITHOUT_PARTS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq{where_runs}"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([&ids_json]).map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query(params).map_err(|e| self.db_err(e))?;
         let mut envs = EnvCache::new();
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let run = self.decode_run(&conn, row, &mut envs)?;
@@ -76,7 +77,6 @@ impl Store {
              FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts{where_attempts} GROUP BY node_id)"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
-        let params: &[&dyn rusqlite::ToSql] = if ids.is_some() { &[&ids_json] } else { &[] };
         let mut rows = stmt.query(params).map_err(|e| self.db_err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let (node_id, attempt) = self.decode_attempt(row)?;
