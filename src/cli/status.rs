@@ -92,7 +92,7 @@ fn planned(
     t.lap("plan");
     if let Some(s) = &store {
         let _ = s.flush_stat_cache();
-        let files = s.observed_files();
+        let files = s.observed_files_lenient();
         let all_fresh = selection.len() == graph.nodes.len()
             && selection.iter().all(|i| evals[i].verdict.is_fresh());
         if let (Some(token), Some(generation), Some(files), true) =

@@ -768,87 +768,107 @@ fn expand_nodes(
         let task_has_vars = sources.text(s.task.span.src)
             [s.task.span.start as usize..s.task.span.end as usize]
             .contains('$');
-        let mut cached_task: Option<TaskSpec> = None;
-        let mut mine = Vec::with_capacity(upstream.len() * combos.len());
-        let mut seen_ids: HashMap<String, Span> = HashMap::new();
-        for up in &upstream {
-            for combo in &combos {
-                let mut id_params: Vec<Param> =
-                    up.map(|u| node_id_params[u].clone()).unwrap_or_default();
-                for p in combo {
-                    overlay(&mut id_params, p.clone());
-                }
-                let mut params = file.params.clone();
-                for p in &id_params {
-                    overlay(&mut params, p.clone());
-                }
-                let id_values: Vec<(String, crate::value::Value)> = id_params
-                    .iter()
-                    .map(|p| {
-                        (
-                            p.name.clone(),
-                            value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())),
-                        )
-                    })
-                    .collect();
-                let id = node_id(&s.name.name, &id_values);
-                let at = combo.last().map(|p| p.node.span).unwrap_or(s.name.span);
-                if let Some(prev) = seen_ids.insert(id.clone(), at) {
-                    let inherited = up.map(|u| node_id_params[u].as_slice());
-                    return Err(duplicate_node(
-                        sources,
-                        s,
-                        &id,
-                        (at, prev),
-                        inherited,
-                        combo,
-                    ));
-                }
-                let task = match (&cached_task, task_has_vars) {
-                    (Some(t), false) => t.clone(),
-                    _ => {
-                        let scope = Scope {
-                            params: &params,
-                            needs: &needs_names,
-                        };
-                        let t: TaskSpec =
-                            de::from_node(&s.task, &scope).map_err(|e| de_error(sources, e))?;
-                        if let Err(msg) = t.validate() {
-                            return Err(sources
-                                .error(msg.message, s.task.span, "in this task")
-                                .with_help(msg.help));
-                        }
-                        if !task_has_vars {
-                            cached_task = Some(t.clone());
-                        }
-                        t
-                    }
+        // Each combination's id, parameters and task are independent of the
+        // others: work them out in parallel, then check and number them in
+        // order (so the first error is the same as a serial pass would find).
+        let pairs: Vec<(Option<NodeIdx>, &Vec<Param>)> = upstream
+            .iter()
+            .flat_map(|up| combos.iter().map(move |combo| (*up, combo)))
+            .collect();
+        let shared_task: Option<Result<TaskSpec, PipelineError>> =
+            (!task_has_vars && !pairs.is_empty()).then(|| {
+                let scope = Scope {
+                    params: &file.params,
+                    needs: &needs_names,
                 };
-                let mut needs = needs_all.clone();
-                if let (Some(u), Some(fe)) = (up, &s.for_each) {
-                    needs.insert(
-                        0,
-                        Need {
-                            stage: fe.name.clone(),
-                            nodes: vec![*u],
-                        },
-                    );
-                }
-                let values: Vec<(String, crate::value::Value)> = params
-                    .iter()
-                    .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
-                    .collect();
-                mine.push(nodes.len());
-                nodes.push(crate::graph::Node {
-                    id,
-                    stage: s.name.name.clone(),
-                    id_params: id_values,
-                    params: values,
-                    task,
-                    needs,
-                });
-                node_id_params.push(id_params);
+                task_of(sources, s, &scope)
+            });
+        let expand_one = |&(up, combo): &(Option<NodeIdx>, &Vec<Param>)| {
+            let mut id_params: Vec<Param> =
+                up.map(|u| node_id_params[u].clone()).unwrap_or_default();
+            for p in combo {
+                overlay(&mut id_params, p.clone());
             }
+            let mut params = file.params.clone();
+            for p in &id_params {
+                overlay(&mut params, p.clone());
+            }
+            let id_values: Vec<(String, crate::value::Value)> = id_params
+                .iter()
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())),
+                    )
+                })
+                .collect();
+            let id = node_id(&s.name.name, &id_values);
+            let task = match &shared_task {
+                Some(Ok(t)) => Ok(t.clone()),
+                Some(Err(_)) => Err(None),
+                None => {
+                    let scope = Scope {
+                        params: &params,
+                        needs: &needs_names,
+                    };
+                    task_of(sources, s, &scope).map_err(Some)
+                }
+            };
+            let values: Vec<(String, crate::value::Value)> = params
+                .iter()
+                .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
+                .collect();
+            (id, id_params, id_values, values, task)
+        };
+        let expanded: Vec<_> = if pairs.len() >= PARALLEL_EXPANSION {
+            use rayon::prelude::*;
+            pairs.par_iter().map(expand_one).collect()
+        } else {
+            pairs.iter().map(expand_one).collect()
+        };
+        let mut mine = Vec::with_capacity(pairs.len());
+        let mut seen_ids: HashMap<String, Span> = HashMap::new();
+        for ((up, combo), (id, id_params, id_values, values, task)) in pairs.iter().zip(expanded) {
+            let at = combo.last().map(|p| p.node.span).unwrap_or(s.name.span);
+            if let Some(prev) = seen_ids.insert(id.clone(), at) {
+                let inherited = up.map(|u| node_id_params[u].as_slice());
+                return Err(duplicate_node(
+                    sources,
+                    s,
+                    &id,
+                    (at, prev),
+                    inherited,
+                    combo,
+                ));
+            }
+            let task = match task {
+                Ok(t) => t,
+                Err(Some(e)) => return Err(e),
+                Err(None) => match shared_task {
+                    Some(Err(e)) => return Err(e),
+                    _ => unreachable!("a shared task's error is the shared task's"),
+                },
+            };
+            let mut needs = needs_all.clone();
+            if let (Some(u), Some(fe)) = (up, &s.for_each) {
+                needs.insert(
+                    0,
+                    Need {
+                        stage: fe.name.clone(),
+                        nodes: vec![*u],
+                    },
+                );
+            }
+            mine.push(nodes.len());
+            nodes.push(crate::graph::Node {
+                id,
+                stage: s.name.name.clone(),
+                id_params: id_values,
+                params: values,
+                task,
+                needs,
+            });
+            node_id_params.push(id_params);
         }
         stage_nodes.insert(&s.name.name, mine.clone());
         graph_stages.push(crate::graph::Stage {
@@ -859,6 +879,20 @@ fn expand_nodes(
         });
     }
     Ok(Graph::new(nodes, graph_stages))
+}
+
+/// From this many nodes in a stage, their expansion runs in parallel.
+const PARALLEL_EXPANSION: usize = 256;
+
+/// A stage's task read with `scope`, and checked.
+fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSpec, PipelineError> {
+    let t: TaskSpec = de::from_node(&s.task, scope).map_err(|e| de_error(sources, e))?;
+    t.validate().map_err(|msg| {
+        sources
+            .error(msg.message, s.task.span, "in this task")
+            .with_help(msg.help)
+    })?;
+    Ok(t)
 }
 
 /// Two combinations of one stage with the same id: say why.

@@ -192,7 +192,7 @@ impl Store {
 
     /// The cache key of a path: relative to the workspace root when inside it,
     /// so that moving the workspace keeps the entries meaningful.
-    pub(super) fn stat_key(&self, path: &Path) -> String {
+    pub fn stat_key(&self, path: &Path) -> String {
         let relative = path.strip_prefix(&self.root).unwrap_or(path);
         relative.to_string_lossy().into_owned()
     }
@@ -244,14 +244,50 @@ impl Store {
         Ok(cache)
     }
 
+    /// Loads only the entries of `keys` (when nothing is loaded yet): for a
+    /// command that will look at those files alone, such as an incremental
+    /// build. A file outside them is then hashed rather than looked up, which
+    /// costs time but is never wrong.
+    pub fn preload_stat_cache_for(&self, keys: &[String]) -> Result<(), StoreError> {
+        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        if !cache.loaded {
+            let keys = serde_json::to_string(keys).unwrap_or_default();
+            cache.entries = self.load_stat_rows_of(Some(&keys))?;
+            cache.loaded = true;
+        }
+        Ok(())
+    }
+
+    /// Drops the loaded entries (after [`Store::preload_stat_cache_for`], when
+    /// the command turns out to look at every file): the next use loads all.
+    pub fn unload_stat_cache(&self) {
+        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        cache.entries.clear();
+        cache.loaded = false;
+    }
+
     fn load_stat_rows(&self) -> Result<HashMap<String, Entry>, StoreError> {
+        self.load_stat_rows_of(None)
+    }
+
+    /// Every row, or those whose path is in the JSON array `keys`.
+    fn load_stat_rows_of(&self, keys: Option<&str>) -> Result<HashMap<String, Entry>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats",
-            )
-            .map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let sql = match keys {
+            None => {
+                "SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats"
+            }
+            Some(_) => {
+                "SELECT path, size, mtime_ns, ctime_ns, inode, hash, recorded_ns FROM file_stats \
+                        WHERE path IN (SELECT value FROM json_each(?1))"
+            }
+        };
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| self.db_err(e))?;
+        let mut rows = match keys {
+            None => stmt.query([]),
+            Some(keys) => stmt.query([keys]),
+        }
+        .map_err(|e| self.db_err(e))?;
         let mut entries = HashMap::new();
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let hash: Vec<u8> = row.get(5).map_err(|e| self.db_err(e))?;

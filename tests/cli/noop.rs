@@ -187,6 +187,22 @@ fn a_changed_or_touched_input_plans_in_full() {
     assert_eq!(kinds(&s, "gen[i=1]"), ["input_changed"]);
 }
 
+/// Right after an input was edited and rebuilt: the file is too recent to
+/// vouch for, so the next build judges its chain again (`incremental`, as
+/// `VITGRAPH_TIMINGS` prints it) and runs nothing; once it is old enough,
+/// the snapshot answers alone again.
+fn judged_again_until_settled(ws: &Ws, incremental: &str) {
+    let (r, from_snapshot) = timed(ws, &["build", "--json"]);
+    assert!(!from_snapshot);
+    assert!(r.stderr().contains(incremental), "{}", r.stderr());
+    assert!(r.nodes_with("finished").is_empty(), "{}", r.stdout());
+    settle(ws);
+    let (r, _) = timed(ws, &["build"]);
+    assert!(r.stderr().contains("incremental"), "{}", r.stderr());
+    let (r, from_snapshot) = timed(ws, &["build"]);
+    assert!(from_snapshot, "{}", r.stderr());
+}
+
 /// Two chains, each reading its own input file.
 const TWO_INPUTS: &str = r#"Pipeline(stages: {
     "gen": Stage(matrix: { "i": [1, 2] },
@@ -226,22 +242,7 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
     let (s, _) = status_json(&ws, &["gen", "double", "sum"]);
     assert_eq!(s["summary"]["stale"], 0);
 
-    // The edited file is too recent to vouch for: the next build judges its
-    // chain again (and runs nothing) ...
-    let (r, from_snapshot) = timed(&ws, &["build", "--json"]);
-    assert!(!from_snapshot);
-    assert!(
-        r.stderr().contains("incremental (3 of 5 nodes)"),
-        "{}",
-        r.stderr()
-    );
-    assert!(r.nodes_with("finished").is_empty(), "{}", r.stdout());
-    // ... and once it is old enough, the snapshot answers alone again.
-    settle(&ws);
-    let (r, _) = timed(&ws, &["build"]);
-    assert!(r.stderr().contains("incremental"), "{}", r.stderr());
-    let (r, from_snapshot) = timed(&ws, &["build"]);
-    assert!(from_snapshot, "{}", r.stderr());
+    judged_again_until_settled(&ws, "incremental (3 of 5 nodes)");
 
     // A tampered output is judged incrementally too, and restored.
     let out = ws.path().join("out/gen/i=2/v.txt");
@@ -264,6 +265,38 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
         before,
         "restored from the store, nothing ran"
     );
+}
+
+/// Eight chains, each reading its own input file, and a sum of them all.
+const EIGHT_INPUTS: &str = r#"Pipeline(stages: {
+    "gen": Stage(matrix: { "i": [1, 2, 3, 4, 5, 6, 7, 8] },
+        task: Command(run: "echo gen-${i} >> side.log; cat inputs/${i}.txt > ${out}/v.txt", inputs: ["inputs/${i}.txt"], outputs: ["v.txt"])),
+    "double": Stage(for_each: "gen",
+        task: Command(run: "echo double-${i} >> side.log; cat ${needs.gen}/v.txt ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),
+    "sum": Stage(needs: ["double"],
+        task: Command(run: "echo sum >> side.log; ls ${needs.double} > ${out}/v.txt", outputs: ["v.txt"])),
+})"#;
+
+#[test]
+fn a_full_build_that_ran_a_few_nodes_leaves_a_snapshot() {
+    let ws = Ws::new(&[("eight.ron", EIGHT_INPUTS)]);
+    for i in 1..=8 {
+        ws.write(&format!("inputs/{i}.txt"), &format!("{i}\n"));
+    }
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    // No snapshot to start from: the next build plans in full.
+    let _ = std::fs::remove_file(ws.path().join(SNAPSHOT));
+    ws.write("inputs/3.txt", "three\n");
+    let (r, _) = timed(&ws, &["build", "--json"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(!r.stderr().contains("incremental"), "{}", r.stderr());
+    assert_eq!(r.nodes_with("finished").len(), 3);
+    assert!(
+        ws.path().join(SNAPSHOT).is_file(),
+        "judged again after the build, the three rebuilt nodes refresh the snapshot"
+    );
+    judged_again_until_settled(&ws, "incremental (3 of 17 nodes)");
 }
 
 #[test]
@@ -337,7 +370,13 @@ fn recent_files_and_directory_inputs_are_never_vouched_for() {
     assert!(touched.success());
     assert_eq!(ws.run(&["build"]).code(), 0);
     ws.run(&["status"]);
-    assert!(!ws.path().join(SNAPSHOT).exists());
+    // A snapshot may list the file, but only as untrusted: every command
+    // judges its nodes again rather than answer from the snapshot.
+    for _ in 0..2 {
+        let (r, from_snapshot) = timed(&ws, &["build"]);
+        assert_eq!(r.code(), 0);
+        assert!(!from_snapshot, "{}", r.stderr());
+    }
 
     // A directory input: a stat cannot vouch for the tree.
     let ws = Ws::new(&[(
