@@ -301,9 +301,46 @@ fn task_results() -> Value {
         stage_sum_ms: [3.0, 0.3, 470.0, 0.6],
         forward_ms: vec![150.0, 155.0, 165.0],
         peak_memory_bytes: Some(1 << 20),
+        copy_stream: false,
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes")
+}
+
+#[test]
+fn results_say_where_the_copies_ran_on_a_gpu_only() {
+    use vitgraph::tasks::vit::{formula, VitSpec};
+    assert!(
+        task_results().get("h2d_on").is_none(),
+        "a CPU run has no copies"
+    );
+    let spec: VitSpec = ron::from_str(
+        r#"(model: "vit16x1x64", image_size: 32, batch: 2, samples: 4, device: "cuda:0", pipeline: Async(queue: 2, workers: 2))"#,
+    )
+    .expect("parses");
+    let config = spec.resolve().expect("valid");
+    let env = vitgraph::tasks::env::probe();
+    for (copy_stream, said) in [(true, "copy_stream"), (false, "compute_stream")] {
+        let m = results::Measurement {
+            params: formula::params(&config),
+            flops_per_image: formula::flops_per_image(&config),
+            images: 4,
+            window_s: 0.1,
+            batch_ms: vec![1.0, 1.0],
+            stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
+            forward_ms: vec![0.7, 0.7],
+            peak_memory_bytes: None,
+            copy_stream,
+        };
+        let v = serde_json::to_value(results::VitResults::new(
+            &config,
+            env.clone(),
+            env.clone(),
+            &m,
+        ))
+        .expect("serializes");
+        assert_eq!(v["h2d_on"], said);
+    }
 }
 
 #[test]

@@ -1,7 +1,12 @@
 # Sourced by the GPU verification scripts: PyTorch's libraries on the
 # library path (for `run_task`, which links libtorch), and how one run is made.
-# The sourcing script sets `bin` (the run_task executable) and `runs` (where
-# each run gets a folder with its results.json and log.txt).
+# The sourcing script sets `here` (its folder). Sets `bin` (the run_task
+# executable: $RUN_TASK, or run_task beside the scripts), `out` ($OUT) and
+# `runs` (under it; each run gets a folder with its results.json and log.txt).
+bin="${RUN_TASK:-$here/run_task}"
+out="${OUT:-/tmp/vitgraph-gpu}"
+runs="$out/runs"
+mkdir -p "$runs"
 torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
 export LD_LIBRARY_PATH="$torch_dir/lib:$(dirname "$torch_dir")/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1

@@ -5,8 +5,6 @@
 # `trace: Cupti`. RUN_TASK=.dev/bin/run_task OUT=/tmp/d scripts/gpu/diagnose_vit.sh
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="${RUN_TASK:-$here/run_task}"
-out="${OUT:-/tmp/vitgraph-gpu}"
 source "$here/common.sh"
 mkdir -p "$out/d"
 for m in vit16x12x768 vit32x18x1024; do

@@ -9,10 +9,6 @@
 set -uo pipefail
 mode="${1:-rust}"
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="${RUN_TASK:-$here/run_task}"
-out="${OUT:-/tmp/vitgraph-gpu}"
-runs="$out/runs"
-mkdir -p "$runs"
 source "$here/common.sh"
 bench="$here/vit_compile_bench.py"
 [[ -f "$bench" ]] || bench="$here/../../examples/vit_compile_bench.py"

@@ -12,10 +12,6 @@
 set -uo pipefail
 rounds="${1:-3}"
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="${RUN_TASK:-$here/run_task}"
-out="${OUT:-/tmp/vitgraph-gpu}"
-runs="$out/runs"
-mkdir -p "$runs"
 source "$here/common.sh"
 timm() {
     local name="$1"

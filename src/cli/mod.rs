@@ -30,6 +30,7 @@ VITGRAPH_TORCH_EXE    the libtorch executable that runs `Vit` and `OpBench` node
 (default: `vitgraph-torch` beside this vitgraph)\n  \
 VITGRAPH_NO_PROGRESS  plain lines instead of the progress bar on a terminal\n  \
 VITGRAPH_TIMINGS      print where a command's time goes\n  \
+VITGRAPH_COPY_STREAMS `0`: `Vit`'s Async flow copies on the compute stream, not on copy streams\n  \
 VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
 )]
 pub struct Cli {

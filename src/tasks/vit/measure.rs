@@ -47,6 +47,9 @@ pub fn device(config: &VitConfig) -> Result<Device, TaskError> {
 struct Prepared {
     images: Tensor,
     preprocess_ms: f64,
+    /// Already copied to the device on a copy stream (the async flow on a
+    /// GPU), in this many milliseconds.
+    copied_ms: Option<f64>,
 }
 
 struct Runner<'a> {
@@ -59,11 +62,62 @@ struct Runner<'a> {
     stage_sum_ms: [f64; 4],
     forward_ms: Vec<f64>,
     peak_memory: Option<u64>,
+    /// Batches arrive on the device through copy streams.
+    copy_stream: bool,
 }
 
 extern "C" {
     fn vitgraph_inference_mode_enter() -> *mut std::ffi::c_void;
     fn vitgraph_inference_mode_exit(guard: *mut std::ffi::c_void);
+    fn vitgraph_use_copy_stream(device: i32) -> *mut std::ffi::c_void;
+}
+
+thread_local! {
+    /// This thread's copy stream (see [`copy_stream`]).
+    static COPY_STREAM: std::cell::Cell<Option<Option<usize>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes a stream of libtorch's pool the calling thread's current stream on
+/// GPU `index` (once per thread) and returns it, or None where libc10_cuda's
+/// stream functions cannot be found. The stream does not synchronize with
+/// the default stream, on which the forward pass runs.
+fn copy_stream(index: usize) -> Option<cudarc::driver::sys::CUstream> {
+    let raw = COPY_STREAM.with(|cell| {
+        let raw = cell.get().unwrap_or_else(|| {
+            // SAFETY: the shim only looks up and calls libc10_cuda functions.
+            let p = unsafe { vitgraph_use_copy_stream(index as i32) };
+            (!p.is_null()).then_some(p as usize)
+        });
+        cell.set(Some(raw));
+        raw
+    })?;
+    Some(raw as cudarc::driver::sys::CUstream)
+}
+
+/// Waits for `stream`'s work; false (said once on stderr) when the driver
+/// cannot be asked, and the caller synchronizes the whole device instead.
+fn synchronize_stream(stream: cudarc::driver::sys::CUstream) -> bool {
+    // cudarc panics when it cannot load libcuda.
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: a stream of this process's current context, or the default stream.
+        unsafe { cudarc::driver::result::stream::synchronize(stream) }.map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|_| Err("the CUDA driver library cannot be loaded".to_owned()));
+    if let Err(e) = &result {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "vit: synchronizing one stream failed ({e}); synchronizing the device instead"
+            )
+        });
+    }
+    result.is_ok()
+}
+
+/// Whether the async flow copies on copy streams: yes unless
+/// `VITGRAPH_COPY_STREAMS=0` (for measuring what they bring).
+fn copy_streams_wanted() -> bool {
+    std::env::var_os("VITGRAPH_COPY_STREAMS").is_none_or(|v| v != "0")
 }
 
 /// libtorch's inference mode on this thread while the value lives, as the
@@ -111,6 +165,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
         stage_sum_ms: [0.0; 4],
         forward_ms: Vec::new(),
         peak_memory: None,
+        copy_stream: false,
     };
     nvtx.range("warmup", |nvtx| {
         runner.run_batches(config.warmup as usize, nvtx, false)
@@ -137,6 +192,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
         stage_sum_ms: runner.stage_sum_ms,
         forward_ms: runner.forward_ms,
         peak_memory_bytes,
+        copy_stream: runner.copy_stream,
     })
 }
 
@@ -196,24 +252,43 @@ impl Runner<'_> {
         let (config, kind, device) = (self.config, self.kind, self.device);
         let pool = SharedPool(self.pool.iter().map(Tensor::shallow_clone).collect());
         let pool = &pool;
+        let copy_streams = copy_streams_wanted();
         let produce = move |index: usize| -> Result<Prepared, TaskError> {
             let raw = &pool.0[index % pool.0.len()];
-            if config.preprocess == Preprocess::Gpu {
-                return Ok(Prepared {
-                    images: raw.shallow_clone(),
-                    preprocess_ms: 0.0,
-                });
-            }
-            let start = Instant::now();
-            let mut images = preprocess(raw, config, kind).map_err(torch_error("preprocessing"))?;
-            if device.is_cuda() {
-                images = images
-                    .f_pin_memory(device)
-                    .map_err(torch_error("pinning a batch"))?;
+            let (mut images, preprocess_ms) = if config.preprocess == Preprocess::Gpu {
+                (raw.shallow_clone(), 0.0)
+            } else {
+                let start = Instant::now();
+                let mut images =
+                    preprocess(raw, config, kind).map_err(torch_error("preprocessing"))?;
+                if device.is_cuda() {
+                    images = images
+                        .f_pin_memory(device)
+                        .map_err(torch_error("pinning a batch"))?;
+                }
+                (images, ms(start))
+            };
+            // The async flow on a GPU copies on the worker's own stream, so
+            // the copy of one batch overlaps the forward pass of another.
+            let mut copied_ms = None;
+            if let (Pipeline::Async { .. }, Device::Cuda(gpu), true) =
+                (config.pipeline, device, copy_streams)
+            {
+                if let Some(stream) = copy_stream(gpu) {
+                    let start = Instant::now();
+                    images = images
+                        .f_to_device_(device, copy_kind(config, kind), true, false)
+                        .map_err(torch_error("copying a batch to the device"))?;
+                    if !synchronize_stream(stream) {
+                        tch::Cuda::synchronize(gpu as i64);
+                    }
+                    copied_ms = Some(ms(start));
+                }
             }
             Ok(Prepared {
                 images,
-                preprocess_ms: ms(start),
+                preprocess_ms,
+                copied_ms,
             })
         };
         let mut consume = |index: usize, prepared: Prepared| -> Result<(), TaskError> {
@@ -244,23 +319,30 @@ impl Runner<'_> {
     ) -> Result<(), TaskError> {
         let start = Instant::now();
         let mut stages = [prepared.preprocess_ms, 0.0, 0.0, 0.0];
-        let t = Instant::now();
-        let copy_kind = if self.config.preprocess == Preprocess::Gpu {
-            Kind::Uint8
-        } else {
-            self.kind
+        let mut images = match prepared.copied_ms {
+            Some(copied_ms) => {
+                self.copy_stream = true;
+                stages[1] = copied_ms;
+                prepared.images
+            }
+            None => {
+                let t = Instant::now();
+                let images = prepared
+                    .images
+                    .f_to_device_(self.device, copy_kind(self.config, self.kind), true, false)
+                    .map_err(torch_error("copying a batch to the device"))?;
+                self.sync();
+                stages[1] = ms(t);
+                images
+            }
         };
-        let mut images = prepared
-            .images
-            .f_to_device_(self.device, copy_kind, true, false)
-            .map_err(torch_error("copying a batch to the device"))?;
-        self.sync();
-        stages[1] = ms(t);
         if self.config.preprocess == Preprocess::Gpu {
             let t = Instant::now();
-            images = preprocess(&images, self.config, self.kind)
+            let preprocessed = preprocess(&images, self.config, self.kind)
                 .map_err(torch_error("preprocessing on the GPU"))?;
             self.sync();
+            // Freed only now: a copy stream may reuse its memory at once.
+            images = preprocessed;
             stages[0] = ms(t);
         }
         let t = Instant::now();
@@ -283,7 +365,8 @@ impl Runner<'_> {
                 prepared.preprocess_ms
             } else {
                 0.0
-            };
+            }
+            + prepared.copied_ms.unwrap_or(0.0);
         if self.device.is_cuda() {
             self.peak_memory = self.peak_memory.max(cuda::device_memory_used());
         }
@@ -297,10 +380,24 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// Waits for the work of this thread's stream. With copy streams at
+    /// work, only the default stream: a whole-device synchronization would
+    /// also wait for the next batch's copy and count it here.
     fn sync(&self) {
         if let Device::Cuda(index) = self.device {
-            tch::Cuda::synchronize(index as i64);
+            if !(self.copy_stream && synchronize_stream(std::ptr::null_mut())) {
+                tch::Cuda::synchronize(index as i64);
+            }
         }
+    }
+}
+
+/// What a batch is copied to the device as: uint8 when the GPU preprocesses it.
+fn copy_kind(config: &VitConfig, kind: Kind) -> Kind {
+    if config.preprocess == Preprocess::Gpu {
+        Kind::Uint8
+    } else {
+        kind
     }
 }
 

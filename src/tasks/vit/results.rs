@@ -28,6 +28,8 @@ pub struct Measurement {
     /// The forward stage of each measured batch, in ms.
     pub forward_ms: Vec<f64>,
     pub peak_memory_bytes: Option<u64>,
+    /// Batches reached the GPU through copy streams (the async flow).
+    pub copy_stream: bool,
 }
 
 /// Mean time per batch of each stage, in ms.
@@ -63,6 +65,12 @@ pub struct VitResults {
     /// synchronization), in ms, in order: medians free of the copies.
     #[serde(default)]
     pub forward_samples_ms: Vec<f64>,
+    /// Where the host-to-device copies ran: `"copy_stream"` (the async flow
+    /// on a GPU: each worker's own stream, overlapping the forward pass of
+    /// another batch) or `"compute_stream"` (before the forward pass, on
+    /// its stream). Absent on CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2d_on: Option<String>,
     /// Counts from the CUPTI trace (`trace: Cupti` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
@@ -108,6 +116,14 @@ impl VitResults {
             tflops: throughput * m.flops_per_image as f64 / 1e12,
             latency_samples_ms: m.batch_ms.clone(),
             forward_samples_ms: m.forward_ms.clone(),
+            h2d_on: matches!(config.device, super::spec::Device::Cuda(_)).then(|| {
+                if m.copy_stream {
+                    "copy_stream"
+                } else {
+                    "compute_stream"
+                }
+                .to_owned()
+            }),
             trace: None,
         }
     }
