@@ -607,7 +607,13 @@ impl<'a> Builder<'a> {
             if self.store.generation()? != Some(inc.generation) {
                 return Ok(None);
             }
-            Ok(Some((self.store.load_states_for(&ids)?, inc.generation)))
+            let judged: Vec<&str> = inc
+                .dirty
+                .iter()
+                .map(|&i| self.graph.nodes[i].id.as_str())
+                .collect();
+            let states = self.store.load_states_with_attempts_of(&ids, &judged)?;
+            Ok(Some((states, inc.generation)))
         })();
         if !matches!(read, Ok(Some(_))) {
             // The full plan that follows looks at every file.

@@ -370,5 +370,14 @@ mod tests {
                 all[id].last_attempt.as_ref().map(|a| a.key)
             );
         }
+        // Attempts of the judged nodes only.
+        let judged = store
+            .load_states_with_attempts_of(&["x", "y", "z"], &["y"])
+            .unwrap();
+        assert_eq!(judged.keys().map(String::as_str).collect::<Vec<_>>(), ["y"]);
+        assert_eq!(
+            judged["y"].last_attempt.as_ref().map(|a| a.key),
+            Some(ContentHash([2; 32]))
+        );
     }
 }

@@ -34,17 +34,29 @@ impl Store {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
     /// by a dead process of this host reads as `Interrupted`.
     pub fn load_states(&self) -> Result<HashMap<String, NodeState>, StoreError> {
-        self.load_states_of(None)
+        self.load_states_of(None, None)
     }
 
     /// [`Store::load_states`] for the nodes `ids` only.
     pub fn load_states_for(&self, ids: &[&str]) -> Result<HashMap<String, NodeState>, StoreError> {
-        self.load_states_of(Some(ids))
+        self.load_states_of(Some(ids), Some(ids))
+    }
+
+    /// The latest runs of the nodes `ids`, and the last attempts of the nodes
+    /// `attempted` only (the ones to be judged; an upstream node whose run
+    /// is all that is needed costs no attempt lookup).
+    pub fn load_states_with_attempts_of(
+        &self,
+        ids: &[&str],
+        attempted: &[&str],
+    ) -> Result<HashMap<String, NodeState>, StoreError> {
+        self.load_states_of(Some(ids), Some(attempted))
     }
 
     fn load_states_of(
         &self,
         ids: Option<&[&str]>,
+        attempted: Option<&[&str]>,
     ) -> Result<HashMap<String, NodeState>, StoreError> {
         // Materialization stats come along, so check_outputs never queries.
         drop(self.stat_cache()?);
@@ -52,14 +64,22 @@ impl Store {
         let mut states: HashMap<String, NodeState> = HashMap::new();
         // The ids go in as one JSON array parameter.
         let ids_json = serde_json::to_string(&ids.unwrap_or_default()).unwrap_or_default();
-        let (where_runs, where_attempts) = match ids {
-            Some(_) => (
-                " WHERE n.node_id IN (SELECT value FROM json_each(?1))",
-                " WHERE node_id IN (SELECT value FROM json_each(?1))",
-            ),
-            None => ("", ""),
+        let attempted_json =
+            serde_json::to_string(&attempted.unwrap_or_default()).unwrap_or_default();
+        let where_runs = match ids {
+            Some(_) => " WHERE n.node_id IN (SELECT value FROM json_each(?1))",
+            None => "",
+        };
+        let where_attempts = match attempted {
+            Some(_) => " WHERE node_id IN (SELECT value FROM json_each(?1))",
+            None => "",
         };
         let params: &[&dyn rusqlite::ToSql] = if ids.is_some() { &[&ids_json] } else { &[] };
+        let attempted_params: &[&dyn rusqlite::ToSql] = if attempted.is_some() {
+            &[&attempted_json]
+        } else {
+            &[]
+        };
         let sql = format!(
             "SELECT n.node_id, n.stage, {RUN_COLUMNS_WITHOUT_PARTS} FROM node_runs n JOIN runs r ON r.seq = n.run_seq{where_runs}"
         );
@@ -77,7 +97,7 @@ impl Store {
              FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts{where_attempts} GROUP BY node_id)"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query(params).map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query(attempted_params).map_err(|e| self.db_err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
             let (node_id, attempt) = self.decode_attempt(row)?;
             states.entry(node_id).or_default().last_attempt = Some(attempt);
