@@ -775,14 +775,18 @@ fn expand_nodes(
             .iter()
             .flat_map(|up| combos.iter().map(move |combo| (*up, combo)))
             .collect();
-        let shared_task: Option<Result<TaskSpec, PipelineError>> =
-            (!task_has_vars && !pairs.is_empty()).then(|| {
-                let scope = Scope {
-                    params: &file.params,
-                    needs: &needs_names,
-                };
-                task_of(sources, s, &scope)
-            });
+        // A task without `${…}` reads the same for every node: once. (Its
+        // error is the one a serial pass would meet first: at the first
+        // node, which cannot be a duplicate.)
+        let shared_task: Option<TaskSpec> = if !task_has_vars && !pairs.is_empty() {
+            let scope = Scope {
+                params: &file.params,
+                needs: &needs_names,
+            };
+            Some(task_of(sources, s, &scope)?)
+        } else {
+            None
+        };
         let expand_one = |&(up, combo): &(Option<NodeIdx>, &Vec<Param>)| {
             let mut id_params: Vec<Param> =
                 up.map(|u| node_id_params[u].clone()).unwrap_or_default();
@@ -804,14 +808,13 @@ fn expand_nodes(
                 .collect();
             let id = node_id(&s.name.name, &id_values);
             let task = match &shared_task {
-                Some(Ok(t)) => Ok(t.clone()),
-                Some(Err(_)) => Err(None),
+                Some(t) => Ok(t.clone()),
                 None => {
                     let scope = Scope {
                         params: &params,
                         needs: &needs_names,
                     };
-                    task_of(sources, s, &scope).map_err(Some)
+                    task_of(sources, s, &scope)
                 }
             };
             let values: Vec<(String, crate::value::Value)> = params
@@ -841,14 +844,7 @@ fn expand_nodes(
                     combo,
                 ));
             }
-            let task = match task {
-                Ok(t) => t,
-                Err(Some(e)) => return Err(e),
-                Err(None) => match shared_task {
-                    Some(Err(e)) => return Err(e),
-                    _ => unreachable!("a shared task's error is the shared task's"),
-                },
-            };
+            let task = task?;
             let mut needs = needs_all.clone();
             if let (Some(u), Some(fe)) = (up, &s.for_each) {
                 needs.insert(
