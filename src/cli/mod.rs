@@ -31,6 +31,8 @@ VITGRAPH_TORCH_EXE    the libtorch executable that runs `Vit` and `OpBench` node
 VITGRAPH_NO_PROGRESS  plain lines instead of the progress bar on a terminal\n  \
 VITGRAPH_TIMINGS      print where a command's time goes\n  \
 VITGRAPH_COPY_STREAMS `0`: `Vit`'s Async flow copies on the compute stream, not on copy streams\n  \
+VITGRAPH_CUPTI_API    how `trace: Cupti` records API calls: callback (default), activity, none\n  \
+VITGRAPH_CUPTI_KINDS  the activity kinds `trace: Cupti` enables (kernel,memcpy,memset)\n  \
 VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
 )]
 pub struct Cli {

@@ -1,9 +1,9 @@
 //! CUDA activity tracing from inside the task, through CUPTI (cudarc).
 //!
-//! [`Recorder::start`] enables kernel, memcpy, memset and runtime-API activity
-//! records before the first CUDA call of the run; CUPTI hands filled buffers
-//! to [`buffer_completed`], which copies the records into plain structs
-//! ([`Activity`]). [`Recorder::finish`] flushes, adds the NVTX ranges the task
+//! [`Recorder::start`] enables kernel, memcpy and memset activity records
+//! and the API-call recorder ([`CallRecorder`]) before the first CUDA call of
+//! the run; CUPTI hands filled buffers to [`buffer_completed`], which copies
+//! the records into plain structs ([`Activity`]). [`Recorder::finish`] flushes, adds the NVTX ranges the task
 //! recorded on CUPTI's clock, and writes `trace.sqlite` in the nsys layout.
 
 use std::ffi::CStr;
@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use cudarc::cupti::{result, sys};
 
+use super::cupti_calls::CallRecorder;
 use super::error::TaskError;
 use super::nvtx::Range;
 
@@ -98,7 +99,7 @@ const QUIET_RUNTIME_APIS: [u32; 13] = [3, 10, 11, 12, 15, 16, 17, 138, 151, 200,
 /// CUPTI callback id (cupti_driver_cbid.h, CUDA 13.0). cuBLAS and cuDNN make
 /// several query calls per kernel they launch; recording them slowed a
 /// launch-bound forward pass by up to 89% and no analysis reads them.
-const DRIVER_WORK_APIS: [u32; 108] = [
+pub(super) const DRIVER_WORK_APIS: [u32; 108] = [
     43, 45, 47, 49, 51, 53, 54, 55, 56, 57, 58, 60, 62, 64, 66, 67, 68, 69, 71, 73, 75, 77, 79, 81,
     216, 218, 220, 222, 224, 226, 248, 249, 250, 251, 252, 253, 254, 276, 277, 278, 279, 280, 281,
     282, 283, 284, 285, 286, 287, 288, 289, 290, 291, 292, 293, 305, 306, 307, 318, 319, 320, 321,
@@ -108,14 +109,73 @@ const DRIVER_WORK_APIS: [u32; 108] = [
 ];
 
 /// Above every driver callback id CUPTI 13 knows (656).
-const DRIVER_CBID_LIMIT: u32 = 1024;
+pub(super) const DRIVER_CBID_LIMIT: u32 = 1024;
 
 const BUFFER_BYTES: usize = 8 << 20;
 const BUFFER_ALIGN: usize = 8;
 
 /// An active CUPTI session; one per process.
 pub struct Recorder {
-    _private: (),
+    kinds: Vec<sys::CUpti_ActivityKind>,
+    calls: Option<CallRecorder>,
+}
+
+/// How API calls are recorded: through CUPTI callbacks on the functions
+/// worth a record ([`CallRecorder`], the default), as activity records
+/// (`VITGRAPH_CUPTI_API=activity`: every runtime call but the quiet ones,
+/// the driver's work calls), or not at all (`none`). A diagnostic, for
+/// measuring what recording calls costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CallMode {
+    Callback,
+    Activity,
+    Off,
+}
+
+fn call_mode() -> Result<CallMode, TaskError> {
+    match std::env::var("VITGRAPH_CUPTI_API").as_deref() {
+        Err(_) | Ok("callback") => Ok(CallMode::Callback),
+        Ok("activity") => Ok(CallMode::Activity),
+        Ok("none") => Ok(CallMode::Off),
+        Ok(other) => Err(TaskError::Cupti {
+            message: format!(
+                "VITGRAPH_CUPTI_API is `{other}`; it takes callback, activity or none"
+            ),
+        }),
+    }
+}
+
+fn is_api_kind(kind: sys::CUpti_ActivityKind) -> bool {
+    matches!(
+        kind,
+        sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME
+            | sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER
+    )
+}
+
+/// The activity kinds to enable: all of [`KINDS`], or those named in
+/// `VITGRAPH_CUPTI_KINDS` (comma-separated `kernel`, `memcpy`, `memset`,
+/// `runtime`, `driver`; empty records nothing). A diagnostic for measuring
+/// what each kind costs a launch-bound run; a trace recorded with fewer kinds
+/// lacks what the omitted kinds would have recorded.
+fn enabled_kinds() -> Result<Vec<sys::CUpti_ActivityKind>, TaskError> {
+    let Some(list) = std::env::var_os("VITGRAPH_CUPTI_KINDS") else {
+        return Ok(KINDS.to_vec());
+    };
+    let list = list.to_string_lossy().into_owned();
+    let mut kinds = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let index = ["kernel", "memcpy", "memset", "runtime", "driver"]
+            .iter()
+            .position(|k| *k == name)
+            .ok_or_else(|| TaskError::Cupti {
+                message: format!(
+                    "VITGRAPH_CUPTI_KINDS names `{name}`; the kinds are kernel, memcpy, memset, runtime and driver"
+                ),
+            })?;
+        kinds.push(KINDS[index]);
+    }
+    Ok(kinds)
 }
 
 fn trace_error(what: &str) -> impl Fn(result::CuptiError) -> TaskError + '_ {
@@ -144,20 +204,33 @@ impl Recorder {
             }
             Ok(r) => r.map_err(trace_error("registering the activity buffers"))?,
         }
-        for kind in KINDS {
+        let mode = call_mode()?;
+        let mut kinds = enabled_kinds()?;
+        if mode != CallMode::Activity {
+            kinds.retain(|&k| !is_api_kind(k));
+        }
+        for &kind in &kinds {
             result::activity::enable(kind).map_err(trace_error("enabling an activity kind"))?;
         }
-        for cbid in QUIET_RUNTIME_APIS {
-            // An older CUPTI without per-API control records them all; that
-            // costs time, not correctness.
-            let _ = result::activity::enable_runtime_api(cbid, 0);
+        if mode == CallMode::Activity {
+            // Per-API switches record their API's calls even with the kind
+            // off, so they are set only where the kinds record calls.
+            for cbid in QUIET_RUNTIME_APIS {
+                // An older CUPTI without per-API control records them all;
+                // that costs time, not correctness.
+                let _ = result::activity::enable_runtime_api(cbid, 0);
+            }
+            for cbid in 1..DRIVER_CBID_LIMIT {
+                // Ids CUPTI does not know answer an error: nothing to record.
+                let on = DRIVER_WORK_APIS.contains(&cbid);
+                let _ = result::activity::enable_driver_api(cbid, u8::from(on));
+            }
         }
-        for cbid in 1..DRIVER_CBID_LIMIT {
-            // Ids CUPTI does not know answer an error: nothing to record there.
-            let on = DRIVER_WORK_APIS.contains(&cbid);
-            let _ = result::activity::enable_driver_api(cbid, u8::from(on));
-        }
-        Ok(Recorder { _private: () })
+        let calls = match mode {
+            CallMode::Callback => Some(CallRecorder::start()?),
+            CallMode::Activity | CallMode::Off => None,
+        };
+        Ok(Recorder { kinds, calls })
     }
 
     /// CUPTI's clock, in ns, for timing NVTX ranges on the trace's time base.
@@ -179,7 +252,7 @@ impl Recorder {
         let _ = unsafe {
             result::activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped)
         };
-        for kind in KINDS {
+        for &kind in &self.kinds {
             result::activity::disable(kind).map_err(trace_error("disabling an activity kind"))?;
         }
         let mut activity = RECORDS
@@ -189,6 +262,9 @@ impl Recorder {
             })?
             .take()
             .unwrap_or_default();
+        if let Some(calls) = self.calls {
+            activity.runtime.extend(calls.stop());
+        }
         activity.ranges = ranges;
         activity.dropped = dropped;
         Ok(activity)
@@ -376,7 +452,7 @@ fn visible_gpus() -> Vec<(u32, String, String)> {
 
 /// The API function's name for a callback id (`cudaLaunchKernel_v7000`,
 /// `cuLaunchKernelEx`…).
-fn api_name(cbid: u32, driver: bool) -> String {
+pub(super) fn api_name(cbid: u32, driver: bool) -> String {
     let mut name: *const std::ffi::c_char = std::ptr::null();
     let domain = if driver {
         sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API

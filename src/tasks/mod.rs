@@ -13,6 +13,8 @@ pub mod cuda;
 #[cfg(feature = "torch")]
 pub mod cupti;
 #[cfg(feature = "torch")]
+mod cupti_calls;
+#[cfg(feature = "torch")]
 pub mod cupti_sqlite;
 pub mod env;
 pub mod error;
