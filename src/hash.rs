@@ -43,14 +43,22 @@ impl fmt::Debug for ContentHash {
 
 impl Serialize for ContentHash {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
+        s.serialize_str(blake3::Hash::from(self.0).to_hex().as_str())
     }
 }
 
 impl<'de> Deserialize<'de> for ContentHash {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ContentHash, D::Error> {
-        let s = String::deserialize(d)?;
-        ContentHash::from_hex(&s)
-            .ok_or_else(|| serde::de::Error::custom("invalid blake3 hex digest"))
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = ContentHash;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a blake3 hex digest")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ContentHash, E> {
+                ContentHash::from_hex(s).ok_or_else(|| E::custom("invalid blake3 hex digest"))
+            }
+        }
+        d.deserialize_str(Hex)
     }
 }

@@ -44,8 +44,13 @@ impl PartialEq for KeyParts {
 impl KeyParts {
     pub fn key(&self) -> ContentHash {
         let mut hasher = blake3::Hasher::new();
-        // Writing plain maps and strings into a hasher cannot fail.
-        let _ = serde_json::to_writer(&mut hasher, self);
+        {
+            // Writing plain maps and strings into a hasher cannot fail.
+            // Buffered: serde_json writes a token at a time.
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut hasher);
+            let _ = serde_json::to_writer(&mut w, self);
+            let _ = std::io::Write::flush(&mut w);
+        }
         ContentHash(*hasher.finalize().as_bytes())
     }
 

@@ -20,7 +20,7 @@ use super::run::{self, Children, Job, RunError};
 use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
 use crate::store::{NewRun, NodeState, RunRecord, Store};
-use crate::tasks::UpstreamNode;
+use crate::tasks::{TaskSpec, UpstreamNode};
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -160,9 +160,11 @@ impl<'a> Builder<'a> {
         let assumed: Option<HashMap<NodeIdx, RunRecord>> = incremental.map(|inc| {
             let mut runs = HashMap::new();
             for &i in selection.iter().filter(|i| !inc.dirty.contains(i)) {
+                // Moved, not copied: a node the change cannot reach is never
+                // judged, so its state is not read again.
                 match states
-                    .get(&self.graph.nodes[i].id)
-                    .and_then(|s| s.latest_success.clone())
+                    .get_mut(&self.graph.nodes[i].id)
+                    .and_then(|s| s.latest_success.take())
                 {
                     Some(run) => {
                         runs.insert(i, run);
@@ -238,6 +240,11 @@ impl<'a> Builder<'a> {
             .copied()
             .filter(|i| remaining[i] == 0)
             .collect();
+        // Nodes to judge first, those known fresh after: the commands start
+        // before thousands of fresh nodes are passed.
+        ready
+            .make_contiguous()
+            .sort_by_key(|i| fresh_now.contains_key(i) || fresh_only.contains(i));
         let mut queue: VecDeque<Pending> = VecDeque::new();
         let mut slots = Slots {
             cpu_free: self.options.jobs.max(1),
@@ -382,6 +389,12 @@ impl<'a> Builder<'a> {
                             parts,
                             reasons,
                         });
+                        if slots.cpu_free > 0 {
+                            // Start it now: the nodes still to judge (in an
+                            // incremental build, thousands found fresh) are
+                            // passed while its command runs.
+                            break;
+                        }
                     }
                 }
             }
@@ -434,6 +447,10 @@ impl<'a> Builder<'a> {
                     self.spawn(p, gpus, &tx, &children, &recorder);
                 }
                 queue = waiting;
+                if !ready.is_empty() && !in_flight.is_empty() {
+                    // Let the new tasks start their commands before judging on.
+                    tokio::task::yield_now().await;
+                }
             }
 
             if in_flight.is_empty()
@@ -705,28 +722,42 @@ impl<'a> Builder<'a> {
         let node = &self.graph.nodes[p.idx];
         let mut needs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
         let mut upstream: BTreeMap<String, Vec<UpstreamNode>> = BTreeMap::new();
+        // A command sees its upstream only through `${needs.S}` in its
+        // script: the stages it names are all it needs (a report over 3,333
+        // nodes that names none skips listing them).
+        let command = match &node.task {
+            TaskSpec::Command(c) => Some(c.run.as_str()),
+            _ => None,
+        };
         for need in &node.needs {
+            if command.is_some_and(|run| !run.contains(&format!("${{needs.{}}}", need.stage))) {
+                continue;
+            }
             let mut dirs = Vec::new();
             let mut ups = Vec::new();
             for &d in &need.nodes {
                 let up = &self.graph.nodes[d];
                 let dir = self.root.join(up.out_rel());
-                dirs.push(dir.clone());
-                // The params that tell the nodes apart (a report's param
-                // columns); pipeline-wide params are the same in every row.
-                let params = up
-                    .id_params
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                ups.push(UpstreamNode {
-                    id: up.id.clone(),
-                    params,
-                    dir,
-                });
+                if command.is_none() {
+                    // The params that tell the nodes apart (a report's param
+                    // columns); pipeline-wide params are the same in every row.
+                    let params = up
+                        .id_params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    ups.push(UpstreamNode {
+                        id: up.id.clone(),
+                        params,
+                        dir: dir.clone(),
+                    });
+                }
+                dirs.push(dir);
             }
             needs.insert(need.stage.clone(), dirs);
-            upstream.insert(need.stage.clone(), ups);
+            if command.is_none() {
+                upstream.insert(need.stage.clone(), ups);
+            }
         }
         let recorded = super::key::RecordedParts {
             parts: p.parts,
@@ -752,7 +783,7 @@ impl<'a> Builder<'a> {
             log_name: node.dir_name(),
             root: self.root.clone(),
             key: p.key,
-            recorded: serde_json::to_value(&recorded).unwrap_or_default(),
+            recorded: crate::store::RawJson(serde_json::to_string(&recorded).unwrap_or_default()),
             env: if node.task.measures_hardware() {
                 self.env.record()
             } else {
@@ -809,14 +840,14 @@ struct JobCtx {
     store: Arc<Store>,
     node_id: String,
     stage: String,
-    task: crate::tasks::TaskSpec,
+    task: TaskSpec,
     outputs: Vec<String>,
     dest: PathBuf,
     log_dir: PathBuf,
     log_name: String,
     root: PathBuf,
     key: ContentHash,
-    recorded: serde_json::Value,
+    recorded: crate::store::RawJson,
     env: serde_json::Value,
     needs: BTreeMap<String, Vec<PathBuf>>,
     upstream: BTreeMap<String, Vec<UpstreamNode>>,
@@ -942,7 +973,7 @@ impl JobCtx {
                 node_id: &self.node_id,
                 stage: &self.stage,
                 key: self.key,
-                key_parts: &self.recorded,
+                key_parts: self.recorded.clone(),
                 outputs: &self.outputs,
                 env: &self.env,
                 started_at_ms,

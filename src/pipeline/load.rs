@@ -765,9 +765,9 @@ fn expand_nodes(
                 .collect(),
             None => vec![None],
         };
-        let task_has_vars = sources.text(s.task.span.src)
-            [s.task.span.start as usize..s.task.span.end as usize]
-            .contains('$');
+        let task_has_vars = reads_params(
+            &sources.text(s.task.span.src)[s.task.span.start as usize..s.task.span.end as usize],
+        );
         // Each combination's id, parameters and task are independent of the
         // others: work them out in parallel, then check and number them in
         // order (so the first error is the same as a serial pass would find).
@@ -775,7 +775,7 @@ fn expand_nodes(
             .iter()
             .flat_map(|up| combos.iter().map(move |combo| (*up, combo)))
             .collect();
-        // A task without `${…}` reads the same for every node: once. (Its
+        // A task that names no param reads the same for every node: once. (Its
         // error is the one a serial pass would meet first: at the first
         // node, which cannot be a duplicate.)
         let shared_task: Option<TaskSpec> = if !task_has_vars && !pairs.is_empty() {
@@ -875,6 +875,38 @@ fn expand_nodes(
         });
     }
     Ok(Graph::new(nodes, graph_stages))
+}
+
+/// Whether a task's source text may name a param: a `${name}` other than
+/// the run-time `${out}` and `${needs.S}` (`$$` is a literal `$`). A task
+/// that names none reads the same for every node of its stage. Escapes
+/// (`\u{24}` is a `$`) are not decoded here, so text with any counts as
+/// naming one.
+fn reads_params(text: &str) -> bool {
+    if text.contains("\\u") {
+        return true;
+    }
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            rest = r;
+            continue;
+        }
+        let Some(body) = after.strip_prefix('{') else {
+            rest = after;
+            continue;
+        };
+        let Some(close) = body.find('}') else {
+            return true;
+        };
+        let name = &body[..close];
+        if name != "out" && !name.starts_with("needs.") {
+            return true;
+        }
+        rest = &body[close + 1..];
+    }
+    false
 }
 
 /// From this many nodes in a stage, their expansion runs in parallel.
@@ -984,5 +1016,30 @@ fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
     match help {
         Some(h) => err.with_help(h),
         None => err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reads_params;
+
+    #[test]
+    fn only_param_references_make_a_task_per_node() {
+        for text in [
+            r#"Command(run: "cat ${needs.exp}/run.txt > ${out}/t.txt")"#,
+            r#"Command(run: "echo $$HOME $1 > ${out}/x")"#,
+            r#"Command(run: "ls out/ana | wc -l")"#,
+        ] {
+            assert!(!reads_params(text), "{text}");
+        }
+        for text in [
+            r#"Command(run: "cat inputs/${i}.txt > ${out}/run.txt")"#,
+            r#"Command(run: "echo ${needs.exp} ${res}")"#,
+            r#"Command(run: "echo ${unclosed")"#,
+            r#"Command(run: "echo \u{24}{i}")"#,
+            r#"Command(run: "echo $${i} ${i}")"#,
+        ] {
+            assert!(reads_params(text), "{text}");
+        }
     }
 }

@@ -102,7 +102,7 @@ impl Store {
             node_id: new.node_id.to_string(),
             stage: new.stage.to_string(),
             key: new.key,
-            key_parts: new.key_parts.into(),
+            key_parts: new.key_parts,
             outputs,
             env: new.env.into(),
             started_at_ms: new.started_at_ms,

@@ -33,7 +33,7 @@ pub enum StoreError {
     #[error("state database `{}` holds a damaged record: {detail}", path.display())]
     #[diagnostic(
         code(vitgraph::store::damaged_record),
-        help("move `cache/state.sqlite` aside and rebuild; objects in `cache/objects/` are kept and re-used")
+        help("move `cache/state.sqlite` and its `-wal` and `-shm` files aside and rebuild; objects in `cache/objects/` are kept and re-used")
     )]
     DamagedRecord { path: PathBuf, detail: String },
 
@@ -175,12 +175,12 @@ fn db_help(err: &rusqlite::Error, path: &Path) -> String {
             "make `{shown}` and its directory writable by this user"
         ),
         Some(C::DatabaseCorrupt) | Some(C::NotADatabase) => format!(
-            "`{shown}` is damaged: move it aside and rebuild; objects in `cache/objects/` are kept and re-used"
+            "`{shown}` is damaged: move it and its `-wal` and `-shm` files aside and rebuild; objects in `cache/objects/` are kept and re-used"
         ),
         Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => {
             "another vitgraph process held the database too long; wait for it to finish and run again".to_string()
         }
-        _ => format!("if this persists, move `{shown}` aside and rebuild"),
+        _ => format!("if this persists, move `{shown}` and its `-wal` and `-shm` files aside and rebuild"),
     }
 }
 

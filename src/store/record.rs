@@ -13,7 +13,7 @@ pub struct NewRun<'a> {
     pub stage: &'a str,
     pub key: ContentHash,
     /// The key's parts (spec, inputs, upstream manifests, env...) for `explain` diffs.
-    pub key_parts: &'a serde_json::Value,
+    pub key_parts: RawJson,
     /// Declared outputs, relative to the staging directory.
     pub outputs: &'a [String],
     /// The full environment record (record-only facets too).
@@ -76,11 +76,18 @@ impl RunRecord {
 
 /// The manifest hash of an output list (sorted by name here, whatever the input order).
 pub fn manifest_hash(outputs: &[OutputEntry]) -> ContentHash {
-    let mut sorted: Vec<&OutputEntry> = outputs.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"vitgraph-manifest-v1\0");
-    for entry in sorted {
+    let mut sorted: Vec<&OutputEntry>;
+    let entries: &mut dyn Iterator<Item = &OutputEntry> =
+        if outputs.is_sorted_by(|a, b| a.name <= b.name) {
+            &mut outputs.iter()
+        } else {
+            sorted = outputs.iter().collect();
+            sorted.sort_by(|a, b| a.name.cmp(&b.name));
+            &mut sorted.into_iter()
+        };
+    for entry in entries {
         // Length-prefixed so that no two lists encode alike.
         hasher.update(&(entry.name.len() as u64).to_le_bytes());
         hasher.update(entry.name.as_bytes());

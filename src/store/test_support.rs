@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{ContentHash, NewRun, RunRecord, Store};
+use super::{ContentHash, NewRun, RawJson, RunRecord, Store};
 
 pub(crate) fn workspace() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -61,7 +61,7 @@ pub(crate) fn new_run<'a>(
         node_id,
         stage,
         key,
-        key_parts: parts,
+        key_parts: RawJson::from(parts),
         outputs,
         env,
         started_at_ms: 1,

@@ -73,7 +73,10 @@ impl CallRecorder {
                 let _ = unsafe { result::enable_callback(1, subscriber, runtime, cbid) };
             }
         }
-        for cbid in DRIVER_WORK_APIS.into_iter().filter(|&c| c < DRIVER_CBID_LIMIT) {
+        for cbid in DRIVER_WORK_APIS
+            .into_iter()
+            .filter(|&c| c < DRIVER_CBID_LIMIT)
+        {
             // SAFETY: as above.
             let _ = unsafe { result::enable_callback(1, subscriber, driver, cbid) };
         }
@@ -84,12 +87,19 @@ impl CallRecorder {
     pub fn stop(self) -> Vec<ApiCall> {
         // SAFETY: the handle came from `subscribe` and is released once.
         let _ = unsafe { result::unsubscribe(self.subscriber) };
-        let logs = LOGS.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default();
+        let logs = LOGS
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
         let process_id = std::process::id();
         let mut names = std::collections::HashMap::new();
         let mut calls: Vec<ApiCall> = logs
             .iter()
-            .flat_map(|log| log.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default())
+            .flat_map(|log| {
+                log.lock()
+                    .map(|mut l| std::mem::take(&mut *l))
+                    .unwrap_or_default()
+            })
             .map(|c| ApiCall {
                 start: c.start,
                 end: c.end,
