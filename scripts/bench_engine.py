@@ -175,7 +175,7 @@ def main():
                     f.write("x\n")
                 return sh(build, root, env)
 
-            one = median(one_input, max(3, args.repeat // 2))
+            one = median(one_input, args.repeat)
             rss_noop = peak_rss_mb(build, root)
             rows[name] = dict(cold=cold, overhead_ms=(cold - t_cmds) / nodes * 1000, noop=noop, status=stat, one=one, rss_noop=rss_noop)
             # Peak memory of a cold build, in a fresh copy.
@@ -190,7 +190,7 @@ def main():
     # Four commands re-run in the one-input case: their own time, from the serial run.
     per_cmd_ms = t_cmds / nodes * 1000
     print(f"\nN = {n} experiments, {nodes} nodes; commands alone (sh -c, serial): {t_cmds:.2f} s ({per_cmd_ms:.2f} ms/command)")
-    print(f"machine: {os.cpu_count()} cores; medians of {args.repeat} runs (one-input: {max(3, args.repeat // 2)})\n")
+    print(f"machine: {os.cpu_count()} cores; medians of {args.repeat} runs\n")
     print("| tool | cold build | overhead / node | no-op build | status | one-input rebuild | peak RSS cold | peak RSS no-op |")
     print("|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
