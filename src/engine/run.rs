@@ -96,6 +96,17 @@ fn sh_path(p: &Path) -> String {
 /// with `sh FILE` instead of `sh -c SCRIPT`.
 const MAX_INLINE_SCRIPT: usize = 64 * 1024;
 
+/// Whether `text` may read stage `stage`'s output directories through
+/// `${needs.STAGE}` (an escaped `$${needs.STAGE}` counts too: it only costs
+/// listing them).
+pub fn names_needs(text: &str, stage: &str) -> bool {
+    text.match_indices("${needs.").any(|(i, m)| {
+        text[i + m.len()..]
+            .strip_prefix(stage)
+            .is_some_and(|r| r.starts_with('}'))
+    })
+}
+
 /// Replaces `${out}`, `${needs.S}` and `$$` in one string (params were substituted at load time).
 pub fn substitute_runtime(
     text: &str,
@@ -276,6 +287,15 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_names_only_the_stages_it_reads() {
+        let run = "cat ${needs.gen}/a ${needs.general}/b > ${out}/x";
+        assert!(names_needs(run, "gen"));
+        assert!(names_needs(run, "general"));
+        assert!(!names_needs(run, "gene"));
+        assert!(!names_needs("ls out/ana | wc -l", "ana"));
+    }
 
     #[test]
     fn runtime_substitution() {

@@ -724,40 +724,40 @@ impl<'a> Builder<'a> {
         let mut upstream: BTreeMap<String, Vec<UpstreamNode>> = BTreeMap::new();
         // A command sees its upstream only through `${needs.S}` in its
         // script: the stages it names are all it needs (a report over 3,333
-        // nodes that names none skips listing them).
-        let command = match &node.task {
+        // nodes that names none skips listing them). Other tasks get every
+        // upstream node with its params (a report's param columns).
+        let script = match &node.task {
             TaskSpec::Command(c) => Some(c.run.as_str()),
             _ => None,
         };
         for need in &node.needs {
-            if command.is_some_and(|run| !run.contains(&format!("${{needs.{}}}", need.stage))) {
+            if script.is_some_and(|run| !run::names_needs(run, &need.stage)) {
                 continue;
             }
-            let mut dirs = Vec::new();
-            let mut ups = Vec::new();
-            for &d in &need.nodes {
-                let up = &self.graph.nodes[d];
-                let dir = self.root.join(up.out_rel());
-                if command.is_none() {
-                    // The params that tell the nodes apart (a report's param
-                    // columns); pipeline-wide params are the same in every row.
-                    let params = up
-                        .id_params
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    ups.push(UpstreamNode {
-                        id: up.id.clone(),
-                        params,
-                        dir: dir.clone(),
-                    });
-                }
-                dirs.push(dir);
-            }
-            needs.insert(need.stage.clone(), dirs);
-            if command.is_none() {
+            let dirs: Vec<PathBuf> = need
+                .nodes
+                .iter()
+                .map(|&d| self.root.join(self.graph.nodes[d].out_rel()))
+                .collect();
+            if script.is_none() {
+                let ups = need
+                    .nodes
+                    .iter()
+                    .zip(&dirs)
+                    .map(|(&d, dir)| {
+                        let up = &self.graph.nodes[d];
+                        UpstreamNode {
+                            id: up.id.clone(),
+                            // The params that tell the nodes apart; pipeline-wide
+                            // params are the same in every row.
+                            params: up.id_params.iter().cloned().collect(),
+                            dir: dir.clone(),
+                        }
+                    })
+                    .collect();
                 upstream.insert(need.stage.clone(), ups);
             }
+            needs.insert(need.stage.clone(), dirs);
         }
         let recorded = super::key::RecordedParts {
             parts: p.parts,

@@ -372,6 +372,9 @@ mod tests {
             .map(|h| h.to_string())
             .unwrap_or_default();
         assert!(err.to_string().contains("state.sqlite"), "{err}");
-        assert!(help.contains("move it and its `-wal` and `-shm` files aside"), "{help}");
+        assert!(
+            help.contains("move it and its `-wal` and `-shm` files aside"),
+            "{help}"
+        );
     }
 }

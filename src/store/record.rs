@@ -76,18 +76,11 @@ impl RunRecord {
 
 /// The manifest hash of an output list (sorted by name here, whatever the input order).
 pub fn manifest_hash(outputs: &[OutputEntry]) -> ContentHash {
+    let mut sorted: Vec<&OutputEntry> = outputs.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"vitgraph-manifest-v1\0");
-    let mut sorted: Vec<&OutputEntry>;
-    let entries: &mut dyn Iterator<Item = &OutputEntry> =
-        if outputs.is_sorted_by(|a, b| a.name <= b.name) {
-            &mut outputs.iter()
-        } else {
-            sorted = outputs.iter().collect();
-            sorted.sort_by(|a, b| a.name.cmp(&b.name));
-            &mut sorted.into_iter()
-        };
-    for entry in entries {
+    for entry in sorted {
         // Length-prefixed so that no two lists encode alike.
         hasher.update(&(entry.name.len() as u64).to_le_bytes());
         hasher.update(entry.name.as_bytes());

@@ -199,17 +199,8 @@ unsafe extern "C" fn on_call(
     } else {
         unsafe { *(data.functionReturnValue as *const u32) }
     };
-    let call = RawCall {
-        start,
-        end: now,
-        cbid,
-        driver,
-        thread_id: 0,
-        correlation_id: data.correlationId,
-        return_value,
-    };
     let _ = THREAD_LOG.try_with(|cell| {
-        let (log, tid) = cell.get_or_init(|| {
+        let (log, thread_id) = cell.get_or_init(|| {
             let log = Log::default();
             if let Ok(mut logs) = LOGS.lock() {
                 logs.push(log.clone());
@@ -218,8 +209,13 @@ unsafe extern "C" fn on_call(
         });
         if let Ok(mut log) = log.lock() {
             log.push(RawCall {
-                thread_id: *tid,
-                ..call
+                start,
+                end: now,
+                cbid,
+                driver,
+                thread_id: *thread_id,
+                correlation_id: data.correlationId,
+                return_value,
             });
         }
     });
