@@ -31,7 +31,7 @@ fn main() -> ExitCode {
             needs.iter().map(PathBuf::from).collect(),
         )]
         .into(),
-        gpus: vec![0],
+        gpus: vec![vitgraph::gpu::GpuId::index(0)],
         node: format!("{kind} {spec}"),
         upstream: Default::default(),
     };

@@ -10,9 +10,11 @@
 //! - [`cli`] parses arguments and maps errors to exit codes once.
 
 pub mod analysis;
+pub mod atomic;
 pub mod cli;
 pub mod engine;
 pub mod exit;
+pub mod gpu;
 pub mod graph;
 pub mod hash;
 pub mod pipeline;

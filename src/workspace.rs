@@ -25,16 +25,4 @@ impl Workspace {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         Workspace { root }
     }
-
-    pub fn pipelines_dir(&self) -> PathBuf {
-        self.root.join("pipelines")
-    }
-
-    pub fn cache_dir(&self) -> PathBuf {
-        self.root.join("cache")
-    }
-
-    pub fn out_dir(&self) -> PathBuf {
-        self.root.join("out")
-    }
 }

@@ -8,10 +8,12 @@ use clap::{Args, ValueEnum};
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::events::{Event, Reporter};
-use crate::engine::noop;
+use crate::engine::executor::{Interrupt, Local};
+use crate::engine::noop::{self, NoopSnapshot};
 use crate::engine::plan::{plan, Evaluator, Verdict};
 use crate::engine::schedule::{BuildOptions, BuildStatus, Builder, Incremental};
 use crate::exit;
+use crate::gpu::GpuId;
 use crate::pipeline::Override;
 use crate::report::{human::Human, json::JsonLines};
 use crate::store::Store;
@@ -36,9 +38,10 @@ pub struct BuildArgs {
     /// Where nodes run.
     #[arg(long, value_enum, default_value_t = Executor::Local)]
     pub executor: Executor,
-    /// GPU ids for GPU nodes (default: the GPUs `nvidia-smi -L` lists, or `CUDA_VISIBLE_DEVICES`).
-    #[arg(long, value_delimiter = ',')]
-    pub gpus: Option<Vec<u32>>,
+    /// GPUs for GPU nodes: indexes, UUIDs (`GPU-…`) or MIG ids, comma-separated
+    /// (default: `CUDA_VISIBLE_DEVICES`, else the GPUs `nvidia-smi -L` lists).
+    #[arg(long, value_name = "IDS")]
+    pub gpus: Option<String>,
     /// One JSON object per line for each event, instead of progress output.
     #[arg(long)]
     pub json: bool,
@@ -52,46 +55,35 @@ pub enum Executor {
 
 pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
     let t = super::Timer::start();
+    if args.executor == Executor::Slurm {
+        return Err(usage(
+            "`--executor slurm` is not available in this build of vitgraph",
+            "use `--executor local` (the default); cluster nodes can run one node each with `vitgraph run-node NODE`",
+        ));
+    }
     // The no-op path: the whole workspace, nothing forced, nothing changed
     // since a plan found every node fresh (see `engine::noop`).
-    let whole =
-        args.targets.is_empty() && !args.force && !args.dry_run && args.executor == Executor::Local;
+    let whole = args.targets.is_empty() && !args.force && !args.dry_run;
     let env = HostEnv::new();
-    let token = if whole {
-        noop::token(&ws.root, overrides)
+    let snapshot = if whole {
+        NoopSnapshot::for_workspace(&ws.root, overrides)
     } else {
         None
     };
     let mut opened = None;
     let mut changed = None;
     // Nothing is opened or created unless a snapshot exists.
-    let snapshot = ws.root.join("cache").join(noop::FILE);
-    if let (Some(token), true) = (token, snapshot.is_file()) {
+    if let (Some(snapshot), true) = (&snapshot, NoopSnapshot::exists(&ws.root)) {
         let started = std::time::Instant::now();
         let store = opened.insert(Store::open(&ws.root)?);
         t.lap("open store");
-        let snapshot = noop::check(store, token, &env);
+        let verdict = snapshot.check(store, &env);
         t.lap("check snapshot");
-        if let noop::Snapshot::Fresh(nodes) = snapshot {
-            let mut reporter = reporter(args.json);
-            reporter.event(&Event::Planned { total: nodes.len() });
-            for n in &nodes {
-                reporter.event(&Event::Cached {
-                    node: n.id.clone(),
-                    restored: false,
-                    reused_from: None,
-                });
-            }
-            reporter.event(&Event::Done {
-                built: 0,
-                cached: nodes.len(),
-                failed: 0,
-                skipped: 0,
-                duration_ms: started.elapsed().as_millis() as u64,
-            });
+        if let noop::Snapshot::Fresh(nodes) = verdict {
+            report_fresh(&nodes, args.json, started);
             return Ok(exit::SUCCESS);
         }
-        changed = Some(snapshot);
+        changed = Some(verdict);
     }
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
@@ -116,12 +108,6 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         ));
     }
     let selection = crate::graph::select(&graph, &args.targets)?;
-    if args.executor == Executor::Slurm {
-        return Err(usage(
-            "`--executor slurm` is not available in this build of vitgraph",
-            "use `--executor local` (the default); cluster nodes can run one node each with `vitgraph run-node NODE`",
-        ));
-    }
     if args.dry_run {
         return dry_run(ws, &graph, &selection, &env);
     }
@@ -140,6 +126,23 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     } else {
         HashSet::new()
     };
+    let gpus = match &args.gpus {
+        Some(flag) => crate::gpu::parse_flag(flag).map_err(|m| {
+            usage(
+                format!("`--gpus {flag}`: {m}"),
+                "list GPU ids separated by commas, e.g. `--gpus 0,1`",
+            )
+        })?,
+        // Asking nvidia-smi takes tens of milliseconds on a GPU host: only
+        // when a node to build wants GPUs.
+        None if selection
+            .iter()
+            .any(|&i| graph.nodes[i].task.resources().gpus > 0) =>
+        {
+            detect_gpus()
+        }
+        None => Vec::new(),
+    };
     let options = BuildOptions {
         jobs: args.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism()
@@ -148,58 +151,82 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         }),
         keep_going: args.keep_going,
         force,
-        // Asking nvidia-smi takes tens of milliseconds on a GPU host: only
-        // when a node to build wants GPUs.
-        gpus: args.gpus.unwrap_or_else(|| {
-            let wanted = selection
-                .iter()
-                .any(|&i| graph.nodes[i].task.resources().gpus > 0);
-            if wanted {
-                detect_gpus()
-            } else {
-                Vec::new()
-            }
-        }),
+        gpus,
         only: None,
     };
-    let capture = noop::Capture::new();
     let builder = Builder {
         graph: &graph,
         root: ws.root.clone(),
         store: store.clone(),
         env: &env,
         options,
-        noop: token.is_some().then_some(&capture),
+        executor: Arc::new(Local::new()),
+        interrupt: Interrupt::new(),
+        noop: snapshot.as_ref(),
         incremental,
     };
     let mut reporter = reporter(args.json);
+    let status = run_builder(&builder, &selection, reporter.as_mut())?;
+    t.lap("build");
+    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
+        snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
+    }
+    Ok(status_code(status))
+}
+
+/// Runs `builder` on a scheduler runtime, with SIGINT and SIGTERM wired to
+/// its interrupt.
+pub(super) fn run_builder(
+    builder: &Builder<'_>,
+    selection: &[usize],
+    reporter: &mut dyn Reporter,
+) -> Result<BuildStatus, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
-            usage(
-                format!("cannot start the scheduler: {e}"),
-                "this is a system resource problem",
+            Failure::Report(
+                miette::miette!(
+                    help = "this is a system resource problem (threads, file descriptors): free some and try again",
+                    "cannot start the scheduler: {e}"
+                ),
+                exit::NODE_FAILED,
             )
         })?;
-    let status = runtime.block_on(builder.build(&selection, reporter.as_mut()));
+    let status = runtime.block_on(async {
+        builder.interrupt.on_signals();
+        builder.build(selection, reporter).await
+    });
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    t.lap("build");
-    if let (Some(token), Some((generation, files))) = (token, capture.take()) {
-        // Only if the pipelines read the same after loading as before.
-        if status == BuildStatus::Success && noop::token(&ws.root, overrides) == Some(token) {
-            noop::write(&store, token, generation, &files, &graph, &env);
-        }
-    }
-    // The process ends right after: freeing 10,000 nodes one by one would
-    // only delay the exit by milliseconds.
-    drop(builder);
-    std::mem::forget(graph);
-    Ok(match status {
+    Ok(status)
+}
+
+pub(super) fn status_code(status: BuildStatus) -> i32 {
+    match status {
         BuildStatus::Success => exit::SUCCESS,
         BuildStatus::Failed => exit::NODE_FAILED,
         BuildStatus::Interrupted => exit::INTERRUPTED,
-    })
+    }
+}
+
+/// The events of a build that found every node fresh by the snapshot.
+fn report_fresh(nodes: &[noop::NodeName], json: bool, started: std::time::Instant) {
+    let mut reporter = reporter(json);
+    reporter.event(&Event::Planned { total: nodes.len() });
+    for n in nodes {
+        reporter.event(&Event::Cached {
+            node: n.id.clone(),
+            restored: false,
+            reused_from: None,
+        });
+    }
+    reporter.event(&Event::Done {
+        built: 0,
+        cached: nodes.len(),
+        failed: 0,
+        skipped: 0,
+        duration_ms: started.elapsed().as_millis() as u64,
+    });
 }
 
 fn reporter(json: bool) -> Box<dyn Reporter> {
@@ -260,12 +287,9 @@ fn dry_run(
 }
 
 /// GPUs visible to this process: `CUDA_VISIBLE_DEVICES` if set, else `nvidia-smi -L`.
-fn detect_gpus() -> Vec<u32> {
-    if let Ok(list) = std::env::var("CUDA_VISIBLE_DEVICES") {
-        return list
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect();
+fn detect_gpus() -> Vec<GpuId> {
+    if let Some(list) = crate::gpu::visible_from_env() {
+        return list;
     }
     match std::process::Command::new("nvidia-smi").arg("-L").output() {
         Ok(out) if out.status.success() => {
@@ -273,7 +297,7 @@ fn detect_gpus() -> Vec<u32> {
                 .lines()
                 .filter(|l| l.starts_with("GPU "))
                 .count();
-            (0..n as u32).collect()
+            (0..n as u32).map(GpuId::index).collect()
         }
         _ => Vec::new(),
     }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
-use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::engine::executor::{Interrupt, Local};
+use crate::engine::schedule::{BuildOptions, Builder};
 use crate::exit;
 use crate::pipeline::Override;
 use crate::store::Store;
@@ -36,6 +37,12 @@ pub fn exec_task(job: &Path) -> Result<i32, Failure> {
     })?;
     match crate::tasks::run_builtin(&file.spec, &file.ctx) {
         Ok(()) => Ok(exit::SUCCESS),
+        // The engine reads this status as a failure that may go away on a
+        // retry, and does not record it as the node's result.
+        Err(e) if e.is_transient() => Err(Failure::Report(
+            miette::Report::new(e),
+            crate::engine::failure::EXIT_TRANSIENT,
+        )),
         Err(e) => Err(Failure::Report(miette::Report::new(e), exit::NODE_FAILED)),
     }
 }
@@ -55,9 +62,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         jobs: 1,
         keep_going: false,
         force: HashSet::new(),
-        gpus: std::env::var("CUDA_VISIBLE_DEVICES")
-            .map(|l| l.split(',').filter_map(|s| s.trim().parse().ok()).collect())
-            .unwrap_or_default(),
+        gpus: crate::gpu::visible_from_env().unwrap_or_default(),
         only: Some([idx].into_iter().collect()),
     };
     let builder = Builder {
@@ -66,23 +71,12 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         store,
         env: &env,
         options,
+        executor: Arc::new(Local::new()),
+        interrupt: Interrupt::new(),
         noop: None,
         incremental: None,
     };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            usage(
-                format!("cannot start the scheduler: {e}"),
-                "a system resource problem",
-            )
-        })?;
-    let status = runtime.block_on(builder.build(&selection, &mut reporter));
-    Ok(match status {
-        BuildStatus::Success => exit::SUCCESS,
-        BuildStatus::Failed => exit::NODE_FAILED,
-        BuildStatus::Interrupted => exit::INTERRUPTED,
-    })
+    let status = super::build::run_builder(&builder, &selection, &mut reporter)?;
+    Ok(super::build::status_code(status))
 }

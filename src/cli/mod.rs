@@ -108,6 +108,12 @@ impl From<crate::graph::SelectError> for Failure {
     }
 }
 
+impl From<crate::engine::plan::JudgeError> for Failure {
+    fn from(e: crate::engine::plan::JudgeError) -> Failure {
+        Failure::Report(miette::Report::new(e), exit::NODE_FAILED)
+    }
+}
+
 impl From<crate::store::StoreError> for Failure {
     fn from(e: crate::store::StoreError) -> Failure {
         Failure::Report(miette::Report::new(e), exit::NODE_FAILED)

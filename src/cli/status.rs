@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::key::{json_diff, RecordedParts};
-use crate::engine::noop;
+use crate::engine::noop::{self, NoopSnapshot};
 use crate::engine::plan::{plan, Evaluation, Evaluator, Reason, Verdict};
 use crate::exit;
 use crate::graph::Graph;
@@ -45,40 +45,26 @@ struct NodeStatus<'a> {
     reasons: &'a [Reason],
 }
 
+/// The graph, the selection, each selected node's verdict, and the
+/// recorded states they were judged against.
+type Planned = (
+    Graph,
+    Vec<usize>,
+    HashMap<usize, Evaluation>,
+    HashMap<String, NodeState>,
+);
+
 /// Loads the graph and the store and plans the selection.
-fn planned(
-    ws: &Workspace,
-    overrides: &[Override],
-    targets: &[String],
-) -> Result<
-    (
-        Graph,
-        Vec<usize>,
-        HashMap<usize, Evaluation>,
-        HashMap<String, NodeState>,
-    ),
-    Failure,
-> {
+fn planned(ws: &Workspace, overrides: &[Override], targets: &[String]) -> Result<Planned, Failure> {
     let t = super::Timer::start();
-    // Everything is planned: note what the plan looks at, for the no-op snapshot.
-    let token = if targets.is_empty() {
-        noop::token(&ws.root, overrides)
-    } else {
-        None
-    };
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let selection = crate::graph::select(&graph, targets)?;
     let store = Store::open_existing(&ws.root)?;
     t.lap("open store");
-    let (states, generation) = match &store {
-        Some(s) => {
-            if token.is_some() {
-                s.observe_files();
-            }
-            s.load_states_at()?
-        }
-        None => (HashMap::new(), None),
+    let states = match &store {
+        Some(s) => s.load_states()?,
+        None => HashMap::new(),
     };
     t.lap("load states");
     let env = HostEnv::new();
@@ -91,18 +77,8 @@ fn planned(
     let evals = plan(&ev, &graph, &selection)?;
     t.lap("plan");
     if let Some(s) = &store {
+        // The hashes it computed save the next command hashing again.
         let _ = s.flush_stat_cache();
-        let files = s.observed_files_lenient();
-        let all_fresh = selection.len() == graph.nodes.len()
-            && selection.iter().all(|i| evals[i].verdict.is_fresh());
-        if let (Some(token), Some(generation), Some(files), true) =
-            (token, generation, files, all_fresh)
-        {
-            // Only if the pipelines read the same after loading as before.
-            if noop::token(&ws.root, overrides) == Some(token) {
-                noop::write(s, token, generation, &files, &graph, &env);
-            }
-        }
     }
     t.lap("flush stat cache");
     Ok((graph, selection, evals, states))
@@ -111,13 +87,13 @@ fn planned(
 /// `status` of the whole workspace from the no-op snapshot, when it holds.
 fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> Option<i32> {
     let t = super::Timer::start();
-    if !ws.root.join("cache").join(noop::FILE).is_file() {
+    if !NoopSnapshot::exists(&ws.root) {
         return None;
     }
-    let token = noop::token(&ws.root, overrides)?;
+    let snapshot = NoopSnapshot::for_workspace(&ws.root, overrides)?;
     let store = Store::open_existing(&ws.root).ok()??;
     t.lap("open store");
-    let snapshot = noop::check(&store, token, &HostEnv::new());
+    let snapshot = snapshot.check(&store, &HostEnv::new());
     t.lap("check snapshot");
     let noop::Snapshot::Fresh(nodes) = snapshot else {
         return None;
@@ -208,9 +184,6 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
         }
     }
     println!("{fresh} fresh, {stale} stale");
-    // The process ends here: freeing ten thousand records one by one would
-    // only cost time.
-    std::mem::forget((graph, evals));
     Ok(exit::SUCCESS)
 }
 

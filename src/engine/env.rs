@@ -32,6 +32,16 @@ impl EnvProbe for HostEnv {
             })
     }
 
+    fn check(&self) -> Result<(), String> {
+        if std::env::var_os("VITGRAPH_FAKE_ENV").is_some() {
+            return Ok(());
+        }
+        match crate::tasks::env::problem() {
+            Some(p) => Err(p.to_string()),
+            None => Ok(()),
+        }
+    }
+
     fn record(&self) -> serde_json::Value {
         if std::env::var_os("VITGRAPH_FAKE_ENV").is_some() {
             return serde_json::json!({ "key_facets": self.facets() });

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
+use super::failure::NodeFailure;
 use super::plan::Reason;
+use crate::gpu::GpuId;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -14,7 +16,7 @@ pub enum Event {
     Started {
         node: String,
         reasons: Vec<Reason>,
-        gpus: Vec<u32>,
+        gpus: Vec<GpuId>,
     },
     /// A node ran and was recorded.
     Finished {
@@ -30,11 +32,11 @@ pub enum Event {
         restored: bool,
         reused_from: Option<String>,
     },
-    /// A node failed; `log` holds its output.
+    /// A node failed: its kind, message (`error`), log, exit status.
     Failed {
         node: String,
-        error: String,
-        log: Option<String>,
+        #[serde(flatten)]
+        failure: NodeFailure,
         duration_ms: u64,
     },
     /// A node did not run because an upstream node failed.

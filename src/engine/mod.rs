@@ -2,16 +2,29 @@
 //!
 //! - [`key`]: the key parts of a node and their canonical hash;
 //! - [`plan`]: the freshness verdict of each node, with reasons;
-//! - [`schedule`]: runs stale nodes with CPU/GPU slots, records them, emits [`events::Event`]s;
+//! - [`schedule`]: the build as a state machine: judges, starts, finishes and fails nodes, emits [`events::Event`]s;
+//! - [`executor`]: where a node's task runs (local processes; a fake in tests);
+//! - [`job`]: one started node, from its key lock to its record;
+//! - [`slots`]: the machine's CPU and GPU slots;
+//! - [`failure`]: why a node failed, as a value;
 //! - [`env`]: the environment fingerprint seen by keys;
 //! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning.
 
 pub mod env;
 pub mod events;
+pub mod executor;
+pub mod failure;
+#[cfg(test)]
+mod fake;
+mod incremental;
+mod job;
 pub mod key;
 pub mod noop;
 pub mod plan;
 pub mod recorder;
 pub mod run;
 pub mod schedule;
+pub mod slots;
 pub mod spawn;
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -37,9 +36,6 @@ use super::plan::EnvProbe;
 use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::{take, FileFacts, Store};
-
-/// The snapshot's file name under `cache/`.
-pub const FILE: &str = "noop.snapshot";
 
 const MAGIC: &[u8; 8] = b"VGNOOP01";
 
@@ -73,25 +69,28 @@ fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
     ] {
         h.update(&n.to_le_bytes());
     }
-    // The same files, in the same order, as `pipeline::load` reads.
-    let dir = root.join("pipelines");
-    for entry in walkdir::WalkDir::new(&dir).sort_by_file_name() {
-        let entry = entry.ok()?;
-        if entry.file_type().is_file() && entry.path().extension().is_some_and(|x| x == "ron") {
-            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-            let bytes = fs::read(entry.path()).ok()?;
-            let name = rel.to_string_lossy();
-            h.update(&(name.len() as u64).to_le_bytes());
-            h.update(name.as_bytes());
-            h.update(&(bytes.len() as u64).to_le_bytes());
-            h.update(&bytes);
-        }
+    for rel in crate::pipeline::pipeline_files(root).ok()? {
+        let bytes = fs::read(root.join(&rel)).ok()?;
+        let name = rel.to_string_lossy();
+        h.update(&(name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
     }
     h.update(b"\0overrides\0");
     for o in overrides {
         for part in [&o.key, &o.value] {
             h.update(&(part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
+        }
+    }
+    // The diagnostic switches enter the keys of the experiments they change.
+    for name in crate::tasks::diagnostics::VARS {
+        if let Some(v) = std::env::var_os(name) {
+            h.update(b"\0diag\0");
+            h.update(name.as_bytes());
+            h.update(&[0]);
+            h.update(v.as_encoded_bytes());
         }
     }
     match std::env::var_os("VITGRAPH_FAKE_ENV") {
@@ -113,22 +112,62 @@ pub struct NodeName {
     pub stage: String,
 }
 
-/// What a plan that found every node fresh hands over for the snapshot:
-/// the change counter the recorded states were read at, and the files it judged.
-#[derive(Default)]
-pub struct Capture(Mutex<Option<(i64, FileFacts)>>);
+/// The no-op snapshot as one command sees it: the token of the workspace
+/// when the command started, what the command's plan hands over, and the
+/// snapshot file read and written through the store. `build` and `status`
+/// check it; only `build` writes it.
+pub struct NoopSnapshot {
+    token: Token,
+    captured: Mutex<Option<(i64, FileFacts)>>,
+}
 
-impl Capture {
-    pub fn new() -> Capture {
-        Capture::default()
+impl NoopSnapshot {
+    /// The snapshot of a command over the whole workspace; None when a
+    /// pipeline file cannot be read (the full load then reports it).
+    pub fn for_workspace(root: &Path, overrides: &[Override]) -> Option<NoopSnapshot> {
+        Some(NoopSnapshot {
+            token: token(root, overrides)?,
+            captured: Mutex::new(None),
+        })
     }
 
-    pub fn set(&self, generation: i64, files: FileFacts) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, files));
+    /// Whether a snapshot was ever written in the workspace at `root`
+    /// (nothing is opened or created when none was).
+    pub fn exists(root: &Path) -> bool {
+        Store::has_snapshot(root)
     }
 
-    pub fn take(&self) -> Option<(i64, FileFacts)> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// What the snapshot says about the workspace now.
+    pub fn check(&self, store: &Store, env: &dyn EnvProbe) -> Snapshot {
+        check(store, self.token, env)
+    }
+
+    /// A plan found every node of the graph fresh having read the states at
+    /// `generation` and judged `files`: the snapshot to write at the end.
+    pub(crate) fn capture(&self, generation: i64, files: FileFacts) {
+        *self.captured.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, files));
+    }
+
+    /// After a successful build: writes what the build captured, if the
+    /// pipelines read the same now as when the command started.
+    pub fn write_captured(
+        &self,
+        store: &Store,
+        root: &Path,
+        overrides: &[Override],
+        graph: &Graph,
+        env: &dyn EnvProbe,
+    ) {
+        let captured = self
+            .captured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((generation, files)) = captured {
+            if token(root, overrides) == Some(self.token) {
+                write(store, self.token, generation, &files, graph, env);
+            }
+        }
     }
 }
 
@@ -150,6 +189,8 @@ fn facets(graph: &Graph, env: &dyn EnvProbe) -> Option<Facets> {
         tools.extend(n.task.tool_facets());
     }
     let nsys = tools.remove("nsys");
+    // The diagnostic switches are part of the token.
+    tools.retain(|k, _| !k.starts_with("diag."));
     if !tools.is_empty() {
         return None;
     }
@@ -159,20 +200,16 @@ fn facets(graph: &Graph, env: &dyn EnvProbe) -> Option<Facets> {
     })
 }
 
-fn snapshot_path(store: &Store) -> PathBuf {
-    store.cache_dir().join(FILE)
-}
-
 /// The database file's identity: a store replaced by another one misses.
 fn database_identity(store: &Store) -> Option<(u64, u64)> {
-    let meta = fs::metadata(store.cache_dir().join("state.sqlite")).ok()?;
+    let meta = fs::metadata(store.database_path()).ok()?;
     Some((meta.dev(), meta.ino()))
 }
 
 /// Writes the snapshot (best effort: it only saves time, so a failure to
 /// write it is not reported). `generation` and `files` come from the plan
 /// that found every node of `graph` fresh.
-pub fn write(
+fn write(
     store: &Store,
     token: Token,
     generation: i64,
@@ -217,19 +254,7 @@ pub fn write(
         put_str(&mut out, &n.id);
     }
     files.encode(&mut out);
-    let path = snapshot_path(store);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let written = fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&out))
-        .and_then(|_| fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-}
-
-/// Removes the snapshot (tests, and `gc`-like maintenance); absent is fine.
-pub fn remove(store: &Store) {
-    let _ = fs::remove_file(snapshot_path(store));
+    let _ = crate::atomic::write(&store.snapshot_path(), &out);
 }
 
 /// What the snapshot says about the workspace now.
@@ -252,12 +277,12 @@ pub enum Snapshot {
 
 /// The nodes of the workspace, every one fresh — when the snapshot still
 /// holds (see the module docs); otherwise which files changed, or a miss.
-pub fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Snapshot {
+fn check(store: &Store, token: Token, env: &dyn EnvProbe) -> Snapshot {
     check_parts(store, token, env).unwrap_or(Snapshot::Miss)
 }
 
 fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapshot> {
-    let bytes = fs::read(snapshot_path(store)).ok()?;
+    let bytes = fs::read(store.snapshot_path()).ok()?;
     let mut b: &[u8] = &bytes;
     if take(&mut b, 8)? != MAGIC || take(&mut b, 32)? != token.0 {
         return None;
@@ -452,7 +477,7 @@ mod tests {
             Snapshot::Miss,
             "another token"
         );
-        let path = dir.path().join("cache").join(FILE);
+        let path = store.snapshot_path();
         let bytes = fs::read(&path).unwrap();
         for cut in [0, 7, 40, bytes.len() - 1] {
             fs::write(&path, &bytes[..cut]).unwrap();

@@ -7,10 +7,11 @@
 //! change leaves its dependents fresh (early cutoff).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
+use super::failure::{FailureKind, NodeFailure};
 use super::key::{json_diff, KeyParts, RecordedParts};
 use crate::graph::{Graph, Node, NodeIdx};
 use crate::hash::ContentHash;
@@ -52,14 +53,54 @@ impl ReasonKind {
 pub struct Reason {
     pub kind: ReasonKind,
     pub detail: String,
+    /// For `failed` (and a transient `interrupted`): the last attempt's failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<NodeFailure>,
 }
 
 impl Reason {
-    fn new(kind: ReasonKind, detail: impl Into<String>) -> Reason {
+    pub fn new(kind: ReasonKind, detail: impl Into<String>) -> Reason {
         Reason {
             kind,
             detail: detail.into(),
+            failure: None,
         }
+    }
+
+    /// Why the last attempt for the current key did not produce a run.
+    fn of_attempt(attempt: &crate::store::Attempt) -> Option<Reason> {
+        let failure = attempt
+            .failure
+            .as_ref()
+            .and_then(|f| f.parse::<NodeFailure>());
+        let (kind, detail) = match attempt.status {
+            AttemptStatus::Failed => (
+                ReasonKind::Failed,
+                attempt
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "the last attempt failed".into()),
+            ),
+            AttemptStatus::Interrupted => match &failure {
+                Some(f) if f.kind == FailureKind::Transient => (
+                    ReasonKind::Interrupted,
+                    format!(
+                        "the last attempt hit a transient failure: {}",
+                        f.message.lines().next().unwrap_or("")
+                    ),
+                ),
+                _ => (
+                    ReasonKind::Interrupted,
+                    "the last attempt was interrupted".into(),
+                ),
+            },
+            _ => return None,
+        };
+        Some(Reason {
+            kind,
+            detail,
+            failure,
+        })
     }
 }
 
@@ -105,6 +146,24 @@ pub struct Evaluation {
 pub trait EnvProbe: Sync {
     fn facets(&self) -> &BTreeMap<String, String>;
     fn record(&self) -> serde_json::Value;
+    /// Why the facets cannot be trusted, when they cannot: then no
+    /// hardware-measuring node can be keyed.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Why a node could not be judged.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum JudgeError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] StoreError),
+    /// The environment fingerprint a hardware-measuring node's key needs
+    /// could not be taken.
+    #[error("cannot key `{node}`: {message}")]
+    #[diagnostic(code(vitgraph::engine::environment))]
+    Environment { node: String, message: String },
 }
 
 /// Judges nodes against the store.
@@ -121,13 +180,19 @@ impl<'a> Evaluator<'a> {
         &self,
         node: &Node,
         upstream: BTreeMap<String, ContentHash>,
-    ) -> Result<KeyParts, StoreError> {
+    ) -> Result<KeyParts, JudgeError> {
         let mut inputs = BTreeMap::new();
         for rel in node.task.inputs() {
             let hash = self.hash_input(&self.root.join(&rel))?;
             inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
         }
         let mut env = if node.task.measures_hardware() {
+            self.env
+                .check()
+                .map_err(|message| JudgeError::Environment {
+                    node: node.id.clone(),
+                    message,
+                })?;
             self.env.facets().clone()
         } else {
             BTreeMap::new()
@@ -192,7 +257,7 @@ impl<'a> Evaluator<'a> {
         &self,
         node: &Node,
         upstream: &[(String, Option<ContentHash>)],
-    ) -> Result<Evaluation, StoreError> {
+    ) -> Result<Evaluation, JudgeError> {
         let state = self.states.get(&node.id);
         let last = state.and_then(|s| s.latest_success.as_ref());
         let pending: Vec<&String> = upstream
@@ -226,20 +291,7 @@ impl<'a> Evaluator<'a> {
                 r.key == attempt.key && attempt.status == AttemptStatus::Succeeded
             });
             if attempt.key == key && !superseded {
-                match attempt.status {
-                    AttemptStatus::Failed => reasons.push(Reason::new(
-                        ReasonKind::Failed,
-                        attempt
-                            .message
-                            .clone()
-                            .unwrap_or_else(|| "the last attempt failed".into()),
-                    )),
-                    AttemptStatus::Interrupted => reasons.push(Reason::new(
-                        ReasonKind::Interrupted,
-                        "the last attempt was interrupted",
-                    )),
-                    _ => {}
-                }
+                reasons.extend(Reason::of_attempt(attempt));
             }
         }
         for id in &pending {
@@ -343,7 +395,7 @@ impl<'a> Evaluator<'a> {
     }
 }
 
-fn rel_display(p: &PathBuf) -> String {
+fn rel_display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
@@ -428,7 +480,7 @@ pub fn plan(
     ev: &Evaluator<'_>,
     graph: &Graph,
     selection: &[NodeIdx],
-) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
+) -> Result<HashMap<NodeIdx, Evaluation>, JudgeError> {
     plan_with(ev, graph, selection, &|_| None)
 }
 
@@ -440,7 +492,7 @@ pub fn plan_with(
     graph: &Graph,
     selection: &[NodeIdx],
     known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
-) -> Result<HashMap<NodeIdx, Evaluation>, StoreError> {
+) -> Result<HashMap<NodeIdx, Evaluation>, JudgeError> {
     use rayon::prelude::*;
     let selected: std::collections::HashSet<NodeIdx> = selection.iter().copied().collect();
     let mut out: HashMap<NodeIdx, Evaluation> = HashMap::with_capacity(selection.len());
@@ -454,7 +506,7 @@ pub fn plan_with(
         if nodes.is_empty() {
             continue;
         }
-        let judged: Vec<Result<(NodeIdx, Evaluation), StoreError>> = nodes
+        let judged: Vec<Result<(NodeIdx, Evaluation), JudgeError>> = nodes
             .par_iter()
             .map(|&i| {
                 let node = &graph.nodes[i];

@@ -3,7 +3,8 @@
 //! Nodes finish faster than a disk flushes, so while one batch is being made
 //! durable the next ones queue up and are committed together (group commit):
 //! one `syncfs` and one transaction per batch instead of several fsyncs per
-//! node. Dependents do not wait for this; only the `finished` event does.
+//! node. A node's slot is free while its run waits here; its dependents
+//! start once the run is committed.
 //!
 //! A `syncfs` costs the whole machine (it walks every inode of the file
 //! system), so while tasks are still running the recorder lingers up to
@@ -17,12 +18,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::failure::{FailureKind, NodeFailure};
 use crate::store::{Materialized, RunRecord, StagedRun, Store};
 
 struct Item {
     staged: StagedRun,
     materialized: Materialized,
-    reply: oneshot::Sender<Result<RunRecord, String>>,
+    reply: oneshot::Sender<Result<RunRecord, NodeFailure>>,
 }
 
 /// How long a batch waits for more finished nodes while tasks still run.
@@ -69,10 +71,10 @@ impl Recorder {
                             }
                         }
                         Err(e) => {
-                            let msg = e.to_string();
+                            let failure = NodeFailure::store(&e);
                             for (attempt, reply) in attempts.into_iter().zip(replies) {
-                                let _ = store.commit_failure(attempt, &msg);
-                                let _ = reply.send(Err(msg.clone()));
+                                let f = super::job::settle(&store, attempt, failure.clone());
+                                let _ = reply.send(Err(f));
                             }
                         }
                     }
@@ -93,7 +95,8 @@ impl Recorder {
         &self,
         staged: StagedRun,
         materialized: Materialized,
-    ) -> Result<RunRecord, String> {
+    ) -> Result<RunRecord, NodeFailure> {
+        let stopped = || NodeFailure::new(FailureKind::Store, "the recorder stopped");
         let (reply, wait) = oneshot::channel();
         self.tx
             .send(Item {
@@ -101,7 +104,7 @@ impl Recorder {
                 materialized,
                 reply,
             })
-            .map_err(|_| "the recorder stopped".to_string())?;
-        wait.await.map_err(|_| "the recorder stopped".to_string())?
+            .map_err(|_| stopped())?;
+        wait.await.map_err(|_| stopped())?
     }
 }

@@ -1,20 +1,17 @@
-//! Running one node's task in a child process.
+//! One node's task as a process to start: the [`Job`] and its command line.
 //!
 //! `Command` runs under `sh -c`; every built-in kind runs as
 //! `vitgraph exec-task JOB.json` (`vitgraph-torch exec-task` for the
 //! libtorch tasks, see `tasks::torch_exe`), so all kinds are killed, logged and
-//! isolated the same way. Each child gets its own process group (SIGINT
-//! terminates the group) and dies with vitgraph (PR_SET_PDEATHSIG); see
-//! [`super::spawn`] for how it is started.
+//! isolated the same way, whichever [`super::executor`] starts them.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-use super::spawn::{self, Spawn};
-
+use super::failure::{FailureKind, NodeFailure};
+use crate::gpu::GpuId;
 use crate::tasks::{TaskContext, TaskSpec, UpstreamNode};
 
 /// Everything needed to run one node, with paths resolved.
@@ -27,57 +24,8 @@ pub struct Job {
     /// Output directories of upstream nodes by stage (`${needs.S}`), id-sorted.
     pub needs: BTreeMap<String, Vec<PathBuf>>,
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
-    pub gpus: Vec<u32>,
+    pub gpus: Vec<GpuId>,
     pub log: PathBuf,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("{0}")]
-    Failed(String),
-    #[error("interrupted")]
-    Interrupted,
-}
-
-/// Process groups of running children, so SIGINT can terminate them all.
-#[derive(Clone, Default)]
-pub struct Children(Arc<Mutex<HashSet<i32>>>, Arc<std::sync::atomic::AtomicBool>);
-
-impl Children {
-    fn add(&self, pid: i32) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
-    }
-
-    fn remove(&self, pid: i32) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&pid);
-    }
-
-    /// Sends `signal` to every running child's process group.
-    pub fn signal_all(&self, signal: i32) {
-        for &pid in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-            unsafe {
-                libc::kill(-pid, signal);
-            }
-        }
-    }
-
-    /// Terminates every running task (SIGTERM to its group); their results count as interrupted.
-    pub fn interrupt(&self) {
-        self.1.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.signal_all(libc::SIGTERM);
-    }
-
-    pub fn interrupted(&self) -> bool {
-        self.1.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-    }
 }
 
 /// Quotes a path for `sh` when it holds characters the shell would split or expand.
@@ -164,17 +112,19 @@ fn substitute_json(v: &mut serde_json::Value, out: &Path, needs: &BTreeMap<Strin
     }
 }
 
-/// Runs the job's task to completion (or until its group is killed).
-pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
-    let log = std::fs::File::create(&job.log).map_err(|e| {
-        RunError::Failed(format!(
-            "cannot create the log file `{}`: {e}",
-            job.log.display()
-        ))
-    })?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| RunError::Failed(format!("cannot open the log file: {e}")))?;
+/// How a job's task is started: program, arguments and the variables set
+/// on top of vitgraph's environment. A built-in task's job file is written
+/// beside its log on the way.
+pub struct Launch {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// The command line of `job`'s task: `sh -c SCRIPT` for a `Command`,
+/// `[wrapper…] vitgraph exec-task JOB.json` for a built-in task.
+pub fn launch(job: &Job) -> Result<Launch, NodeFailure> {
+    let start = |m: String| NodeFailure::new(FailureKind::Start, m);
     let (program, args): (OsString, Vec<OsString>) = match &job.task {
         TaskSpec::Command(c) => {
             let script = substitute_runtime(&c.run, &job.staging, &job.needs, true);
@@ -184,9 +134,8 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
                 // `${needs.S}` over thousands of nodes outgrows the kernel's
                 // limit on one argument (128 KiB on Linux): run it from a file.
                 let file = job.log.with_extension("sh");
-                std::fs::write(&file, script).map_err(|e| {
-                    RunError::Failed(format!("cannot write `{}`: {e}", file.display()))
-                })?;
+                std::fs::write(&file, script)
+                    .map_err(|e| start(format!("cannot write `{}`: {e}", file.display())))?;
                 ("/bin/sh".into(), vec![file.into()])
             }
         }
@@ -203,16 +152,15 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
             };
             let job_file = job.log.with_extension("job.json");
             let body = serde_json::json!({ "spec": spec, "ctx": ctx });
-            std::fs::write(
+            crate::atomic::write(
                 &job_file,
-                serde_json::to_vec_pretty(&body).unwrap_or_default(),
+                &serde_json::to_vec_pretty(&body).unwrap_or_default(),
             )
-            .map_err(|e| RunError::Failed(format!("cannot write `{}`: {e}", job_file.display())))?;
-            let exe = crate::tasks::torch_exe::executable_for(builtin).map_err(|e| {
-                RunError::Failed(format!("cannot find the vitgraph executable: {e}"))
-            })?;
+            .map_err(|e| start(format!("cannot write `{}`: {e}", job_file.display())))?;
+            let exe = crate::tasks::torch_exe::executable_for(builtin)
+                .map_err(|e| start(format!("cannot find the vitgraph executable: {e}")))?;
             let mut argv: Vec<OsString> = crate::tasks::wrapper(builtin, &job.staging)
-                .map_err(|e| RunError::Failed(e.to_string()))?
+                .map_err(|e| start(e.to_string()))?
                 .into_iter()
                 .map(OsString::from)
                 .collect();
@@ -231,47 +179,24 @@ pub async fn run_job(job: &Job, children: &Children) -> Result<(), RunError> {
         let list = job
             .gpus
             .iter()
-            .map(u32::to_string)
+            .map(|g| g.as_str())
             .collect::<Vec<_>>()
             .join(",");
         env.push(("CUDA_VISIBLE_DEVICES".into(), list.into()));
     }
-    let spec = Spawn {
-        program,
-        args,
-        env,
-        cwd: job.root.clone(),
-        stdin: spawn::dev_null()
-            .map_err(|e| RunError::Failed(format!("cannot open /dev/null: {e}")))?,
-        stdout: log.into(),
-        stderr: log2.into(),
-    };
-    let pid =
-        spawn::spawn(&spec).map_err(|e| RunError::Failed(format!("cannot start the task: {e}")))?;
-    drop(spec);
-    children.add(pid);
-    let status = tokio::task::spawn_blocking(move || spawn::wait(pid)).await;
-    children.remove(pid);
-    let status = match status {
-        Ok(Ok(status)) => std::process::ExitStatus::from_raw(status),
-        Ok(Err(e)) => return Err(RunError::Failed(format!("cannot wait for the task: {e}"))),
-        Err(e) => return Err(RunError::Failed(format!("cannot wait for the task: {e}"))),
-    };
-    if children.interrupted() {
-        return Err(RunError::Interrupted);
-    }
+    Ok(Launch { program, args, env })
+}
+
+/// The failure a task's wait status stands for; None for success.
+pub fn failure_of(status: std::process::ExitStatus, is_command: bool) -> Option<NodeFailure> {
     if status.success() {
-        return Ok(());
+        return None;
     }
-    let what = match (status.code(), status.signal()) {
-        (Some(127), _) if matches!(job.task, TaskSpec::Command(_)) => {
-            "the command exited with status 127 (command not found: check the program name and PATH)".to_string()
-        }
-        (Some(code), _) => format!("the task exited with status {code}"),
-        (None, Some(sig)) => format!("the task was killed by signal {sig}"),
-        _ => "the task failed".to_string(),
-    };
-    Err(RunError::Failed(what))
+    Some(match (status.code(), status.signal()) {
+        (Some(code), _) => NodeFailure::exit(code, is_command),
+        (None, Some(sig)) => NodeFailure::signal(sig),
+        _ => NodeFailure::new(FailureKind::Exit, "the task failed"),
+    })
 }
 
 /// The last `n` lines of a log file, for error messages.

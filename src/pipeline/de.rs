@@ -219,9 +219,9 @@ pub fn substitute<'a>(text: &str, node: &Node, scope: &Scope<'a>) -> Result<Subs
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
-        if after.starts_with('$') {
+        if let Some(r) = after.strip_prefix('$') {
             out.push_str("$$");
-            rest = &after[1..];
+            rest = r;
             offset += i + 2;
             continue;
         }

@@ -153,7 +153,7 @@ fn entry_pairs(
                 entry.span,
                 format!("found {}", entry.kind.describe()),
             )
-            .with_help(format!("write it as `{{\"axis\": value, …}}`")));
+            .with_help("write it as `{\"axis\": value, …}`".to_string()));
     };
     let mut out = Vec::new();
     for (k, v) in entries {

@@ -112,7 +112,9 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
     expand_nodes(&sources, &decls, &stages, &order)
 }
 
-fn pipeline_files(root: &Path) -> Result<Vec<PathBuf>, PipelineError> {
+/// The pipeline files of the workspace at `root`, relative to it, in the
+/// order they are loaded (`pipelines/**/*.ron`, sorted by name).
+pub fn pipeline_files(root: &Path) -> Result<Vec<PathBuf>, PipelineError> {
     let dir = root.join("pipelines");
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(&dir).sort_by_file_name() {
@@ -677,10 +679,7 @@ fn cycle_error(
     let start = (0..stages.len()).find(|&i| remaining[i] > 0).unwrap_or(0);
     let mut path = vec![start];
     let mut cur = start;
-    loop {
-        let Some(&(next, _)) = deps[cur].iter().find(|(j, _)| remaining[*j] > 0) else {
-            break;
-        };
+    while let Some(&(next, _)) = deps[cur].iter().find(|(j, _)| remaining[*j] > 0) {
         if let Some(pos) = path.iter().position(|&p| p == next) {
             path.drain(..pos);
             break;

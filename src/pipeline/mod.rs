@@ -13,7 +13,7 @@ mod load;
 pub mod syntax;
 
 pub use error::{PipelineError, Sources};
-pub use load::{load, Override};
+pub use load::{load, pipeline_files, Override};
 
 use crate::value::Value;
 use syntax::{Kind, Node};

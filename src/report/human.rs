@@ -139,18 +139,20 @@ impl Reporter for Human {
                     ));
                 }
             }
-            Event::Failed {
-                node, error, log, ..
-            } => {
+            Event::Failed { node, failure, .. } => {
                 self.running.remove(node);
                 self.step();
+                let error = &failure.message;
+                let log = failure
+                    .log
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned());
                 let first = error.lines().next().unwrap_or("");
                 self.line(&format!(
                     "[{}/{}] FAILED {node}: {first}",
                     self.done, self.total
                 ));
-                self.failures
-                    .push((node.clone(), error.clone(), log.clone()));
+                self.failures.push((node.clone(), error.clone(), log));
                 self.show_running();
             }
             Event::Skipped { node, because } => {

@@ -51,6 +51,18 @@ pub enum StoreError {
         supported: i64,
     },
 
+    /// A read-only state database written by an older vitgraph.
+    #[error("`{}` has schema version {found}, older than this vitgraph's {supported}, and is read-only", path.display())]
+    #[diagnostic(
+        code(vitgraph::store::schema_too_old),
+        help("run any vitgraph command once where `cache/` is writable (it upgrades the database in place), or use the vitgraph version that wrote it")
+    )]
+    SchemaTooOld {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+
     /// A task succeeded but did not create one of its declared outputs.
     #[error("node `{node_id}` did not create its declared output `{name}` (expected `{}`)", path.display())]
     #[diagnostic(

@@ -39,6 +39,9 @@ pub struct Store {
     staging_seq: AtomicU64,
 }
 
+/// The no-op snapshot's file name under `cache/`.
+const SNAPSHOT_FILE: &str = "noop.snapshot";
+
 impl Store {
     /// Opens or creates `<root>/cache/`, then removes staging leftovers of dead
     /// processes and marks the attempts they left `running` as `interrupted`.
@@ -111,6 +114,30 @@ impl Store {
     /// `<root>/cache/`.
     pub fn cache_dir(&self) -> &Path {
         &self.cache
+    }
+
+    /// `cache/state.sqlite`.
+    pub fn database_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// The no-op snapshot's file (`engine::noop` owns what it holds).
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.cache.join(SNAPSHOT_FILE)
+    }
+
+    /// Whether the workspace at `root` has a no-op snapshot (asked before
+    /// anything is opened or created).
+    pub fn has_snapshot(root: &Path) -> bool {
+        root.join("cache").join(SNAPSHOT_FILE).is_file()
+    }
+
+    /// The log of a node's latest attempt: `cache/logs/<stage>/<name>.log`.
+    pub fn log_path(&self, stage: &str, name: &str) -> PathBuf {
+        self.cache
+            .join("logs")
+            .join(stage)
+            .join(format!("{name}.log"))
     }
 
     /// Whether this handle cannot write (a read-only workspace opened with `open_existing`).

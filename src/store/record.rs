@@ -147,6 +147,8 @@ pub struct Attempt {
     pub started_at_ms: i64,
     /// The failure message, for failed attempts.
     pub message: Option<String>,
+    /// The failure as the engine described it (JSON), when it did.
+    pub failure: Option<RawJson>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

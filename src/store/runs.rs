@@ -93,7 +93,7 @@ impl Store {
         }
         drop(rows);
         let sql = format!(
-            "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start
+            "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start, a.failure
              FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts{where_attempts} GROUP BY node_id)"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
@@ -158,23 +158,22 @@ impl Store {
 
     /// Records a failed attempt with its message.
     pub fn commit_failure(&self, attempt: AttemptId, message: &str) -> Result<(), StoreError> {
-        self.finish_attempt(attempt, AttemptStatus::Failed, Some(message))
+        self.end_attempt(attempt, AttemptStatus::Failed, Some(message), None)
     }
 
-    /// Records an attempt stopped by SIGINT or a lost device.
-    pub fn commit_interrupted(&self, attempt: AttemptId) -> Result<(), StoreError> {
-        self.finish_attempt(attempt, AttemptStatus::Interrupted, None)
-    }
-
-    fn finish_attempt(
+    /// Records how an attempt ended without a run: failed, or interrupted
+    /// (SIGINT, or a failure that may go away by itself); with its message
+    /// and the failure as the engine describes it (JSON).
+    pub fn end_attempt(
         &self,
         attempt: AttemptId,
         status: AttemptStatus,
         message: Option<&str>,
+        failure: Option<&RawJson>,
     ) -> Result<(), StoreError> {
         let conn = self.conn();
-        let changed =
-            set_attempt_status(&conn, attempt, status, message).map_err(|e| self.db_err(e))?;
+        let changed = set_attempt_status(&conn, attempt, status, message, failure)
+            .map_err(|e| self.db_err(e))?;
         if changed == 0 {
             return Err(StoreError::UnknownAttempt {
                 id: attempt.0,
@@ -226,7 +225,7 @@ impl Store {
             })
             .map_err(|e| self.db_err(e))?;
         point_node_at(tx, &run.node_id, &run.stage, &run.key).map_err(|e| self.db_err(e))?;
-        let changed = set_attempt_status(tx, attempt, AttemptStatus::Succeeded, None)
+        let changed = set_attempt_status(tx, attempt, AttemptStatus::Succeeded, None, None)
             .map_err(|e| self.db_err(e))?;
         if changed == 0 {
             return Err(StoreError::UnknownAttempt {
@@ -318,6 +317,7 @@ impl Store {
             status,
             started_at_ms: row.get(3).map_err(db)?,
             message: row.get(4).map_err(db)?,
+            failure: row.get::<_, Option<String>>(8).map_err(db)?.map(RawJson),
         };
         Ok((row.get(0).map_err(db)?, attempt))
     }
@@ -353,7 +353,7 @@ pub(super) fn point_node_at(
 
 /// Marks an attempt succeeded (it adopted a run recorded before).
 pub(super) fn mark_succeeded(conn: &Connection, attempt: AttemptId) -> rusqlite::Result<usize> {
-    set_attempt_status(conn, attempt, AttemptStatus::Succeeded, None)
+    set_attempt_status(conn, attempt, AttemptStatus::Succeeded, None, None)
 }
 
 fn set_attempt_status(
@@ -361,11 +361,18 @@ fn set_attempt_status(
     attempt: AttemptId,
     status: AttemptStatus,
     message: Option<&str>,
+    failure: Option<&RawJson>,
 ) -> rusqlite::Result<usize> {
     conn.prepare_cached(
-        "UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4 WHERE id = ?1",
+        "UPDATE attempts SET status = ?2, finished_at_ms = ?3, message = ?4, failure = ?5 WHERE id = ?1",
     )?
-    .execute(params![attempt.0, status.as_str(), now_ms(), message])
+    .execute(params![
+        attempt.0,
+        status.as_str(),
+        now_ms(),
+        message,
+        failure.map(|f| f.0.as_str())
+    ])
 }
 
 /// The node ids whose records refer to each object (runs' outputs and logs).

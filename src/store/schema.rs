@@ -16,8 +16,10 @@
 //!   (the no-op snapshot, `engine::noop`). `file_stats` is left out: it only
 //!   saves hashing and never changes a verdict.
 //!
-//! Version 2 added `generation`; a version-1 database is brought up to date
-//! in place when opened for writing (the statements are all `IF NOT EXISTS`).
+//! Version 2 added `generation`; version 3 added `attempts.failure` (the
+//! failure as JSON: kind, exit status, log). An older database is brought up
+//! to date in place when opened for writing (the statements are all `IF NOT
+//! EXISTS`, and a missing column is added).
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,8 +29,11 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::error::StoreError;
 
+/// How long a command waits for another one's write transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -63,7 +68,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     pid_start      INTEGER NOT NULL,
     started_at_ms  INTEGER NOT NULL,
     finished_at_ms INTEGER,
-    message        TEXT
+    message        TEXT,
+    failure        TEXT
 );
 CREATE INDEX IF NOT EXISTS attempts_by_node ON attempts(node_id, id);
 CREATE INDEX IF NOT EXISTS attempts_running ON attempts(status) WHERE status = 'running';
@@ -119,9 +125,7 @@ pub(crate) fn open_writable(db_path: &Path, create: bool) -> Result<Connection, 
     // WAL lets readers (`status`) run beside a writer. It is persistent in the
     // file. Some network file systems refuse it; SQLite then keeps its rollback
     // journal, which is slower but equally safe, so the answer is not checked.
-    let _mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(err)?;
+    set_wal(&conn).map_err(err)?;
     // Closing the last connection would copy the WAL back into the database
     // and sync both: about 10 ms at the end of every command that wrote. The
     // WAL is checkpointed as it grows instead (every 1,000 pages, during a
@@ -131,6 +135,25 @@ pub(crate) fn open_writable(db_path: &Path, create: bool) -> Result<Connection, 
     migrate(&mut conn, db_path)?;
     conn.execute_batch(OWN_GENERATION).map_err(err)?;
     Ok(conn)
+}
+
+/// Switches the database to WAL. On a new database another process may be
+/// switching it at the same moment, and SQLite then answers "busy" at once,
+/// without its busy handler: wait and try again, as the busy timeout would.
+fn set_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_mode) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Counts, per connection, the bumps of `generation` this connection made
@@ -150,14 +173,21 @@ pub(crate) fn open_read_only(db_path: &Path) -> Result<Connection, StoreError> {
     let err = |e| StoreError::db(db_path, e);
     let conn = Connection::open_with_flags(db_path, flags).map_err(err)?;
     configure(&conn).map_err(err)?;
-    check_version(&conn, db_path)?;
+    let found = check_version(&conn, db_path)?;
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooOld {
+            path: db_path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
     Ok(conn)
 }
 
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // Two vitgraph processes share the database: wait for the other's write
     // transaction instead of failing at once.
-    conn.busy_timeout(Duration::from_secs(60))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     // In WAL mode NORMAL syncs at checkpoints only: a power cut may lose the
     // last transactions but never corrupts, and a lost run is simply rebuilt.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -194,6 +224,19 @@ fn migrate(conn: &mut Connection, db_path: &Path) -> Result<(), StoreError> {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err)?;
     tx.execute_batch(SCHEMA).map_err(err)?;
+    // A table made by an older version lacks the columns added since.
+    let has_failure: bool = tx
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'failure'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(err)?
+        > 0;
+    if !has_failure {
+        tx.execute_batch("ALTER TABLE attempts ADD COLUMN failure TEXT")
+            .map_err(err)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(err)?;
     tx.commit().map_err(err)

@@ -32,10 +32,7 @@ pub fn fingerprint() -> Env {
 /// A fresh probe; tasks call it before and after measuring, since clocks,
 /// temperature and free memory move.
 pub fn probe() -> Env {
-    let gpus = visible(
-        query_gpus(),
-        std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
-    );
+    let gpus = visible(query_gpus(), crate::gpu::visible_from_env());
     let smi_cuda = nvidia_smi_cuda_version();
     let mut key_facets = BTreeMap::new();
     key_facets.insert(
@@ -78,11 +75,26 @@ pub fn probe() -> Env {
 /// where there is none): this binary's, or `vitgraph-torch`'s (see
 /// [`super::torch_exe`]).
 pub fn libtorch_version() -> &'static str {
-    &super::torch_exe::effective_build().libtorch
+    match super::torch_exe::effective_build() {
+        Ok(b) => &b.libtorch,
+        Err(_) => "unavailable",
+    }
 }
 
 fn libtorch_cuda_version() -> &'static str {
-    &super::torch_exe::effective_build().libtorch_cuda
+    match super::torch_exe::effective_build() {
+        Ok(b) => &b.libtorch_cuda,
+        Err(_) => "unavailable",
+    }
+}
+
+/// Why the fingerprint cannot be trusted, if it cannot: the libtorch
+/// executable could not say which libtorch it runs.
+pub fn problem() -> Option<&'static str> {
+    super::torch_exe::effective_build()
+        .as_ref()
+        .err()
+        .map(String::as_str)
 }
 
 /// One GPU as `nvidia-smi` reports it.
@@ -161,16 +173,27 @@ fn parse_gpus(csv: &str) -> Vec<Gpu> {
 }
 
 /// The GPUs `CUDA_VISIBLE_DEVICES` leaves visible (by index or UUID).
-fn visible(gpus: Vec<Gpu>, mask: Option<&str>) -> Vec<Gpu> {
-    let Some(mask) = mask.map(str::trim).filter(|m| !m.is_empty()) else {
+/// The GPUs of `gpus` that `mask` (the parsed `CUDA_VISIBLE_DEVICES`; None
+/// when unset) makes visible, in its order: by index, by UUID or a unique
+/// prefix of one, or by MIG id (the GPU holding the instance).
+fn visible(gpus: Vec<Gpu>, mask: Option<Vec<crate::gpu::GpuId>>) -> Vec<Gpu> {
+    let Some(mask) = mask else {
         return gpus;
     };
-    mask.split(',')
+    mask.iter()
         .filter_map(|id| {
-            let id = id.trim();
-            gpus.iter()
-                .find(|g| g.index == id || g.uuid.starts_with(id))
-                .cloned()
+            let id = id.as_str();
+            // The older MIG form names its GPU: `MIG-GPU-<uuid>/<gi>/<ci>`.
+            let uuid = id.strip_prefix("MIG-").unwrap_or(id);
+            let uuid = uuid.split('/').next().unwrap_or(uuid);
+            let matching: Vec<&Gpu> = gpus
+                .iter()
+                .filter(|g| g.index == id || g.uuid.starts_with(uuid))
+                .collect();
+            match matching.as_slice() {
+                [one] => Some((*one).clone()),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -253,10 +276,16 @@ mod tests {
     #[test]
     fn cuda_visible_devices_selects_by_index_or_uuid() {
         let gpus = parse_gpus(SMI);
-        assert_eq!(visible(gpus.clone(), Some("1"))[0].uuid, "GPU-5678ef01");
-        assert_eq!(visible(gpus.clone(), Some("GPU-1234"))[0].index, "0");
+        let mask = |v: &str| Some(crate::gpu::parse_visible_devices(v));
+        assert_eq!(visible(gpus.clone(), mask("1"))[0].uuid, "GPU-5678ef01");
+        assert_eq!(visible(gpus.clone(), mask("GPU-1234"))[0].index, "0");
+        assert_eq!(
+            visible(gpus.clone(), mask("MIG-GPU-5678ef01/1/0"))[0].index,
+            "1"
+        );
         assert_eq!(visible(gpus.clone(), None).len(), 2);
-        assert!(visible(gpus, Some("7")).is_empty());
+        assert!(visible(gpus.clone(), mask("")).is_empty());
+        assert!(visible(gpus, mask("7")).is_empty());
     }
 
     #[test]

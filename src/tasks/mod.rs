@@ -16,6 +16,7 @@ pub mod cupti;
 mod cupti_calls;
 #[cfg(feature = "torch")]
 pub mod cupti_sqlite;
+pub mod diagnostics;
 pub mod env;
 pub mod error;
 pub mod export;
@@ -146,14 +147,19 @@ impl TaskSpec {
         Ok(())
     }
 
-    /// Key facets a task adds beyond its spec (the nsys version for an
-    /// `Export` of an `.nsys-rep`).
+    /// Key facets a task adds beyond its spec: the nsys version for an
+    /// `Export` of an `.nsys-rep`; the diagnostic switches that are set
+    /// (see [`diagnostics`]) for the libtorch experiments.
     pub fn tool_facets(&self) -> BTreeMap<String, String> {
         let mut f = BTreeMap::new();
-        if let TaskSpec::Export(e) = self {
-            if let Some(v) = export::key_facet(e) {
-                f.insert("nsys".to_string(), v);
+        match self {
+            TaskSpec::Export(e) => {
+                if let Some(v) = export::key_facet(e) {
+                    f.insert("nsys".to_string(), v);
+                }
             }
+            TaskSpec::Vit(_) | TaskSpec::OpBench(_) => f.extend(diagnostics::key_facets()),
+            _ => {}
         }
         f
     }
@@ -181,7 +187,7 @@ pub struct TaskContext {
     /// Upstream output directories by stage name (`${needs.S}`).
     pub needs: BTreeMap<String, Vec<PathBuf>>,
     /// The GPUs leased to the task (already in `CUDA_VISIBLE_DEVICES`).
-    pub gpus: Vec<u32>,
+    pub gpus: Vec<crate::gpu::GpuId>,
     /// The node id, for messages.
     pub node: String,
     /// Upstream nodes by stage name, with their params: what a `Report` joins.

@@ -88,16 +88,17 @@ pub fn torch_executable() -> Option<PathBuf> {
 
 /// The libtorch that runs this workspace's libtorch tasks: this build's own,
 /// or the one `vitgraph-torch` reports; "none" where there is none. Asked once
-/// per process.
-pub fn effective_build() -> &'static TorchBuild {
-    static BUILD: OnceLock<TorchBuild> = OnceLock::new();
+/// per process. An error when `vitgraph-torch` exists but cannot say: no
+/// key may then be computed for a hardware-measuring node.
+pub fn effective_build() -> &'static Result<TorchBuild, String> {
+    static BUILD: OnceLock<Result<TorchBuild, String>> = OnceLock::new();
     BUILD.get_or_init(|| {
         if cfg!(feature = "torch") {
-            return this_build();
+            return Ok(this_build());
         }
         match torch_executable() {
             Some(exe) => ask_cached(&exe),
-            None => TorchBuild::none(),
+            None => Ok(TorchBuild::none()),
         }
     })
 }
@@ -135,11 +136,14 @@ fn cache_file(exe: &Path) -> Option<PathBuf> {
 }
 
 /// [`ask`], through the cache. A cache that cannot be written only costs
-/// asking again next time.
-fn ask_cached(exe: &Path) -> TorchBuild {
+/// asking again next time; an answer that cannot be had is not cached.
+fn ask_cached(exe: &Path) -> Result<TorchBuild, String> {
     let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
     let Some(id) = identity(&exe) else {
-        return TorchBuild::none();
+        return Err(format!(
+            "the libtorch executable `{}` cannot be read",
+            exe.display()
+        ));
     };
     let file = cache_file(&exe);
     if let Some(cached) = file
@@ -148,41 +152,41 @@ fn ask_cached(exe: &Path) -> TorchBuild {
         .and_then(|b| serde_json::from_slice::<Cached>(&b).ok())
         .filter(|c| c.exe == exe && c.identity == id)
     {
-        return cached.build;
+        return Ok(cached.build);
     }
-    let Some(build) = ask(&exe) else {
-        return TorchBuild {
-            libtorch: "unknown".into(),
-            libtorch_cuda: "unknown".into(),
-        };
-    };
+    let build = ask(&exe)?;
     if let Some(file) = file {
         let entry = Cached {
             exe,
             identity: id,
             build: build.clone(),
         };
-        let _ = write_atomically(&file, &serde_json::to_vec(&entry).unwrap_or_default());
+        let _ = crate::atomic::write(&file, &serde_json::to_vec(&entry).unwrap_or_default());
     }
-    build
+    Ok(build)
 }
 
-fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file)
-}
-
-/// Runs `EXE torch-info`; None when it cannot run or answers nonsense.
-fn ask(exe: &Path) -> Option<TorchBuild> {
-    let out = Command::new(exe).arg("torch-info").output().ok()?;
+/// Runs `EXE torch-info`: the libtorch it was built against, or why it
+/// could not say (it cannot start, fails, or answers nonsense).
+fn ask(exe: &Path) -> Result<TorchBuild, String> {
+    let cmd = format!("`{} torch-info`", exe.display());
+    let fix = format!("run {cmd} to see why; rebuild it (`scripts/quickstart.sh`), or point `{ENV_VAR}` at a working vitgraph-torch");
+    let out = Command::new(exe)
+        .arg("torch-info")
+        .output()
+        .map_err(|e| format!("{cmd} could not start: {e}; {fix}"))?;
     if !out.status.success() {
-        return None;
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "{cmd} failed ({}): {}; {fix}",
+            out.status,
+            tail.join(" / ")
+        ));
     }
-    serde_json::from_slice(&out.stdout).ok()
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{cmd} answered something else than its JSON ({e}); {fix}"))
 }
 
 #[cfg(test)]
@@ -210,26 +214,35 @@ mod tests {
                 .lines()
                 .count()
         };
-        let first = ask_cached(&exe);
+        let first = ask_cached(&exe).unwrap();
         assert_eq!(first.libtorch, "9.9.9+cu999");
         assert_eq!(first.libtorch_cuda, "99.9");
-        assert_eq!(ask_cached(&exe), first);
+        assert_eq!(ask_cached(&exe).unwrap(), first);
         assert_eq!(asked(), 1, "the second lookup must come from the cache");
         // A rebuilt executable (new size) is asked again.
         let mut script = std::fs::read_to_string(&exe).unwrap();
         script = script.replace("9.9.9", "9.9.10");
         std::fs::write(&exe, script).unwrap();
-        assert_eq!(ask_cached(&exe).libtorch, "9.9.10+cu999");
+        assert_eq!(ask_cached(&exe).unwrap().libtorch, "9.9.10+cu999");
         assert_eq!(asked(), 2);
     }
 
     #[test]
-    fn an_executable_that_fails_gives_unknown() {
+    fn an_executable_that_fails_is_an_error_naming_it_and_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("vitgraph-torch");
-        std::fs::write(&exe, "#!/bin/sh\nexit 3\n").unwrap();
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\necho 'libtorch.so: cannot open' >&2\nexit 3\n",
+        )
+        .unwrap();
         std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        assert_eq!(ask(&exe), None);
+        let e = ask(&exe).unwrap_err();
+        assert!(e.contains("vitgraph-torch torch-info` failed"), "{e}");
+        assert!(e.contains("libtorch.so: cannot open"), "{e}");
+        assert!(e.contains("VITGRAPH_TORCH_EXE"), "{e}");
+        std::fs::write(&exe, "#!/bin/sh\necho hello\n").unwrap();
+        assert!(ask(&exe).unwrap_err().contains("JSON"));
     }
 }

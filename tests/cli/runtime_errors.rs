@@ -1,6 +1,6 @@
 //! Bad runtime input: clear errors, and the store stays consistent.
 
-use super::harness::Ws;
+use super::harness::{Run, Ws};
 
 fn one(run: &str, outputs: &str) -> Ws {
     Ws::new(&[(
@@ -165,4 +165,155 @@ fn keep_going_skips_the_dependents_of_a_node_that_cannot_get_its_gpus() {
         "{events}"
     );
     assert_eq!(ws.read("out/c/c/c.txt"), "c\n");
+}
+
+/// The `vitgraph` users run: built without libtorch (`$VITGRAPH_LEAN_EXE`
+/// when the tests' own binary links it).
+fn lean(ws: &Ws, args: &[&str]) -> std::process::Command {
+    match std::env::var_os("VITGRAPH_LEAN_EXE") {
+        Some(exe) => {
+            let mut c = std::process::Command::new(exe);
+            c.arg("-C")
+                .arg(ws.path())
+                .args(args)
+                .env("NO_COLOR", "1")
+                .env("VITGRAPH_NO_PROGRESS", "1");
+            c
+        }
+        None => ws.cmd(args),
+    }
+}
+
+#[test]
+fn a_failure_reaches_the_json_stream_and_status_as_a_typed_value() {
+    let ws = one("echo boom >&2; exit 4", r#""x""#);
+    let r = ws.run(&["build", "--json"]);
+    assert_eq!(r.code(), 1);
+    let failed = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .expect("a failed event");
+    assert_eq!(failed["node"], "n");
+    assert_eq!(failed["kind"], "exit");
+    assert_eq!(failed["exit_code"], 4);
+    assert!(failed["error"].as_str().unwrap().contains("boom"));
+    assert!(failed["log"]
+        .as_str()
+        .unwrap()
+        .ends_with("cache/logs/n/n.log"));
+    let s = ws.status(&[]);
+    let reason = &s["nodes"][0]["reasons"][0];
+    assert_eq!(reason["kind"], "failed");
+    assert_eq!(reason["failure"]["kind"], "exit");
+    assert_eq!(reason["failure"]["exit_code"], 4);
+}
+
+#[test]
+fn a_command_exiting_75_is_a_transient_failure_never_recorded_as_the_result() {
+    let ws = one("exit 75", r#""x""#);
+    let r = ws.run(&["build", "--json"]);
+    assert_eq!(r.code(), 1);
+    let failed = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["kind"], "transient");
+    let reasons = ws.reasons("n", &[]);
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0].0, "interrupted");
+    assert!(reasons[0].1.contains("transient failure"), "{reasons:?}");
+}
+
+#[test]
+fn gpus_named_by_uuid_are_handed_out_one_per_node() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "g": Stage(matrix: {"i": [1, 2]},
+            task: Command(run: "echo $CUDA_VISIBLE_DEVICES > ${out}/gpu.txt; sleep 0.2 # node ${i}", outputs: ["gpu.txt"], resources: (gpus: 1))) })"#,
+    )]);
+    let r = Run(ws
+        .cmd(&["build", "-j", "2"])
+        .env("CUDA_VISIBLE_DEVICES", "GPU-aaaa1111,MIG-bbbb2222")
+        .env("VITGRAPH_FAKE_ENV", r#"{"gpu":"H100"}"#)
+        .output()
+        .unwrap());
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let mut seen = vec![
+        ws.read("out/g/i=1/gpu.txt").trim().to_string(),
+        ws.read("out/g/i=2/gpu.txt").trim().to_string(),
+    ];
+    seen.sort();
+    assert_eq!(seen, ["GPU-aaaa1111", "MIG-bbbb2222"]);
+    let r = ws.run(&["build", "--force", "--gpus", "0,nope"]);
+    assert_eq!(r.code(), 2);
+    assert!(
+        r.stderr().contains("`nope` is not a GPU id"),
+        "{}",
+        r.stderr()
+    );
+}
+
+#[test]
+fn a_libtorch_executable_that_cannot_say_its_version_fails_hardware_nodes() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+            "gpu": Stage(task: Command(run: "echo x > ${out}/x", outputs: ["x"], resources: (gpus: 1))),
+            "cpu": Stage(task: Command(run: "echo y > ${out}/y", outputs: ["y"])),
+        })"#,
+    )]);
+    ws.write(
+        "broken-torch",
+        "#!/bin/sh\necho 'error while loading shared libraries: libtorch_cpu.so' >&2\nexit 127\n",
+    );
+    let exe = ws.path().join("broken-torch");
+    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = lean(&ws, &["build", "-k", "--gpus", "0"])
+        .env("VITGRAPH_TORCH_EXE", &exe)
+        .env("XDG_CACHE_HOME", ws.path().join("xdg"))
+        .env_remove("VITGRAPH_FAKE_ENV")
+        .output()
+        .unwrap();
+    let r = Run(out);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    let err = r.stderr();
+    assert!(err.contains("cannot key `gpu`"), "{err}");
+    assert!(err.contains("torch-info` failed"), "{err}");
+    assert!(err.contains("libtorch_cpu.so"), "{err}");
+    assert!(
+        ws.path().join("out/cpu/cpu/y").is_file(),
+        "other nodes still build"
+    );
+    assert!(!ws.path().join("out/gpu").exists());
+}
+
+#[test]
+fn diagnostic_switches_are_part_of_an_experiments_key() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "v": Stage(task: Vit(model: "vit32x6x384", batch: 1, device: "cpu")) })"#,
+    )]);
+    let explain = |diag: Option<&str>| {
+        let mut c = ws.cmd(&["explain", "--json", "v"]);
+        c.env("VITGRAPH_FAKE_ENV", r#"{"gpu":"none"}"#);
+        match diag {
+            Some(v) => c.env("VITGRAPH_COPY_STREAMS", v),
+            None => c.env_remove("VITGRAPH_COPY_STREAMS"),
+        };
+        let r = Run(c.output().unwrap());
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        serde_json::from_str::<serde_json::Value>(&r.stdout()).unwrap()
+    };
+    let plain = explain(None);
+    let diag = explain(Some("0"));
+    assert_ne!(plain["key"]["current"], diag["key"]["current"]);
+    assert_eq!(
+        diag["parts"]["current"]["env"]["diag.VITGRAPH_COPY_STREAMS"],
+        "0"
+    );
+    assert!(plain["parts"]["current"]["env"]
+        .get("diag.VITGRAPH_COPY_STREAMS")
+        .is_none());
 }

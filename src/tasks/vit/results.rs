@@ -74,6 +74,10 @@ pub struct VitResults {
     /// Counts from the CUPTI trace (`trace: Cupti` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
+    /// The diagnostic switches set for this run (`VITGRAPH_COPY_STREAMS`,
+    /// `VITGRAPH_CUPTI_API`, `VITGRAPH_CUPTI_KINDS`); empty for a normal run.
+    #[serde(default)]
+    pub diagnostics: std::collections::BTreeMap<String, String>,
 }
 
 impl VitResults {
@@ -125,6 +129,7 @@ impl VitResults {
                 .to_owned()
             }),
             trace: None,
+            diagnostics: crate::tasks::diagnostics::current(),
         }
     }
 }

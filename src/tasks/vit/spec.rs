@@ -382,7 +382,7 @@ impl VitSpec {
         if mlp_dim == 0 {
             return Err("`mlp_dim` must be at least 1".to_owned());
         }
-        if self.image_size == 0 || self.image_size % patch != 0 {
+        if self.image_size == 0 || !self.image_size.is_multiple_of(patch) {
             return Err(format!(
                 "`image_size` ({}) is not divisible by `patch` ({patch})",
                 self.image_size

@@ -1,0 +1,190 @@
+//! Where a node's task runs: the [`Executor`] trait, and [`Local`], which
+//! runs it as a child process of vitgraph.
+//!
+//! The scheduler decides *what* runs and records it; an executor only starts
+//! a [`Job`]'s task and says how it ended — as ninja's `CommandRunner` does.
+//! Engine tests put a fake here (`engine::fake`) and assert exactly which
+//! jobs ran; a cluster executor submits the same jobs to a batch system.
+//!
+//! SIGINT reaches the scheduler as an [`Interrupt`]: it stops scheduling and
+//! asks the executor to stop what runs.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::failure::NodeFailure;
+use super::run::{self, Job};
+use super::spawn::{self, Spawn};
+use crate::tasks::TaskSpec;
+
+/// How a job ended: Ok when its task succeeded (its outputs are in the
+/// job's staging directory, still to be checked and recorded).
+pub type RunFuture = Pin<Box<dyn Future<Output = Result<(), NodeFailure>> + Send>>;
+
+/// Runs jobs.
+pub trait Executor: Send + Sync {
+    /// Runs `job`'s task to its end.
+    fn run(&self, job: Job) -> RunFuture;
+    /// Stops every job still running; each ends with an interrupted failure.
+    fn interrupt(&self);
+}
+
+/// The build's interrupt flag: set once (SIGINT, SIGTERM, or a test), seen
+/// by every part of a build.
+#[derive(Clone, Default)]
+pub struct Interrupt(Arc<(AtomicBool, Notify)>);
+
+impl Interrupt {
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+
+    pub fn fire(&self) {
+        self.0 .0.store(true, Ordering::SeqCst);
+        self.0 .1.notify_waiters();
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0 .0.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the flag is set.
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.0 .1.notified();
+            if self.is_set() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Fires on SIGINT or SIGTERM (call inside a tokio runtime).
+    pub fn on_signals(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let term = signal(SignalKind::terminate());
+            match term {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+            me.fire();
+        });
+    }
+}
+
+/// Runs each job as a child process of vitgraph: its own process group
+/// (terminated as a whole on interrupt), dying with vitgraph
+/// (`PR_SET_PDEATHSIG`), output into the job's log. See [`super::spawn`].
+#[derive(Clone, Default)]
+pub struct Local {
+    children: Arc<Mutex<HashSet<i32>>>,
+    interrupted: Arc<AtomicBool>,
+}
+
+/// How long interrupted tasks get between SIGTERM and SIGKILL.
+const KILL_AFTER: Duration = Duration::from_secs(3);
+
+impl Local {
+    pub fn new() -> Local {
+        Local::default()
+    }
+
+    fn children(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `signal` to every running child's process group.
+    fn signal_all(&self, signal: i32) {
+        for &pid in self.children().iter() {
+            // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, signal);
+            }
+        }
+    }
+
+    async fn run_job(self, job: Job) -> Result<(), NodeFailure> {
+        let start = |m: String| NodeFailure::new(super::failure::FailureKind::Start, m);
+        let log = std::fs::File::create(&job.log).map_err(|e| {
+            start(format!(
+                "cannot create the log file `{}`: {e}",
+                job.log.display()
+            ))
+        })?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| start(format!("cannot open the log file: {e}")))?;
+        let launch = run::launch(&job)?;
+        let spec = Spawn {
+            program: launch.program,
+            args: launch.args,
+            env: launch.env,
+            cwd: job.root.clone(),
+            stdin: spawn::dev_null().map_err(|e| start(format!("cannot open /dev/null: {e}")))?,
+            stdout: log.into(),
+            stderr: log2.into(),
+        };
+        let pid = {
+            // Registered under the lock that `interrupt` takes: a task never
+            // starts unseen by an interrupt.
+            let mut children = self.children();
+            if self.interrupted.load(Ordering::SeqCst) {
+                return Err(NodeFailure::interrupted());
+            }
+            let pid =
+                spawn::spawn(&spec).map_err(|e| start(format!("cannot start the task: {e}")))?;
+            children.insert(pid);
+            pid
+        };
+        drop(spec);
+        let status = tokio::task::spawn_blocking(move || spawn::wait(pid)).await;
+        self.children().remove(&pid);
+        let status = match status {
+            Ok(Ok(status)) => std::process::ExitStatus::from_raw(status),
+            Ok(Err(e)) => return Err(start(format!("cannot wait for the task: {e}"))),
+            Err(e) => return Err(start(format!("cannot wait for the task: {e}"))),
+        };
+        if self.interrupted.load(Ordering::SeqCst) {
+            return Err(NodeFailure::interrupted());
+        }
+        match run::failure_of(status, matches!(job.task, TaskSpec::Command(_))) {
+            None => Ok(()),
+            Some(f) => Err(f),
+        }
+    }
+}
+
+impl Executor for Local {
+    fn run(&self, job: Job) -> RunFuture {
+        Box::pin(self.clone().run_job(job))
+    }
+
+    fn interrupt(&self) {
+        {
+            let _children = self.children();
+            self.interrupted.store(true, Ordering::SeqCst);
+        }
+        self.signal_all(libc::SIGTERM);
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(KILL_AFTER).await;
+            me.signal_all(libc::SIGKILL);
+        });
+    }
+}

@@ -1,0 +1,296 @@
+//! How a build starts from what it knows, and what it leaves for the next
+//! command's no-op snapshot (see `noop`).
+//!
+//! - An *incremental* build (the snapshot held but for some files) reads the
+//!   states of the dirty nodes and their direct upstream only; every other
+//!   node is fresh with its latest run.
+//! - A *full* build judges every selected node up front, in parallel; nodes
+//!   fresh now are done at once, the others are judged again when their
+//!   upstream is done.
+//! - At the end of a successful build that covered the whole graph, the
+//!   nodes it ran are judged again and the snapshot's file facts updated
+//!   with what they saw, so the next command is a no-op.
+
+use std::collections::{HashMap, HashSet};
+
+use super::plan::{Evaluator, Verdict};
+use super::schedule::{Build, Builder, Done, Incremental};
+use crate::graph::NodeIdx;
+use crate::store::{NodeState, RunRecord, StoreError};
+
+/// Recorded states, and the change counter they were read at.
+type Loaded = (HashMap<String, NodeState>, i64);
+
+/// What a build starts from.
+pub(super) struct Start {
+    pub states: HashMap<String, NodeState>,
+    /// Fresh now, with their runs.
+    pub fresh_now: HashMap<NodeIdx, RunRecord>,
+    /// Fresh by the snapshot, runs not loaded.
+    pub fresh_only: HashSet<NodeIdx>,
+    pub snapshot: SnapshotPlan,
+}
+
+/// The snapshot work a build leaves for its end.
+#[derive(Default)]
+pub(super) struct SnapshotPlan {
+    /// This process's own change count when the states were loaded.
+    own_at_load: i64,
+    /// Judge these nodes again at the end and update the facts: the
+    /// incremental build's dirty nodes, or the nodes a full plan found stale.
+    refresh: Option<Refresh>,
+}
+
+enum Refresh {
+    /// The builder's own incremental set.
+    Incremental,
+    /// A full plan's: the stale nodes, the generation and facts it saw.
+    AfterFull(Incremental),
+}
+
+/// Loads the states the build judges with, and judges what it can up front.
+pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, StoreError> {
+    if b.noop.is_some() && b.incremental.is_none() {
+        b.store.observe_files();
+    }
+    // An incremental build whose store has not moved since the snapshot
+    // reads the states of the dirty nodes and their direct upstream only.
+    let partial = match &b.incremental {
+        Some(inc) => load_incremental(b, inc)?,
+        None => None,
+    };
+    let (mut states, generation) = match partial {
+        Some((states, generation)) => (states, Some(generation)),
+        None => b.store.load_states_at()?,
+    };
+    let own_at_load = b.store.own_generation();
+    let incremental = b
+        .incremental
+        .as_ref()
+        .filter(|inc| generation == Some(inc.generation));
+    let mut fresh_only = HashSet::new();
+    let mut snapshot = SnapshotPlan {
+        own_at_load,
+        refresh: None,
+    };
+    let fresh_now = if let Some(inc) = incremental {
+        snapshot.refresh = Some(Refresh::Incremental);
+        // Every node the change cannot reach is fresh with its latest run;
+        // moved, not copied: such a node is never judged, so its state is
+        // not read again. Those without a loaded run are fresh without one
+        // (nothing being judged depends on them).
+        let mut runs = HashMap::new();
+        for &i in selection.iter().filter(|i| !inc.dirty.contains(i)) {
+            match states
+                .get_mut(&b.graph.nodes[i].id)
+                .and_then(|s| s.latest_success.take())
+            {
+                Some(run) => {
+                    runs.insert(i, run);
+                }
+                None => {
+                    fresh_only.insert(i);
+                }
+            }
+        }
+        runs
+    } else {
+        let fresh = plan_up_front(b, selection, &states);
+        snapshot.refresh = after_full(b, selection, &fresh, generation).map(Refresh::AfterFull);
+        fresh
+    };
+    Ok(Start {
+        states,
+        fresh_now,
+        fresh_only,
+        snapshot,
+    })
+}
+
+/// Judges every selected node once up front (in parallel): the ones fresh now.
+fn plan_up_front(
+    b: &Builder<'_>,
+    selection: &[NodeIdx],
+    states: &HashMap<String, NodeState>,
+) -> HashMap<NodeIdx, RunRecord> {
+    let ev = Evaluator {
+        root: &b.root,
+        store: Some(&b.store),
+        states,
+        env: b.env,
+    };
+    match super::plan::plan(&ev, b.graph, selection) {
+        Ok(p) => p
+            .into_iter()
+            .filter_map(|(i, e)| match e.verdict {
+                Verdict::Fresh(run) if !b.options.force.contains(&i) => Some((i, run)),
+                _ => None,
+            })
+            .collect(),
+        // Each node is judged again before it starts, and that judgement
+        // reports the error against the node it concerns.
+        Err(_) => HashMap::new(),
+    }
+}
+
+/// A full plan of the whole graph hands its facts to the snapshot: at once
+/// when every node is fresh, or, when some must run, after the build has
+/// judged those again (as an incremental build does). A file written too
+/// recently to vouch for goes in as "untrusted", so the next command judges
+/// its nodes again instead of planning in full.
+fn after_full(
+    b: &Builder<'_>,
+    selection: &[NodeIdx],
+    fresh: &HashMap<NodeIdx, RunRecord>,
+    generation: Option<i64>,
+) -> Option<Incremental> {
+    let snapshot = b.noop?;
+    let facts = b.store.observed_files_lenient()?;
+    let generation = generation?;
+    if selection.len() != b.graph.nodes.len() {
+        return None;
+    }
+    let stale = selection.len() - fresh.len();
+    if stale == 0 {
+        snapshot.capture(generation, facts);
+        return None;
+    }
+    // After a larger build, such as a cold one, judging it all again would
+    // cost a plan and its memory: the next command's full plan writes the
+    // snapshot instead.
+    if stale > selection.len() / 4 {
+        return None;
+    }
+    let dirty = selection
+        .iter()
+        .copied()
+        .filter(|i| !fresh.contains_key(i))
+        .collect();
+    Some(Incremental {
+        dirty,
+        generation,
+        facts,
+    })
+}
+
+/// The states an incremental build judges with (the dirty nodes' and their
+/// direct upstream's) and the change counter, read in one transaction; None
+/// when the store moved since the snapshot.
+fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>, StoreError> {
+    let mut needed: HashSet<NodeIdx> = inc.dirty.clone();
+    for &i in &inc.dirty {
+        needed.extend(b.graph.nodes[i].deps());
+    }
+    let ids: Vec<&str> = needed
+        .iter()
+        .map(|&i| b.graph.nodes[i].id.as_str())
+        .collect();
+    // Only the dirty nodes' files are looked at: their stat-cache entries,
+    // not all of them (13,333 rows in a 10,000-node sweep).
+    let files: Vec<String> = inc
+        .dirty
+        .iter()
+        .flat_map(|&i| {
+            let node = &b.graph.nodes[i];
+            let dest = b.root.join(node.out_rel());
+            let inputs = node.task.inputs().into_iter().map(|rel| b.root.join(rel));
+            let outputs = node.task.outputs().into_iter().map(|o| dest.join(o));
+            inputs
+                .chain(outputs)
+                .map(|path| b.store.stat_key(&path))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    b.store.preload_stat_cache_for(&files)?;
+    b.store.begin_read()?;
+    let read = (|| {
+        if b.store.generation()? != Some(inc.generation) {
+            return Ok(None);
+        }
+        let judged: Vec<&str> = inc
+            .dirty
+            .iter()
+            .map(|&i| b.graph.nodes[i].id.as_str())
+            .collect();
+        let states = b.store.load_states_with_attempts_of(&ids, &judged)?;
+        Ok(Some((states, inc.generation)))
+    })();
+    if !matches!(read, Ok(Some(_))) {
+        // The full plan that follows looks at every file.
+        b.store.unload_stat_cache();
+    }
+    let end = b.store.end_read();
+    let read = read?;
+    end?;
+    Ok(read)
+}
+
+/// After a successful build of the whole graph that has nodes to judge
+/// again (see [`SnapshotPlan`]): judges them, every other node as assumed,
+/// and hands the snapshot the facts updated with what they saw — when all
+/// are fresh and the change counter moved by this process's own records
+/// only (so the assumed nodes' records are still the ones the build started
+/// from). The snapshot only saves time, so any error here just skips it.
+pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
+    let b = build.builder();
+    let selection = build.selection();
+    let Some(snapshot) = b.noop else { return };
+    let plan = std::mem::take(&mut build.snapshot);
+    let inc = match &plan.refresh {
+        Some(Refresh::Incremental) => match &b.incremental {
+            Some(inc) => inc,
+            None => return,
+        },
+        Some(Refresh::AfterFull(inc)) => inc,
+        None => return,
+    };
+    if selection.len() != b.graph.nodes.len() {
+        return;
+    }
+    let dirty: Vec<NodeIdx> = selection
+        .iter()
+        .copied()
+        .filter(|i| inc.dirty.contains(i))
+        .collect();
+    let ids: Vec<&str> = dirty
+        .iter()
+        .map(|&i| b.graph.nodes[i].id.as_str())
+        .collect();
+    b.store.observe_files();
+    let read = (|| {
+        b.store.begin_read()?;
+        let read = (|| {
+            let generation = b.store.generation()?;
+            let own = b.store.own_generation();
+            Ok::<_, StoreError>((b.store.load_states_for(&ids)?, generation, own))
+        })();
+        b.store.end_read()?;
+        read
+    })();
+    let Ok((states, Some(generation), own)) = read else {
+        return;
+    };
+    if generation != inc.generation + (own - plan.own_at_load) {
+        return;
+    }
+    let ev = Evaluator {
+        root: &b.root,
+        store: Some(&b.store),
+        states: &states,
+        env: b.env,
+    };
+    let done = &build.done;
+    let known = |d: NodeIdx| match done.get(&d) {
+        Some(Done::Ok(run)) => Some(run.manifest_hash()),
+        _ => None,
+    };
+    let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, &known) else {
+        return;
+    };
+    let _ = b.store.flush_stat_cache();
+    if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
+        if let Some(files) = b.store.observed_files_lenient() {
+            snapshot.capture(generation, inc.facts.updated_with(&files));
+        }
+    }
+}

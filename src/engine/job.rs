@@ -1,0 +1,276 @@
+//! One stale node, from its key lock to its record: the part of a build
+//! that runs beside the scheduler for each started node.
+//!
+//! 1. Take the node key's lock (another vitgraph process building the same
+//!    key makes this one wait, then reuse its run). The wait ends early on
+//!    an interrupt, and nothing starts after one.
+//! 2. Reuse a run recorded for the key meanwhile, or record an attempt and
+//!    hand the job to the [`Executor`].
+//! 3. On success: hash the outputs into the store, materialize them into
+//!    `out/`, and queue the run with the [`Recorder`]. The node's slot is
+//!    given back as soon as its task has ended ([`Progress::Staged`]); its
+//!    dependents start only once the run is committed ([`Progress::Done`]).
+//! 4. On failure: record the attempt as failed — or as interrupted, for a
+//!    transient failure, which says nothing about the node.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::executor::{Executor, Interrupt};
+use super::failure::{FailureKind, NodeFailure};
+use super::recorder::Recorder;
+use super::run::{self, Job};
+use crate::gpu::GpuId;
+use crate::graph::NodeIdx;
+use crate::hash::ContentHash;
+use crate::store::{AttemptId, AttemptStatus, NewRun, RawJson, RunRecord, Store, StoreError};
+use crate::tasks::{TaskSpec, UpstreamNode};
+
+/// How often a node waiting for another process's key lock tries again.
+const LOCK_RETRY: Duration = Duration::from_millis(25);
+
+/// What a started node reports to the scheduler.
+pub(super) enum Progress {
+    /// The task ended and its outputs are staged: the node's slot is free.
+    Staged { idx: NodeIdx },
+    /// A fresh node's stored run was restored into `out/`, or not.
+    Restored {
+        idx: NodeIdx,
+        result: Result<RunRecord, NodeFailure>,
+    },
+    /// The node is done: recorded (or reused), or failed.
+    Done {
+        idx: NodeIdx,
+        result: Result<Ran, NodeFailure>,
+        started: Instant,
+        record_ms: u64,
+    },
+}
+
+/// A node that produced its run.
+pub(super) enum Ran {
+    /// Its task ran and the run was recorded.
+    Built(RunRecord),
+    /// A run of the same key, recorded meanwhile by `from` (another node or
+    /// process), was reused.
+    Reused { run: RunRecord, from: String },
+}
+
+/// Everything one started node needs, owned so it can move into a task.
+pub(super) struct JobCtx {
+    pub store: Arc<Store>,
+    pub executor: Arc<dyn Executor>,
+    pub interrupt: Interrupt,
+    pub recorder: Recorder,
+    pub progress: mpsc::UnboundedSender<Progress>,
+    pub idx: NodeIdx,
+    pub node_id: String,
+    pub stage: String,
+    pub task: TaskSpec,
+    pub dest: PathBuf,
+    pub log: PathBuf,
+    pub root: PathBuf,
+    pub key: ContentHash,
+    pub recorded: RawJson,
+    pub env: serde_json::Value,
+    pub needs: BTreeMap<String, Vec<PathBuf>>,
+    pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
+    pub gpus: Vec<GpuId>,
+    /// `--force`: run even if the key is recorded, and replace that record.
+    pub force: bool,
+}
+
+impl JobCtx {
+    /// Runs the node to its end and reports [`Progress::Done`].
+    pub async fn execute(self) {
+        let started = Instant::now();
+        let progress = self.progress.clone();
+        let idx = self.idx;
+        let (result, record_ms) = match self.locked().await {
+            Ok((result, record_ms)) => (result, record_ms),
+            Err(failure) => (Err(failure), 0),
+        };
+        let _ = progress.send(Progress::Done {
+            idx,
+            result,
+            started,
+            record_ms,
+        });
+    }
+
+    async fn locked(self) -> Result<(Result<Ran, NodeFailure>, u64), NodeFailure> {
+        let lock = self.lock().await?;
+        // Nothing starts once the build is interrupted, however long the lock took.
+        if self.interrupt.is_set() {
+            return Err(NodeFailure::interrupted());
+        }
+        let existing = if self.force {
+            None
+        } else {
+            self.store
+                .run_for_key(&self.key)
+                .map_err(|e| NodeFailure::store(&e))?
+        };
+        if let Some(run) = existing {
+            let from = run.node_id.clone();
+            let (store, dest) = (self.store.clone(), self.dest.clone());
+            let placed =
+                tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run))
+                    .await;
+            drop(lock);
+            return match placed {
+                Ok(Ok(run)) => Ok((Ok(Ran::Reused { run, from }), 0)),
+                Ok(Err(e)) => Err(NodeFailure::store(&e)),
+                Err(e) => Err(NodeFailure::new(FailureKind::Store, e.to_string())),
+            };
+        }
+        let result = self.run_and_record().await;
+        drop(lock);
+        Ok(result)
+    }
+
+    /// The key lock, waited for while another process holds it.
+    async fn lock(&self) -> Result<crate::store::KeyLock, NodeFailure> {
+        loop {
+            match self.store.try_lock_key(&self.key) {
+                Ok(Some(lock)) => return Ok(lock),
+                Ok(None) => {}
+                Err(e) => return Err(NodeFailure::store(&e)),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(LOCK_RETRY) => {}
+                _ = self.interrupt.wait() => return Err(NodeFailure::interrupted()),
+            }
+        }
+    }
+
+    async fn run_and_record(self) -> (Result<Ran, NodeFailure>, u64) {
+        let store = self.store.clone();
+        let attempt = match store.begin_attempt(&self.node_id, &self.key) {
+            Ok(a) => a,
+            Err(e) => return (Err(NodeFailure::store(&e)), 0),
+        };
+        let staging = match store.new_staging_dir() {
+            Ok(s) => s,
+            Err(e) => return (Err(settle(&store, attempt, NodeFailure::store(&e))), 0),
+        };
+        if let Some(dir) = self.log.parent() {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                let f = NodeFailure::new(
+                    FailureKind::Start,
+                    format!("cannot create `{}`: {e}", dir.display()),
+                );
+                return (Err(settle(&store, attempt, f)), 0);
+            }
+        }
+        let job = Job {
+            node: self.node_id.clone(),
+            task: self.task.clone(),
+            root: self.root.clone(),
+            staging: staging.clone(),
+            needs: self.needs.clone(),
+            upstream: self.upstream.clone(),
+            gpus: self.gpus.clone(),
+            log: self.log.clone(),
+        };
+        let started_at_ms = now_ms();
+        let t = Instant::now();
+        if let Err(failure) = self.executor.run(job).await {
+            let _ = std::fs::remove_dir_all(&staging);
+            let failure = match failure.kind {
+                FailureKind::Interrupted | FailureKind::Start => failure,
+                _ => failure.with_log(self.log.clone(), &run::log_tail(&self.log, 15)),
+            };
+            return (Err(settle(&store, attempt, failure)), 0);
+        }
+        let duration_ms = t.elapsed().as_millis() as i64;
+        let record_start = Instant::now();
+        let (idx, progress, recorder) = (self.idx, self.progress.clone(), self.recorder.clone());
+        let staged = tokio::task::spawn_blocking(move || {
+            self.stage(attempt, &staging, started_at_ms, duration_ms)
+        })
+        .await;
+        let staged = match staged {
+            Ok(Ok(staged)) => staged,
+            Ok(Err(failure)) => return (Err(settle(&store, attempt, failure)), ms(record_start)),
+            Err(e) => {
+                let f = NodeFailure::new(FailureKind::Store, e.to_string());
+                return (Err(settle(&store, attempt, f)), ms(record_start));
+            }
+        };
+        let _ = progress.send(Progress::Staged { idx });
+        let (staged, materialized) = staged;
+        let result = recorder.record(staged, materialized).await;
+        (result.map(Ran::Built), ms(record_start))
+    }
+
+    /// Hashes the staged outputs into the store and materializes them
+    /// (blocking); removes the staging directory on failure.
+    fn stage(
+        self,
+        attempt: AttemptId,
+        staging: &std::path::Path,
+        started_at_ms: i64,
+        duration_ms: i64,
+    ) -> Result<(crate::store::StagedRun, crate::store::Materialized), NodeFailure> {
+        let outputs = self.task.outputs();
+        let new = NewRun {
+            node_id: &self.node_id,
+            stage: &self.stage,
+            key: self.key,
+            key_parts: self.recorded.clone(),
+            outputs: &outputs,
+            env: &self.env,
+            started_at_ms,
+            duration_ms,
+            log: Some(&self.log),
+            replace: self.force,
+        };
+        let fail = |e: StoreError| {
+            let _ = std::fs::remove_dir_all(staging);
+            let kind = match e {
+                StoreError::MissingOutput { .. } | StoreError::OutputNotFile { .. } => {
+                    FailureKind::Outputs
+                }
+                _ => FailureKind::Store,
+            };
+            NodeFailure::new(kind, e.to_string()).with_log(self.log.clone(), "")
+        };
+        let staged = self.store.stage_run(attempt, new, staging).map_err(fail)?;
+        let materialized = self
+            .store
+            .materialize_files(&staged.run, &self.dest)
+            .map_err(fail)?;
+        Ok((staged, materialized))
+    }
+}
+
+/// Records how `attempt` ended: failed, or interrupted for a failure that
+/// may go away by itself. A failure to record it is added to the failure.
+pub(super) fn settle(store: &Store, attempt: AttemptId, failure: NodeFailure) -> NodeFailure {
+    let status = if failure.kind.is_transient() {
+        AttemptStatus::Interrupted
+    } else {
+        AttemptStatus::Failed
+    };
+    let detail = RawJson(serde_json::to_string(&failure).unwrap_or_default());
+    match store.end_attempt(attempt, status, Some(&failure.message), Some(&detail)) {
+        Ok(()) => failure,
+        Err(e) => failure.also(&e),
+    }
+}
+
+fn ms(since: Instant) -> u64 {
+    since.elapsed().as_millis() as u64
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
