@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A temporary name beside `path`, unique within this process and across
-/// processes.
-fn temp_name(path: &Path) -> PathBuf {
+/// processes: for writers that can only write to a path (SQLite, an image
+/// encoder, an external tool), which then rename it over `path` themselves.
+pub fn temp_name(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()

@@ -20,6 +20,7 @@ pub mod hash;
 pub mod pipeline;
 pub mod report;
 pub mod store;
+pub mod tabular;
 pub mod tasks;
 pub mod trace;
 pub mod value;

@@ -37,21 +37,8 @@ pub fn metrics_json(metrics: &Metrics) -> String {
 
 /// Writes `bytes` to `path` through a temporary file in the same folder.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AnalysisError> {
-    let tmp = tmp_name(path);
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|source| AnalysisError::Write {
+    crate::atomic::write(path, bytes).map_err(|source| AnalysisError::Write {
         path: path.to_path_buf(),
         source,
     })
-}
-
-pub(crate) fn tmp_name(path: &Path) -> std::path::PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }

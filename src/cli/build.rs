@@ -88,18 +88,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     // Only some files changed since the snapshot: judge only what they reach.
-    let incremental = match changed {
-        Some(noop::Snapshot::Changed {
-            facts,
-            generation,
-            changed,
-        }) => noop::dirty(&graph, &changed).map(|dirty| Incremental {
-            dirty,
-            generation,
-            facts,
-        }),
-        _ => None,
-    };
+    let incremental = changed.and_then(|c| incremental(&graph, c));
     if let Some(inc) = &incremental {
         t.lap(&format!(
             "incremental ({} of {} nodes)",
@@ -115,16 +104,60 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         Some(store) => store,
         None => Store::open(&ws.root)?,
     });
-    let force: HashSet<usize> = if args.force {
-        if args.targets.is_empty() {
-            selection.iter().copied().collect()
-        } else {
-            // Only the named targets, not everything they need.
-            let named = crate::graph::select_named(&graph, &args.targets)?;
-            named.into_iter().collect()
-        }
-    } else {
-        HashSet::new()
+    let options = options(&graph, &selection, &args)?;
+    let builder = Builder {
+        graph: &graph,
+        root: ws.root.clone(),
+        store: store.clone(),
+        env: &env,
+        options,
+        executor: Arc::new(Local::new()),
+        interrupt: Interrupt::new(),
+        noop: snapshot.as_ref(),
+        incremental,
+    };
+    let mut reporter = reporter(args.json);
+    let status = run_builder(&builder, &selection, reporter.as_mut())?;
+    t.lap("build");
+    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
+        snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
+    }
+    drop(builder);
+    drop(graph);
+    t.lap("free the graph");
+    Ok(status_code(status))
+}
+
+/// The incremental build a snapshot that held but for some files allows.
+fn incremental(graph: &crate::graph::Graph, snapshot: noop::Snapshot) -> Option<Incremental> {
+    let noop::Snapshot::Changed {
+        facts,
+        generation,
+        changed,
+    } = snapshot
+    else {
+        return None;
+    };
+    noop::dirty(graph, &changed).map(|dirty| Incremental {
+        dirty,
+        generation,
+        facts,
+    })
+}
+
+/// The scheduler's options from the command line: `-j`, `-k`, what
+/// `--force` forces (the named targets, not what they need), and the GPUs.
+fn options(
+    graph: &crate::graph::Graph,
+    selection: &[usize],
+    args: &BuildArgs,
+) -> Result<BuildOptions, Failure> {
+    let force: HashSet<usize> = match (args.force, args.targets.is_empty()) {
+        (false, _) => HashSet::new(),
+        (true, true) => selection.iter().copied().collect(),
+        (true, false) => crate::graph::select_named(graph, &args.targets)?
+            .into_iter()
+            .collect(),
     };
     let gpus = match &args.gpus {
         Some(flag) => crate::gpu::parse_flag(flag).map_err(|m| {
@@ -143,7 +176,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         }
         None => Vec::new(),
     };
-    let options = BuildOptions {
+    Ok(BuildOptions {
         jobs: args.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -153,25 +186,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         force,
         gpus,
         only: None,
-    };
-    let builder = Builder {
-        graph: &graph,
-        root: ws.root.clone(),
-        store: store.clone(),
-        env: &env,
-        options,
-        executor: Arc::new(Local::new()),
-        interrupt: Interrupt::new(),
-        noop: snapshot.as_ref(),
-        incremental,
-    };
-    let mut reporter = reporter(args.json);
-    let status = run_builder(&builder, &selection, reporter.as_mut())?;
-    t.lap("build");
-    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
-        snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
-    }
-    Ok(status_code(status))
+    })
 }
 
 /// Runs `builder` on a scheduler runtime, with SIGINT and SIGTERM wired to

@@ -271,29 +271,27 @@ impl<'a> Evaluator<'a> {
         if !pending.is_empty() {
             recorded = last.and_then(|r| self.recorded_parts(r));
         }
-        let mut manifests = BTreeMap::new();
-        for (id, h) in upstream {
-            let value = h
-                .or_else(|| {
-                    recorded
-                        .as_ref()
-                        .and_then(|r| r.parts.upstream.get(id).copied())
-                })
-                .unwrap_or(ContentHash([0; 32]));
-            manifests.insert(id.clone(), value);
-        }
+        // A pending upstream node keeps the manifest it was recorded with.
+        let manifests = upstream
+            .iter()
+            .map(|(id, h)| {
+                let value = h
+                    .or_else(|| {
+                        recorded
+                            .as_ref()
+                            .and_then(|r| r.parts.upstream.get(id).copied())
+                    })
+                    .unwrap_or(ContentHash([0; 32]));
+                (id.clone(), value)
+            })
+            .collect();
         let parts = self.key_parts(node, manifests)?;
         let key = parts.key();
 
-        let mut reasons = Vec::new();
-        if let Some(attempt) = state.and_then(|s| s.last_attempt.as_ref()) {
-            let superseded = last.is_some_and(|r| {
-                r.key == attempt.key && attempt.status == AttemptStatus::Succeeded
-            });
-            if attempt.key == key && !superseded {
-                reasons.extend(Reason::of_attempt(attempt));
-            }
-        }
+        let mut reasons: Vec<Reason> = state
+            .and_then(|s| last_attempt_reason(s, &key))
+            .into_iter()
+            .collect();
         for id in &pending {
             reasons.push(Reason::new(
                 ReasonKind::UpstreamChanged,
@@ -397,6 +395,20 @@ impl<'a> Evaluator<'a> {
 
 fn rel_display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// Why the last attempt of the node (for `key`) did not produce a run, if it
+/// did not: not when a run of that key was recorded since.
+fn last_attempt_reason(state: &NodeState, key: &ContentHash) -> Option<Reason> {
+    let attempt = state.last_attempt.as_ref()?;
+    let superseded = state
+        .latest_success
+        .as_ref()
+        .is_some_and(|r| r.key == attempt.key && attempt.status == AttemptStatus::Succeeded);
+    if attempt.key != *key || superseded {
+        return None;
+    }
+    Reason::of_attempt(attempt)
 }
 
 /// The reasons a node's current parts differ from its recorded run's.

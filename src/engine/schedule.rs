@@ -301,6 +301,19 @@ impl<'b, 'a> Build<'b, 'a> {
                 return false;
             }
         };
+        self.decide(i, evaluation, reporter)
+    }
+
+    /// Acts on a node's verdict: done (fresh), restored, refused, or queued
+    /// to run; true when queued.
+    fn decide(
+        &mut self,
+        i: NodeIdx,
+        evaluation: super::plan::Evaluation,
+        reporter: &mut dyn Reporter,
+    ) -> bool {
+        let b = self.b;
+        let node = &b.graph.nodes[i];
         let forced = b.options.force.contains(&i);
         let Some((key, parts)) = evaluation.key else {
             unreachable!("every upstream is done, so the key is known")

@@ -8,6 +8,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::engine::events::{Event, Reporter};
+use crate::engine::failure::NodeFailure;
 
 pub struct Human {
     bar: Option<ProgressBar>,
@@ -90,6 +91,79 @@ fn ms(ms: u64) -> String {
     }
 }
 
+impl Human {
+    fn finished(&mut self, node: &str, duration_ms: u64) {
+        self.running.remove(node);
+        self.step();
+        if self.bar.is_none() {
+            self.line(&format!(
+                "[{}/{}] built {node} ({})",
+                self.done,
+                self.total,
+                ms(duration_ms)
+            ));
+        }
+        self.show_running();
+    }
+
+    fn cached(&mut self, node: &str, restored: bool, reused_from: Option<&String>) {
+        self.running.remove(node);
+        self.step();
+        if let Some(from) = reused_from {
+            let what = if from == node {
+                "built meanwhile by another vitgraph process".to_string()
+            } else {
+                format!("same key as `{from}`: its result was reused")
+            };
+            self.line(&format!("[{}/{}] {node}: {what}", self.done, self.total));
+        } else if restored {
+            self.line(&format!(
+                "[{}/{}] restored {node} from the store",
+                self.done, self.total
+            ));
+        }
+    }
+
+    fn failed(&mut self, node: &str, failure: &NodeFailure) {
+        self.running.remove(node);
+        self.step();
+        let first = failure.message.lines().next().unwrap_or("");
+        self.line(&format!(
+            "[{}/{}] FAILED {node}: {first}",
+            self.done, self.total
+        ));
+        let log = failure
+            .log
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned());
+        self.failures
+            .push((node.to_string(), failure.message.clone(), log));
+        self.show_running();
+    }
+
+    fn done(&mut self, counts: [usize; 4], duration_ms: u64) {
+        let [built, cached, failed, skipped] = counts;
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        for (node, error, log) in &self.failures {
+            let mut text = format!("\nerror: `{node}` failed: {error}");
+            if let Some(log) = log {
+                text.push_str(&format!("\n  full log: {log}"));
+            }
+            self.line(&text);
+        }
+        let mut parts = vec![format!("{built} built"), format!("{cached} fresh")];
+        if failed > 0 {
+            parts.push(format!("{failed} failed"));
+        }
+        if skipped > 0 {
+            parts.push(format!("{skipped} skipped"));
+        }
+        self.line(&format!("{} in {}", parts.join(", "), ms(duration_ms)));
+    }
+}
+
 impl Reporter for Human {
     fn event(&mut self, event: &Event) {
         match event {
@@ -105,56 +179,13 @@ impl Reporter for Human {
             }
             Event::Finished {
                 node, duration_ms, ..
-            } => {
-                self.running.remove(node);
-                self.step();
-                if self.bar.is_none() {
-                    self.line(&format!(
-                        "[{}/{}] built {node} ({})",
-                        self.done,
-                        self.total,
-                        ms(*duration_ms)
-                    ));
-                }
-                self.show_running();
-            }
+            } => self.finished(node, *duration_ms),
             Event::Cached {
                 node,
                 restored,
                 reused_from,
-            } => {
-                self.running.remove(node);
-                self.step();
-                if let Some(from) = reused_from {
-                    let what = if from == node {
-                        "built meanwhile by another vitgraph process".to_string()
-                    } else {
-                        format!("same key as `{from}`: its result was reused")
-                    };
-                    self.line(&format!("[{}/{}] {node}: {what}", self.done, self.total));
-                } else if *restored {
-                    self.line(&format!(
-                        "[{}/{}] restored {node} from the store",
-                        self.done, self.total
-                    ));
-                }
-            }
-            Event::Failed { node, failure, .. } => {
-                self.running.remove(node);
-                self.step();
-                let error = &failure.message;
-                let log = failure
-                    .log
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned());
-                let first = error.lines().next().unwrap_or("");
-                self.line(&format!(
-                    "[{}/{}] FAILED {node}: {first}",
-                    self.done, self.total
-                ));
-                self.failures.push((node.clone(), error.clone(), log));
-                self.show_running();
-            }
+            } => self.cached(node, *restored, reused_from.as_ref()),
+            Event::Failed { node, failure, .. } => self.failed(node, failure),
             Event::Skipped { node, because } => {
                 self.step();
                 self.line(&format!(
@@ -176,26 +207,7 @@ impl Reporter for Human {
                 failed,
                 skipped,
                 duration_ms,
-            } => {
-                if let Some(bar) = self.bar.take() {
-                    bar.finish_and_clear();
-                }
-                for (node, error, log) in &self.failures {
-                    let mut text = format!("\nerror: `{node}` failed: {error}");
-                    if let Some(log) = log {
-                        text.push_str(&format!("\n  full log: {log}"));
-                    }
-                    self.line(&text);
-                }
-                let mut parts = vec![format!("{built} built"), format!("{cached} fresh")];
-                if *failed > 0 {
-                    parts.push(format!("{failed} failed"));
-                }
-                if *skipped > 0 {
-                    parts.push(format!("{skipped} skipped"));
-                }
-                self.line(&format!("{} in {}", parts.join(", "), ms(*duration_ms)));
-            }
+            } => self.done([*built, *cached, *failed, *skipped], *duration_ms),
         }
     }
 }

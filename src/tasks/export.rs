@@ -109,7 +109,7 @@ pub fn run(spec: &ExportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
 /// Copies a trace SQLite after checking that it reads as one.
 fn copy_checked(input: &Path, output: &Path) -> Result<(), TraceError> {
     drop(TraceFile::open(input)?);
-    let tmp = output.with_extension("sqlite.tmp");
+    let tmp = crate::atomic::temp_name(output);
     std::fs::copy(input, &tmp)
         .and_then(|_| std::fs::rename(&tmp, output))
         .map_err(|e| {

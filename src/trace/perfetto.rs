@@ -3,7 +3,6 @@
 //! (kernels, memcpy, memset), and the CPU threads' NVTX ranges and CUDA API
 //! calls on their own tracks. Timestamps are exact µs with three decimals.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -16,19 +15,16 @@ const GPU_PID_BASE: i64 = 1 << 40;
 
 /// Writes `trace` to `output` (through a temporary file and a rename).
 pub fn write(trace: &Trace, output: &Path) -> Result<u64, TraceError> {
-    let tmp = output.with_extension(format!("tmp-{}", std::process::id()));
-    let result = File::create(&tmp)
-        .and_then(|f| {
-            let mut w = BufWriter::new(f);
-            let n = write_events(trace, &mut w)?;
-            w.flush()?;
-            Ok(n)
-        })
-        .and_then(|n| std::fs::rename(&tmp, output).map(|()| n));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| TraceError::io(output, e))
+    let written = (|| {
+        let mut file = crate::atomic::AtomicFile::create(output)?;
+        let mut w = BufWriter::new(&mut file);
+        let n = write_events(trace, &mut w)?;
+        w.flush()?;
+        drop(w);
+        file.commit()?;
+        Ok(n)
+    })();
+    written.map_err(|e| TraceError::io(output, e))
 }
 
 /// `ns` as µs text with exactly three decimals.

@@ -63,7 +63,9 @@ pub fn write_plot(plot: &Plot, series: &[Series], out: &Path) -> Result<(), Task
 
     // The bitmap backend picks the encoder from the extension, so the
     // temporary name ends in `.png` too.
-    let temp = png_path.with_file_name(format!(".{stem}.tmp.png"));
+    let mut temp = crate::atomic::temp_name(&png_path).into_os_string();
+    temp.push(".png");
+    let temp = std::path::PathBuf::from(temp);
     draw(
         BitMapBackend::new(&temp, SIZE).into_drawing_area(),
         plot,

@@ -1,30 +1,19 @@
-//! Writing outputs: tables through polars (CSV, Parquet), and every file
-//! through a temporary name and a rename, so a crash never leaves half a file.
+//! Writing outputs: tables as CSV and Parquet (through [`crate::tabular`]),
+//! and every file whole or not at all ([`crate::atomic`]).
 
 use std::path::Path;
 
-use polars::prelude::{Column, CsvWriter, DataFrame, ParquetWriter, SerWriter};
-
 use super::cell::Cell;
+use crate::tabular::{Column, Table};
 use crate::tasks::TaskError;
 
-/// Writes `bytes` to `path` by way of a hidden temporary file in the same
-/// directory (creating the directory if needed).
+/// Writes `bytes` to `path` through a temporary file and a rename
+/// (creating the directory if needed).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TaskError> {
-    let fail = |source| TaskError::WriteOutput {
+    crate::atomic::write(path, bytes).map_err(|source| TaskError::WriteOutput {
         path: path.to_owned(),
         source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&temp, bytes).map_err(fail)?;
-    std::fs::rename(&temp, path).map_err(fail)
+    })
 }
 
 /// A table as named columns of cells, row-major.
@@ -34,72 +23,63 @@ pub struct Grid<'a> {
 }
 
 impl Grid<'_> {
-    /// The table as a polars frame, one typed column per name.
-    fn frame(&self) -> Result<DataFrame, String> {
-        let columns: Vec<Column> = self
+    /// The table with one typed column per name.
+    fn table(&self) -> Table {
+        let columns = self
             .names
             .iter()
             .enumerate()
-            .map(|(i, name)| typed_column(name, self.rows.iter().map(|r| &r[i])))
+            .map(|(i, _)| typed_column(self.rows.iter().map(|r| &r[i])))
             .collect();
-        DataFrame::new(self.rows.len(), columns).map_err(|e| e.to_string())
+        Table {
+            names: self.names.to_vec(),
+            columns,
+        }
     }
 
     pub fn write_csv(&self, path: &Path) -> Result<(), TaskError> {
-        let encode = |detail: String| TaskError::EncodeTable {
-            path: path.to_owned(),
-            detail,
-        };
-        let mut frame = self.frame().map_err(encode)?;
-        let mut bytes = Vec::new();
-        CsvWriter::new(&mut bytes)
-            .include_header(true)
-            .finish(&mut frame)
-            .map_err(|e| encode(e.to_string()))?;
-        write_atomic(path, &bytes)
+        write_atomic(path, self.table().csv().as_bytes())
     }
 
     pub fn write_parquet(&self, path: &Path) -> Result<(), TaskError> {
-        let encode = |detail: String| TaskError::EncodeTable {
-            path: path.to_owned(),
-            detail,
-        };
-        let mut frame = self.frame().map_err(encode)?;
-        let mut bytes = Vec::new();
-        ParquetWriter::new(&mut bytes)
-            .finish(&mut frame)
-            .map_err(|e| encode(e.to_string()))?;
+        let bytes = self
+            .table()
+            .parquet()
+            .map_err(|detail| TaskError::EncodeTable {
+                path: path.to_owned(),
+                detail,
+            })?;
         write_atomic(path, &bytes)
     }
 }
 
 /// The narrowest column type that holds every cell: integers, floats (when
 /// integers and floats mix), booleans, else text. Nulls fit every type.
-fn typed_column<'c>(name: &str, cells: impl Iterator<Item = &'c Cell> + Clone) -> Column {
+fn typed_column<'c>(cells: impl Iterator<Item = &'c Cell> + Clone) -> Column {
     let present = || cells.clone().filter(|c| !c.is_null());
-    let name = name.into();
-    if present().all(|c| matches!(c, Cell::Int(_))) && present().next().is_some() {
-        let values: Vec<Option<i64>> = cells
-            .map(|c| match c {
-                Cell::Int(i) => Some(*i),
-                _ => None,
-            })
-            .collect();
-        Column::new(name, values)
-    } else if present().all(|c| c.as_f64().is_some()) && present().next().is_some() {
-        let values: Vec<Option<f64>> = cells.map(Cell::as_f64).collect();
-        Column::new(name, values)
-    } else if present().all(|c| matches!(c, Cell::Bool(_))) && present().next().is_some() {
-        let values: Vec<Option<bool>> = cells
-            .map(|c| match c {
-                Cell::Bool(b) => Some(*b),
-                _ => None,
-            })
-            .collect();
-        Column::new(name, values)
+    let any = present().next().is_some();
+    if any && present().all(|c| matches!(c, Cell::Int(_))) {
+        Column::Int(
+            cells
+                .map(|c| match c {
+                    Cell::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .collect(),
+        )
+    } else if any && present().all(|c| c.as_f64().is_some()) {
+        Column::Float(cells.map(Cell::as_f64).collect())
+    } else if any && present().all(|c| matches!(c, Cell::Bool(_))) {
+        Column::Bool(
+            cells
+                .map(|c| match c {
+                    Cell::Bool(b) => Some(*b),
+                    _ => None,
+                })
+                .collect(),
+        )
     } else {
-        let values: Vec<Option<String>> = cells.map(|c| (!c.is_null()).then(|| c.text())).collect();
-        Column::new(name, values)
+        Column::Text(cells.map(|c| (!c.is_null()).then(|| c.text())).collect())
     }
 }
 

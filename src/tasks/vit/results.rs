@@ -142,9 +142,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), TaskError> 
         source,
     };
     let text = serde_json::to_string_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    crate::atomic::write(path, (text + "\n").as_bytes()).map_err(io)
 }
 
 /// Checks a `results.json` document against the normative schema: it must
