@@ -19,6 +19,7 @@ pub mod graph;
 pub mod hash;
 pub mod pipeline;
 pub mod report;
+pub mod slurm;
 pub mod store;
 pub mod tabular;
 pub mod tasks;

@@ -45,6 +45,52 @@ pub struct BuildArgs {
     /// One JSON object per line for each event, instead of progress output.
     #[arg(long)]
     pub json: bool,
+    /// With `--executor slurm`: submit the ready jobs and exit; a later `build` collects them.
+    #[arg(long)]
+    pub detach: bool,
+    /// With `--executor slurm`: run a node again this many times when its job failed with
+    /// its node (NODE_FAIL, launch failure) or was preempted.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub retries: u32,
+    #[command(flatten)]
+    pub slurm: SlurmFlags,
+}
+
+/// SLURM settings on the command line, over `vitgraph.ron` and each stage's `slurm:`.
+#[derive(Args, Debug, Default)]
+pub struct SlurmFlags {
+    /// SLURM partition for the cluster's jobs.
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// SLURM account to charge.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// SLURM quality of service.
+    #[arg(long, value_name = "NAME")]
+    pub qos: Option<String>,
+    /// Time limit per job (`30`, `1:30:00`, `2-00:00:00`).
+    #[arg(long, value_name = "LIMIT")]
+    pub time: Option<String>,
+    /// Memory per job (`16G`).
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Node features the jobs need (`--constraint`).
+    #[arg(long, value_name = "FEATURES")]
+    pub constraint: Option<String>,
+}
+
+impl SlurmFlags {
+    pub(super) fn settings(&self) -> crate::slurm::settings::Slurm {
+        crate::slurm::settings::Slurm {
+            partition: self.partition.clone(),
+            account: self.account.clone(),
+            qos: self.qos.clone(),
+            time: self.time.clone(),
+            mem: self.mem.clone(),
+            constraint: self.constraint.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -55,10 +101,11 @@ pub enum Executor {
 
 pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
     let t = super::Timer::start();
-    if args.executor == Executor::Slurm {
+    let slurm = args.executor == Executor::Slurm;
+    if !slurm && (args.detach || args.retries > 0) {
         return Err(usage(
-            "`--executor slurm` is not available in this build of vitgraph",
-            "use `--executor local` (the default); cluster nodes can run one node each with `vitgraph run-node NODE`",
+            "`--detach` and `--retries` apply to cluster jobs",
+            "add `--executor slurm`, or leave them out",
         ));
     }
     // The no-op path: the whole workspace, nothing forced, nothing changed
@@ -105,6 +152,12 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         None => Store::open(&ws.root)?,
     });
     let options = options(&graph, &selection, &args)?;
+    let mut cluster_run = if slurm {
+        Some(super::slurm::cluster(ws, &graph, &store, &args)?)
+    } else {
+        None
+    };
+    let cluster = cluster_run.as_mut().and_then(|c| c.cluster.take());
     let builder = Builder {
         graph: &graph,
         root: ws.root.clone(),
@@ -115,10 +168,14 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         interrupt: Interrupt::new(),
         noop: snapshot.as_ref(),
         incremental,
+        cluster,
     };
     let mut reporter = reporter(args.json);
     let status = run_builder(&builder, &selection, reporter.as_mut())?;
     t.lap("build");
+    if let Some(c) = &cluster_run {
+        super::slurm::report_calls(&c.executor);
+    }
     if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
         snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
     }
@@ -186,6 +243,7 @@ fn options(
         force,
         gpus,
         only: None,
+        retries: args.retries,
     })
 }
 
@@ -240,6 +298,7 @@ fn report_fresh(nodes: &[noop::NodeName], json: bool, started: std::time::Instan
         cached: nodes.len(),
         failed: 0,
         skipped: 0,
+        detached: 0,
         duration_ms: started.elapsed().as_millis() as u64,
     });
 }

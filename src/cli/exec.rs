@@ -64,6 +64,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         force: HashSet::new(),
         gpus: crate::gpu::visible_from_env().unwrap_or_default(),
         only: Some([idx].into_iter().collect()),
+        retries: 0,
     };
     let builder = Builder {
         graph: &graph,
@@ -75,6 +76,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         interrupt: Interrupt::new(),
         noop: None,
         incremental: None,
+        cluster: None,
     };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
     let status = super::build::run_builder(&builder, &selection, &mut reporter)?;

@@ -5,6 +5,7 @@ mod build;
 mod exec;
 mod inspect;
 mod maintenance;
+mod slurm;
 mod status;
 
 use std::io::IsTerminal;
@@ -79,6 +80,9 @@ pub enum Command {
     /// Execute and record one node whose upstream is built (used by cluster executors).
     #[command(hide = true)]
     RunNode { node: String },
+    /// Run one task of a SLURM job array (used by `--executor slurm` on the compute node).
+    #[command(hide = true)]
+    SlurmJob { manifest: PathBuf },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -165,6 +169,15 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
+        Command::SlurmJob { manifest } => crate::slurm::job::run(&manifest).map_err(|m| {
+            Failure::Report(
+                miette::miette!(
+                    help = "this job was set up by `vitgraph build --executor slurm`",
+                    "{m}"
+                ),
+                exit::NODE_FAILED,
+            )
+        }),
         Command::TorchInfo => {
             let info = crate::tasks::torch_exe::this_build();
             println!("{}", serde_json::to_string(&info).unwrap_or_default());
@@ -189,6 +202,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
                 Command::Init(_)
                 | Command::ExecTask { .. }
+                | Command::SlurmJob { .. }
                 | Command::TorchInfo
                 | Command::Trace(_) => {
                     unreachable!("handled above")

@@ -43,14 +43,23 @@ pub enum Event {
     Skipped { node: String, because: String },
     /// SIGINT: scheduling stopped and running tasks were terminated.
     Interrupted { running: Vec<String> },
-    /// The build ended.
+    /// A node was submitted to a cluster with `build --detach`: its job
+    /// runs on, and a later `build` collects it.
+    Detached { node: String, job: String },
+    /// The build ended. `detached`: nodes left running on a cluster.
     Done {
         built: usize,
         cached: usize,
         failed: usize,
         skipped: usize,
+        #[serde(skip_serializing_if = "is_zero")]
+        detached: usize,
         duration_ms: u64,
     },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A consumer of engine events.

@@ -34,6 +34,12 @@ pub trait Executor: Send + Sync {
     fn run(&self, job: Job) -> RunFuture;
     /// Stops every job still running; each ends with an interrupted failure.
     fn interrupt(&self);
+    /// Whether jobs run on other machines: then a job's outputs and log go
+    /// into its directory under `cache/jobs/` on the shared file system, and
+    /// a job left running by a driver that ended is adopted, not run again.
+    fn remote(&self) -> bool {
+        false
+    }
 }
 
 /// The build's interrupt flag: set once (SIGINT, SIGTERM, or a test), seen

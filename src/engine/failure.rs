@@ -42,13 +42,49 @@ pub enum FailureKind {
     NotBuilt,
     /// Stopped by SIGINT.
     Interrupted,
+    /// A cluster job ran out of memory (killed at its memory limit).
+    Memory,
+    /// A cluster job reached its time limit.
+    Time,
+    /// A cluster node or the batch system failed (node failure, boot or
+    /// launch failure): may pass on another node.
+    Infra,
+    /// A cluster job was preempted by a job of higher priority.
+    Preempted,
+    /// A cluster job was cancelled by someone else (`scancel` outside vitgraph).
+    Cancelled,
+    /// A cluster job ended without a result record and without a cause the
+    /// batch system could name (never taken for success).
+    Lost,
+    /// The batch system refused the job (`sbatch` failed).
+    Unschedulable,
+    /// Submitted with `--detach`: the job runs on, a later build collects it.
+    Detached,
+    /// An upstream node's run could not be recorded: this node's run, made
+    /// from its outputs, is discarded (reported as skipped).
+    Upstream,
 }
 
 impl FailureKind {
     /// Whether an attempt that ended this way says nothing about the node:
     /// it is recorded as interrupted, not failed.
     pub fn is_transient(self) -> bool {
-        matches!(self, FailureKind::Transient | FailureKind::Interrupted)
+        matches!(
+            self,
+            FailureKind::Transient
+                | FailureKind::Interrupted
+                | FailureKind::Infra
+                | FailureKind::Preempted
+                | FailureKind::Cancelled
+                | FailureKind::Lost
+                | FailureKind::Upstream
+        )
+    }
+
+    /// Whether `--retries` runs the node again at once: failures of the
+    /// cluster, not of the task.
+    pub fn is_retried(self) -> bool {
+        matches!(self, FailureKind::Infra | FailureKind::Preempted)
     }
 }
 

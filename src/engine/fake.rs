@@ -1,8 +1,7 @@
 //! A fake executor for engine tests: it starts no process. Each job does
 //! what the test planned for its node — write its declared outputs, fail,
-//! hang until interrupted — and is logged with the GPUs it was given, the
-//! nodes running beside it, and the nodes whose runs were committed when it
-//! started.
+//! hang until interrupted — and is logged with the GPUs it was given and
+//! the nodes running beside it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +13,6 @@ use tokio::sync::Notify;
 use super::executor::{Executor, RunFuture};
 use super::failure::NodeFailure;
 use super::run::Job;
-use crate::store::Store;
 
 /// What a node's job does.
 #[derive(Clone, Debug)]
@@ -40,8 +38,6 @@ pub struct Ran {
     pub gpus: Vec<String>,
     /// The nodes running when it started.
     pub beside: Vec<String>,
-    /// The nodes with a committed run when it started.
-    pub committed: Vec<String>,
 }
 
 #[derive(Default)]
@@ -51,7 +47,6 @@ struct Inner {
     running: Mutex<Vec<String>>,
     interrupted: AtomicBool,
     wake: Notify,
-    store: Mutex<Option<Arc<Store>>>,
 }
 
 #[derive(Clone, Default)]
@@ -66,11 +61,6 @@ impl Fake {
     /// the node id as their text).
     pub fn plan(&self, node: &str, plan: Plan) {
         self.0.plans.lock().unwrap().insert(node.into(), plan);
-    }
-
-    /// Notes, at each start, which nodes `store` has committed runs of.
-    pub fn watch_store(&self, store: Arc<Store>) {
-        *self.0.store.lock().unwrap() = Some(store);
     }
 
     /// The jobs run so far, in start order.
@@ -91,26 +81,12 @@ impl Fake {
 
     async fn run_job(self, job: Job) -> Result<(), NodeFailure> {
         let inner = &self.0;
-        let committed = match inner.store.lock().unwrap().clone() {
-            Some(store) => {
-                let states = store.load_states().expect("the watched store reads");
-                let mut ids: Vec<String> = states
-                    .into_iter()
-                    .filter(|(_, s)| s.latest_success.is_some())
-                    .map(|(id, _)| id)
-                    .collect();
-                ids.sort();
-                ids
-            }
-            None => Vec::new(),
-        };
         {
             let mut running = inner.running.lock().unwrap();
             inner.ran.lock().unwrap().push(Ran {
                 node: job.node.clone(),
                 gpus: job.gpus.iter().map(|g| g.to_string()).collect(),
                 beside: running.clone(),
-                committed,
             });
             running.push(job.node.clone());
         }

@@ -8,8 +8,10 @@
 //!    hand the job to the [`Executor`].
 //! 3. On success: hash the outputs into the store, materialize them into
 //!    `out/`, and queue the run with the [`Recorder`]. The node's slot is
-//!    given back as soon as its task has ended ([`Progress::Staged`]); its
-//!    dependents start only once the run is committed ([`Progress::Done`]).
+//!    given back, and its dependents may start, as soon as its outputs are
+//!    in `out/` ([`Progress::Staged`]); but a node's run is committed only
+//!    after its upstream nodes' runs are, and never when one of them could
+//!    not be recorded: it waits for their [`Commit`]s.
 //! 4. On failure: record the attempt as failed — or as interrupted, for a
 //!    transient failure, which says nothing about the node.
 
@@ -33,10 +35,14 @@ use crate::tasks::{TaskSpec, UpstreamNode};
 /// How often a node waiting for another process's key lock tries again.
 const LOCK_RETRY: Duration = Duration::from_millis(25);
 
+/// Whether a node's run was committed: None while it is being recorded.
+pub(super) type Commit = tokio::sync::watch::Receiver<Option<bool>>;
+
 /// What a started node reports to the scheduler.
 pub(super) enum Progress {
-    /// The task ended and its outputs are staged: the node's slot is free.
-    Staged { idx: NodeIdx },
+    /// The task ended and its outputs are staged and in `out/`: the node's
+    /// slot is free and its dependents may start; its run is being committed.
+    Staged { idx: NodeIdx, run: RunRecord },
     /// A fresh node's stored run was restored into `out/`, or not.
     Restored {
         idx: NodeIdx,
@@ -82,6 +88,12 @@ pub(super) struct JobCtx {
     pub gpus: Vec<GpuId>,
     /// `--force`: run even if the key is recorded, and replace that record.
     pub force: bool,
+    /// A cluster job this node already runs as (a driver that ended left it).
+    pub adopt: Option<crate::store::LiveJob>,
+    /// How many times a failure of the cluster (not of the task) is retried.
+    pub retries: u32,
+    /// The upstream nodes whose runs are still being committed.
+    pub upstream_commits: Vec<(String, Commit)>,
 }
 
 impl JobCtx {
@@ -148,48 +160,60 @@ impl JobCtx {
         }
     }
 
-    async fn run_and_record(self) -> (Result<Ran, NodeFailure>, u64) {
+    async fn run_and_record(mut self) -> (Result<Ran, NodeFailure>, u64) {
         let store = self.store.clone();
-        let attempt = match store.begin_attempt(&self.node_id, &self.key) {
-            Ok(a) => a,
-            Err(e) => return (Err(NodeFailure::store(&e)), 0),
-        };
-        let staging = match store.new_staging_dir() {
-            Ok(s) => s,
-            Err(e) => return (Err(settle(&store, attempt, NodeFailure::store(&e))), 0),
-        };
-        if let Some(dir) = self.log.parent() {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                let f = NodeFailure::new(
-                    FailureKind::Start,
-                    format!("cannot create `{}`: {e}", dir.display()),
-                );
-                return (Err(settle(&store, attempt, f)), 0);
-            }
-        }
-        let job = Job {
-            node: self.node_id.clone(),
-            task: self.task.clone(),
-            root: self.root.clone(),
-            staging: staging.clone(),
-            needs: self.needs.clone(),
-            upstream: self.upstream.clone(),
-            gpus: self.gpus.clone(),
-            log: self.log.clone(),
-        };
-        let started_at_ms = now_ms();
-        let t = Instant::now();
-        if let Err(failure) = self.executor.run(job).await {
+        let remote = self.executor.remote();
+        // A cluster job of this very key, left by a driver that ended, is
+        // adopted: its attempt goes on, nothing is submitted again.
+        let mut adopt = self
+            .adopt
+            .take()
+            .filter(|live| remote && live.key == self.key);
+        let mut retried = 0;
+        let (attempt, staging, started_at_ms, t) = loop {
+            let (attempt, staging) = match self.attempt(adopt.as_ref()) {
+                Ok(a) => a,
+                Err(f) => return (Err(f), 0),
+            };
+            let job = Job {
+                node: self.node_id.clone(),
+                stage: self.stage.clone(),
+                attempt: attempt.0,
+                adopt: adopt.take().map(|live| live.job.0),
+                task: self.task.clone(),
+                root: self.root.clone(),
+                staging: staging.clone(),
+                needs: self.needs.clone(),
+                upstream: self.upstream.clone(),
+                gpus: self.gpus.clone(),
+                log: self.log.clone(),
+            };
+            let started_at_ms = now_ms();
+            let t = Instant::now();
+            let failure = match self.executor.run(job).await {
+                Ok(()) => break (attempt, staging, started_at_ms, t),
+                // The job runs on; its attempt stays open for a later build.
+                Err(f) if f.kind == FailureKind::Detached => return (Err(f), 0),
+                Err(f) => f,
+            };
             let _ = std::fs::remove_dir_all(&staging);
             let failure = match failure.kind {
                 FailureKind::Interrupted | FailureKind::Start => failure,
+                _ if failure.log.is_some() => failure,
                 _ => failure.with_log(self.log.clone(), &run::log_tail(&self.log, 15)),
             };
-            return (Err(settle(&store, attempt, failure)), 0);
-        }
+            let retry = failure.kind.is_retried() && retried < self.retries;
+            let failure = settle(&store, attempt, failure);
+            if !retry || self.interrupt.is_set() {
+                return (Err(failure), 0);
+            }
+            // A failure of the cluster, not of the task: a new attempt.
+            retried += 1;
+        };
         let duration_ms = t.elapsed().as_millis() as i64;
         let record_start = Instant::now();
         let (idx, progress, recorder) = (self.idx, self.progress.clone(), self.recorder.clone());
+        let upstream_commits = std::mem::take(&mut self.upstream_commits);
         let staged = tokio::task::spawn_blocking(move || {
             self.stage(attempt, &staging, started_at_ms, duration_ms)
         })
@@ -202,10 +226,66 @@ impl JobCtx {
                 return (Err(settle(&store, attempt, f)), ms(record_start));
             }
         };
-        let _ = progress.send(Progress::Staged { idx });
         let (staged, materialized) = staged;
+        let _ = progress.send(Progress::Staged {
+            idx,
+            run: staged.run.clone(),
+        });
+        for (id, mut commit) in upstream_commits {
+            let ok = commit
+                .wait_for(Option::is_some)
+                .await
+                .map(|v| *v == Some(true))
+                .unwrap_or(false);
+            if !ok {
+                let f = NodeFailure::new(
+                    FailureKind::Upstream,
+                    format!("`{id}` failed: its run could not be recorded, so this one was not"),
+                );
+                return (Err(settle(&store, attempt, f)), ms(record_start));
+            }
+        }
         let result = recorder.record(staged, materialized).await;
+        if remote && result.is_ok() {
+            // Its outputs and log are in the store now.
+            let _ = std::fs::remove_dir_all(store.job_dir(attempt));
+        }
         (result.map(Ran::Built), ms(record_start))
+    }
+
+    /// Begins an attempt (or goes on with an adopted one) and makes its
+    /// staging directory: under the store's staging, or, for a job on
+    /// another machine, in its job directory on the shared file system.
+    fn attempt(
+        &mut self,
+        adopt: Option<&crate::store::LiveJob>,
+    ) -> Result<(AttemptId, std::path::PathBuf), NodeFailure> {
+        let store = self.store.clone();
+        let attempt = match adopt {
+            Some(live) => live.attempt,
+            None => store
+                .begin_attempt(&self.node_id, &self.key)
+                .map_err(|e| NodeFailure::store(&e))?,
+        };
+        let staging = if self.executor.remote() {
+            let dir = store.job_dir(attempt);
+            self.log = dir.join("task.log");
+            dir.join("out")
+        } else {
+            store
+                .new_staging_dir()
+                .map_err(|e| settle(&store, attempt, NodeFailure::store(&e)))?
+        };
+        if let Some(dir) = self.log.parent() {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                let f = NodeFailure::new(
+                    FailureKind::Start,
+                    format!("cannot create `{}`: {e}", dir.display()),
+                );
+                return Err(settle(&store, attempt, f));
+            }
+        }
+        Ok((attempt, staging))
     }
 
     /// Hashes the staged outputs into the store and materializes them

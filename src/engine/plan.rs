@@ -82,10 +82,15 @@ impl Reason {
                     .unwrap_or_else(|| "the last attempt failed".into()),
             ),
             AttemptStatus::Interrupted => match &failure {
-                Some(f) if f.kind == FailureKind::Transient => (
+                Some(f) if f.kind != FailureKind::Interrupted => (
                     ReasonKind::Interrupted,
                     format!(
-                        "the last attempt hit a transient failure: {}",
+                        "the last attempt {}: {}",
+                        if f.kind == FailureKind::Transient {
+                            "hit a transient failure"
+                        } else {
+                            "ended without a result"
+                        },
                         f.message.lines().next().unwrap_or("")
                     ),
                 ),

@@ -14,10 +14,18 @@ use super::failure::{FailureKind, NodeFailure};
 use crate::gpu::GpuId;
 use crate::tasks::{TaskContext, TaskSpec, UpstreamNode};
 
-/// Everything needed to run one node, with paths resolved.
-#[derive(Debug, Clone)]
+/// Everything needed to run one node, with paths resolved. A cluster
+/// executor writes it into the job's directory for the compute node.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Job {
     pub node: String,
+    pub stage: String,
+    /// The attempt this job runs (the store's id).
+    pub attempt: i64,
+    /// The record of a cluster job this attempt already runs as, left by a
+    /// driver that ended: the executor adopts that job instead of starting one.
+    #[serde(default)]
+    pub adopt: Option<String>,
     pub task: TaskSpec,
     pub root: PathBuf,
     pub staging: PathBuf,

@@ -42,6 +42,9 @@ pub struct BuildOptions {
     /// When set, only these nodes may run; any other stale node fails the
     /// build ("upstream not built") — `run-node` executes exactly one node.
     pub only: Option<HashSet<NodeIdx>>,
+    /// How many times a node whose cluster job failed with its node or was
+    /// preempted runs again (`--retries`).
+    pub retries: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,19 @@ pub struct Builder<'a> {
     pub noop: Option<&'a super::noop::NoopSnapshot>,
     /// An incremental build: the snapshot held but for some files.
     pub incremental: Option<Incremental>,
+    /// A second executor for the nodes placed on a cluster.
+    pub cluster: Option<Cluster>,
+}
+
+/// The nodes that run on a cluster, and how.
+pub struct Cluster {
+    pub executor: Arc<dyn Executor>,
+    /// Per node (by index): whether it runs on the cluster.
+    pub placed: Vec<bool>,
+    /// At most this many cluster jobs at once.
+    pub slots: usize,
+    /// Attempts whose cluster jobs a driver that ended left running, by node id.
+    pub live: HashMap<String, crate::store::LiveJob>,
 }
 
 /// What an incremental build starts from (see `noop::Snapshot::Changed`):
@@ -88,6 +104,8 @@ pub(super) enum Done {
     Fresh,
     Failed,
     Skipped,
+    /// Left running on the cluster (`--detach`), with what depends on it.
+    Detached,
 }
 
 /// A judged node waiting for its slots.
@@ -104,6 +122,7 @@ struct Counts {
     cached: usize,
     failed: usize,
     skipped: usize,
+    detached: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -147,8 +166,17 @@ pub(super) struct Build<'b, 'a> {
     ready: VecDeque<NodeIdx>,
     queue: VecDeque<Pending>,
     slots: Slots,
-    /// Started nodes; the lease while their task holds its slots.
+    /// Started nodes; the lease while their task holds its local slots.
     running: HashMap<NodeIdx, Option<Lease>>,
+    /// Started nodes that run on the cluster.
+    on_cluster: HashSet<NodeIdx>,
+    /// Cluster jobs left by a driver that ended, not yet adopted.
+    live: HashMap<String, crate::store::LiveJob>,
+    /// Started nodes whose runs are not committed yet: their dependents'
+    /// runs wait for these.
+    commits: HashMap<NodeIdx, tokio::sync::watch::Sender<Option<bool>>>,
+    /// Nodes whose dependents were released when they were staged.
+    staged: HashSet<NodeIdx>,
     counts: Counts,
     stopping: bool,
     interrupted: bool,
@@ -196,6 +224,14 @@ impl<'b, 'a> Build<'b, 'a> {
             queue: VecDeque::new(),
             slots: Slots::new(b.options.jobs, b.options.gpus.clone()),
             running: HashMap::new(),
+            on_cluster: HashSet::new(),
+            live: b
+                .cluster
+                .as_ref()
+                .map(|c| c.live.clone())
+                .unwrap_or_default(),
+            commits: HashMap::new(),
+            staged: HashSet::new(),
             counts: Counts::default(),
             stopping: false,
             interrupted: false,
@@ -270,6 +306,14 @@ impl<'b, 'a> Build<'b, 'a> {
             return false;
         }
         let deps = node.deps();
+        // Below a detached node: its upstream runs on; a later build goes on.
+        if deps
+            .iter()
+            .any(|d| matches!(self.done.get(d), Some(Done::Detached)))
+        {
+            self.finish_node(i, Done::Detached);
+            return false;
+        }
         if let Some(&bad) = deps
             .iter()
             .find(|d| matches!(self.done.get(d), Some(Done::Failed | Done::Skipped)))
@@ -357,6 +401,14 @@ impl<'b, 'a> Build<'b, 'a> {
     fn start_queued(&mut self, reporter: &mut dyn Reporter) {
         let mut waiting = VecDeque::new();
         while let Some(p) = self.queue.pop_front() {
+            if let Some(cluster) = self.b.cluster.as_ref().filter(|c| c.placed[p.idx]) {
+                if self.on_cluster.len() < cluster.slots {
+                    self.start(p, Lease::default(), reporter);
+                } else {
+                    waiting.push_back(p);
+                }
+                continue;
+            }
             let res = self.b.graph.nodes[p.idx].task.resources();
             match self.slots.admit(&res) {
                 Admit::Start(lease) => self.start(p, lease, reporter),
@@ -380,6 +432,30 @@ impl<'b, 'a> Build<'b, 'a> {
     fn start(&mut self, p: Pending, lease: Lease, reporter: &mut dyn Reporter) {
         let b = self.b;
         let node = &b.graph.nodes[p.idx];
+        // An upstream node whose run could not be recorded since this one
+        // was judged.
+        if let Some(&bad) = node
+            .deps()
+            .iter()
+            .find(|d| matches!(self.done.get(d), Some(Done::Failed | Done::Skipped)))
+        {
+            let local = self.b.cluster.as_ref().is_none_or(|c| !c.placed[p.idx]);
+            if local {
+                self.slots.release(lease);
+            }
+            self.skip(p.idx, bad, reporter);
+            return;
+        }
+        let upstream_commits = node
+            .deps()
+            .into_iter()
+            .filter_map(|d| {
+                let rx = self.commits.get(&d)?.subscribe();
+                Some((b.graph.nodes[d].id.clone(), rx))
+            })
+            .collect();
+        let (commit, _) = tokio::sync::watch::channel(None);
+        self.commits.insert(p.idx, commit);
         reporter.event(&Event::Started {
             node: node.id.clone(),
             reasons: p.reasons.clone(),
@@ -394,9 +470,20 @@ impl<'b, 'a> Build<'b, 'a> {
                 .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
                 .collect(),
         };
+        let cluster = b.cluster.as_ref().filter(|c| c.placed[p.idx]);
+        let executor = match cluster {
+            Some(c) => {
+                self.on_cluster.insert(p.idx);
+                c.executor.clone()
+            }
+            None => b.executor.clone(),
+        };
         let ctx = JobCtx {
+            adopt: self.live.remove(&node.id),
+            retries: b.options.retries,
+            upstream_commits,
             store: b.store.clone(),
-            executor: b.executor.clone(),
+            executor,
             interrupt: b.interrupt.clone(),
             recorder: self.recorder.clone(),
             progress: self.tx.clone(),
@@ -419,7 +506,8 @@ impl<'b, 'a> Build<'b, 'a> {
             gpus: lease.gpus.clone(),
             force: b.options.force.contains(&p.idx),
         };
-        self.running.insert(p.idx, Some(lease));
+        let local = cluster.is_none().then_some(lease);
+        self.running.insert(p.idx, local);
         tokio::spawn(ctx.execute());
     }
 
@@ -493,10 +581,14 @@ impl<'b, 'a> Build<'b, 'a> {
 
     fn on_progress(&mut self, msg: Progress, reporter: &mut dyn Reporter) {
         match msg {
-            Progress::Staged { idx } => {
+            Progress::Staged { idx, run } => {
                 if let Some(lease) = self.running.get_mut(&idx).and_then(Option::take) {
                     self.slots.release(lease);
                 }
+                // Its outputs are in `out/`: dependents may start (their
+                // runs wait for this one's commit, see `job`).
+                self.staged.insert(idx);
+                self.finish_node(idx, Done::Ok(run));
             }
             Progress::Restored { idx, result } => {
                 self.running.remove(&idx);
@@ -523,6 +615,10 @@ impl<'b, 'a> Build<'b, 'a> {
                 if let Some(lease) = self.running.remove(&idx).flatten() {
                     self.slots.release(lease);
                 }
+                self.on_cluster.remove(&idx);
+                if let Some(commit) = self.commits.remove(&idx) {
+                    let _ = commit.send(Some(result.is_ok()));
+                }
                 let duration_ms = started.elapsed().as_millis() as u64;
                 self.finish(idx, result, duration_ms, record_ms, reporter);
             }
@@ -539,6 +635,7 @@ impl<'b, 'a> Build<'b, 'a> {
         reporter: &mut dyn Reporter,
     ) {
         let node = &self.b.graph.nodes[idx];
+        let released = self.staged.remove(&idx);
         let run = match result {
             Ok(Ran::Built(run)) => {
                 reporter.event(&Event::Finished {
@@ -558,8 +655,41 @@ impl<'b, 'a> Build<'b, 'a> {
                 self.counts.cached += 1;
                 run
             }
+            // An upstream run could not be recorded: this one was discarded.
+            Err(f) if f.kind == FailureKind::Upstream => {
+                reporter.event(&Event::Skipped {
+                    node: node.id.clone(),
+                    because: f.message,
+                });
+                self.counts.skipped += 1;
+                self.end(idx, Done::Skipped, released);
+                return;
+            }
+            Err(f) if f.kind == FailureKind::Detached => {
+                reporter.event(&Event::Detached {
+                    node: node.id.clone(),
+                    job: f.message.clone(),
+                });
+                self.counts.detached += 1;
+                self.end(idx, Done::Detached, released);
+                return;
+            }
             // Interrupted nodes were named by the `interrupted` event.
             Err(_) if self.interrupted => {
+                self.done.insert(idx, Done::Failed);
+                return;
+            }
+            Err(failure) if released => {
+                // Its dependents were released when it was staged: they
+                // see it failed (those still queued are skipped at start,
+                // those running discard their runs).
+                reporter.event(&Event::Failed {
+                    node: node.id.clone(),
+                    failure,
+                    duration_ms,
+                });
+                self.counts.failed += 1;
+                self.stopping |= !self.b.options.keep_going;
                 self.done.insert(idx, Done::Failed);
                 return;
             }
@@ -569,7 +699,17 @@ impl<'b, 'a> Build<'b, 'a> {
             }
         };
         self.remember(idx, &run);
-        self.finish_node(idx, Done::Ok(run));
+        self.end(idx, Done::Ok(run), released);
+    }
+
+    /// Marks a node done; its dependents are released unless they already
+    /// were (when it was staged).
+    fn end(&mut self, idx: NodeIdx, done: Done, released: bool) {
+        if released {
+            self.done.insert(idx, done);
+        } else {
+            self.finish_node(idx, done);
+        }
     }
 
     fn remember(&mut self, idx: NodeIdx, run: &RunRecord) {
@@ -645,6 +785,9 @@ impl<'b, 'a> Build<'b, 'a> {
             .collect();
         reporter.event(&Event::Interrupted { running });
         self.b.executor.interrupt();
+        if let Some(c) = &self.b.cluster {
+            c.executor.interrupt();
+        }
     }
 
     /// Flushes what the build learned and reports how it ended.
@@ -660,6 +803,7 @@ impl<'b, 'a> Build<'b, 'a> {
             cached: c.cached,
             failed: c.failed,
             skipped: c.skipped,
+            detached: c.detached,
             duration_ms: t0.elapsed().as_millis() as u64,
         });
         if self.interrupted {

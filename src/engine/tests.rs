@@ -2,7 +2,7 @@
 //! in a temporary workspace, no process started. Each test asserts exactly
 //! which nodes ran, in what order, on which GPUs, and why.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +47,7 @@ struct Opts {
     gpus: &'static str,
     force: Vec<&'static str>,
     only: Option<Vec<&'static str>>,
+    retries: u32,
     /// Fires the build's interrupt when an event matches.
     interrupt_when: Option<Box<When>>,
 }
@@ -59,6 +60,7 @@ impl Default for Opts {
             gpus: "",
             force: Vec::new(),
             only: None,
+            retries: 0,
             interrupt_when: None,
         }
     }
@@ -163,6 +165,7 @@ impl Bench {
                 .only
                 .as_ref()
                 .map(|ids| ids.iter().map(|id| self.idx(id)).collect()),
+            retries: o.retries,
         };
         let builder = Builder {
             graph: &self.graph,
@@ -174,6 +177,7 @@ impl Bench {
             interrupt: Interrupt::new(),
             noop: None,
             incremental: None,
+            cluster: None,
         };
         let mut reporter = Hooked {
             events: Vec::new(),
@@ -589,24 +593,61 @@ fn two_nodes_with_one_key_run_once() {
 }
 
 #[test]
-fn dependents_start_only_once_the_upstream_run_is_committed() {
+fn a_run_is_committed_only_after_its_upstream_runs() {
     let b = chain();
-    b.fake.watch_store(b.store());
     b.build(Opts {
         jobs: 4,
         ..Opts::default()
     });
-    for r in b.fake.ran() {
-        let node = &b.graph.nodes[b.idx(&r.node)];
+    let order = b.store().commit_order();
+    assert_eq!(order.len(), 7);
+    let at = |id: &str| order.iter().position(|o| o == id).unwrap();
+    for node in &b.graph.nodes {
         for d in node.deps() {
             let up = &b.graph.nodes[d].id;
             assert!(
-                r.committed.contains(up),
-                "{} started before {up} was recorded",
-                r.node
+                at(up) < at(&node.id),
+                "{} committed before {up}: {order:?}",
+                node.id
             );
         }
     }
+}
+
+#[test]
+fn a_run_whose_upstream_could_not_be_recorded_is_discarded() {
+    let b = chain();
+    b.store().fail_commits_of("gen[i=0]");
+    // The others take longer than a commit batch waits: `gen[i=0]` is
+    // committed (and fails) alone.
+    for id in ["gen[i=1]", "gen[i=2]"] {
+        b.fake.plan(id, Plan::Sleep(Duration::from_millis(100)));
+    }
+    let o = b.build(Opts {
+        jobs: 4,
+        keep_going: true,
+        ..Opts::default()
+    });
+    assert_eq!(o.status, BuildStatus::Failed);
+    let f = o.failure("gen[i=0]");
+    assert_eq!(f.kind, FailureKind::Store);
+    assert!(f.message.contains("injected failure"), "{}", f.message);
+    let recorded = b.store().commit_order();
+    assert!(!recorded.contains(&"gen[i=0]".to_string()));
+    assert!(
+        !recorded.contains(&"double[i=0]".to_string()),
+        "{recorded:?}"
+    );
+    assert!(!recorded.contains(&"total".to_string()));
+    assert!(
+        recorded.contains(&"double[i=1]".to_string()),
+        "{recorded:?}"
+    );
+    let skipped = o.skipped();
+    assert!(skipped.contains(&"total".to_string()), "{skipped:?}");
+    assert!(skipped.contains(&"double[i=0]".to_string()), "{skipped:?}");
+    let stale = b.stale();
+    assert_eq!(stale["gen[i=0]"][0].kind.as_str(), "failed");
 }
 
 #[test]
@@ -762,8 +803,11 @@ fn sigint_stops_running_nodes_and_they_are_interrupted_next_time() {
 }
 
 #[test]
-fn sigint_after_a_node_finished_keeps_it_and_starts_no_dependent() {
+fn sigint_after_a_node_finished_keeps_it() {
     let b = chain();
+    for i in 0..3 {
+        b.fake.plan(&format!("double[i={i}]"), Plan::Hang);
+    }
     let o = b.build(Opts {
         interrupt_when: Some(Box::new(
             |e| matches!(e, Event::Finished { node, .. } if node == "gen[i=0]"),
@@ -771,10 +815,21 @@ fn sigint_after_a_node_finished_keeps_it_and_starts_no_dependent() {
         ..Opts::default()
     });
     assert_eq!(o.status, BuildStatus::Interrupted);
-    // (A second `gen` may have started while the first was being recorded.)
-    let ran = b.fake.nodes();
-    assert!(ran.iter().all(|n| n.starts_with("gen[")), "{ran:?}");
-    let stale: HashSet<String> = b.stale().into_keys().collect();
-    assert!(!stale.contains("gen[i=0]"));
-    assert!(stale.contains("double[i=0]"));
+    assert!(!b.fake.nodes().iter().any(|n| n == "total"));
+    let stale = b.stale();
+    assert!(
+        !stale.contains_key("gen[i=0]"),
+        "recorded before SIGINT: kept"
+    );
+    assert!(stale.contains_key("total"));
+    for i in 0..3 {
+        b.fake
+            .plan(&format!("double[i={i}]"), Plan::Write(format!("d{i}")));
+    }
+    let o = b.build(Opts::default());
+    assert_eq!(o.status, BuildStatus::Success);
+    assert!(
+        !b.fake.nodes().contains(&"gen[i=0]".to_string()),
+        "not run again"
+    );
 }

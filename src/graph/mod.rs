@@ -83,6 +83,11 @@ pub struct Stage {
     /// The file's stem (`rq2`), which is also a target naming all its stages.
     pub pipeline: String,
     pub nodes: Vec<NodeIdx>,
+    /// The stage's own SLURM settings (`slurm: (…)`), over the workspace's.
+    pub slurm: crate::slurm::settings::Slurm,
+    /// Where its nodes run under `--executor slurm` (`placement:`); None:
+    /// by kind (see `slurm::placement`).
+    pub placement: Option<crate::slurm::settings::Placement>,
 }
 
 #[derive(Debug, Clone, Default)]

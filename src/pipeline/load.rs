@@ -21,6 +21,8 @@ const STAGE_FIELDS: &[&str] = &[
     "needs",
     "task",
     "description",
+    "slurm",
+    "placement",
 ];
 
 /// A `-p KEY=VALUE` from the command line.
@@ -61,6 +63,10 @@ struct StageDecl {
     for_each: Option<Ident>,
     needs: Vec<Ident>,
     task: Node,
+    /// `slurm: (…)`: this stage's cluster settings.
+    slurm: Option<Node>,
+    /// `placement: Local | Cluster`.
+    placement: Option<Node>,
 }
 
 impl StageDecl {
@@ -304,6 +310,8 @@ fn read_stage(
             },
             span: node.span,
         },
+        slurm: None,
+        placement: None,
     };
     let mut saw_task = false;
     for (field, value) in fields {
@@ -407,6 +415,8 @@ fn read_stage(
                 stage.task = value.clone();
             }
             "description" => {}
+            "slurm" => stage.slurm = Some(value.clone()),
+            "placement" => stage.placement = Some(value.clone()),
             _ => return Err(unknown_field(sources, field, STAGE_FIELDS, "`Stage`")),
         }
     }
@@ -866,11 +876,18 @@ fn expand_nodes(
             node_id_params.push(id_params);
         }
         stage_nodes.insert(&s.name.name, mine.clone());
+        let scope = Scope {
+            params: &file.params,
+            needs: &needs_names,
+        };
+        let (slurm, placement) = cluster_of(sources, s, &scope)?;
         graph_stages.push(crate::graph::Stage {
             name: s.name.name.clone(),
             file: file.rel.clone(),
             pipeline: file.stem.clone(),
             nodes: mine,
+            slurm,
+            placement,
         });
     }
     Ok(Graph::new(nodes, graph_stages))
@@ -920,6 +937,33 @@ fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSp
             .with_help(msg.help)
     })?;
     Ok(t)
+}
+
+/// A stage's `slurm: (…)` and `placement:`, read with the pipeline's params.
+fn cluster_of(
+    sources: &Sources,
+    s: &StageDecl,
+    scope: &Scope<'_>,
+) -> Result<
+    (
+        crate::slurm::settings::Slurm,
+        Option<crate::slurm::settings::Placement>,
+    ),
+    PipelineError,
+> {
+    let slurm = match &s.slurm {
+        Some(node) => {
+            let slurm = de::from_node(node, scope).map_err(|e| de_error(sources, e))?;
+            super::settings::check_slurm(sources, &slurm, node)?;
+            slurm
+        }
+        None => Default::default(),
+    };
+    let placement = match &s.placement {
+        Some(node) => Some(de::from_node(node, scope).map_err(|e| de_error(sources, e))?),
+        None => None,
+    };
+    Ok((slurm, placement))
 }
 
 /// Two combinations of one stage with the same id: say why.
@@ -982,7 +1026,7 @@ pub fn node_id(stage: &str, params: &[(String, crate::value::Value)]) -> String 
     format!("{stage}[{inner}]")
 }
 
-fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
+pub(super) fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
     let span = e.span.unwrap_or_default();
     let label = if e.message.starts_with("unknown field") {
         "unknown field".to_string()

@@ -10,10 +10,12 @@ pub mod de;
 mod error;
 mod expand;
 mod load;
+mod settings;
 pub mod syntax;
 
 pub use error::{PipelineError, Sources};
 pub use load::{load, pipeline_files, Override};
+pub use settings::{load_settings, FILE as SETTINGS_FILE};
 
 use crate::value::Value;
 use syntax::{Kind, Node};

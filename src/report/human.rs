@@ -141,8 +141,8 @@ impl Human {
         self.show_running();
     }
 
-    fn done(&mut self, counts: [usize; 4], duration_ms: u64) {
-        let [built, cached, failed, skipped] = counts;
+    fn done(&mut self, counts: [usize; 5], duration_ms: u64) {
+        let [built, cached, failed, skipped, detached] = counts;
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -159,6 +159,11 @@ impl Human {
         }
         if skipped > 0 {
             parts.push(format!("{skipped} skipped"));
+        }
+        if detached > 0 {
+            parts.push(format!(
+                "{detached} left running on the cluster (`vitgraph build` collects them)"
+            ));
         }
         self.line(&format!("{} in {}", parts.join(", "), ms(duration_ms)));
     }
@@ -201,13 +206,21 @@ impl Reporter for Human {
                 };
                 self.line(&format!("interrupted{list}"));
             }
+            Event::Detached { node, job } => {
+                self.step();
+                self.line(&format!("[{}/{}] {node}: {job}", self.done, self.total));
+            }
             Event::Done {
                 built,
                 cached,
                 failed,
                 skipped,
+                detached,
                 duration_ms,
-            } => self.done([*built, *cached, *failed, *skipped], *duration_ms),
+            } => self.done(
+                [*built, *cached, *failed, *skipped, *detached],
+                *duration_ms,
+            ),
         }
     }
 }

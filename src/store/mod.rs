@@ -14,6 +14,7 @@
 mod batch;
 mod error;
 mod fileio;
+mod jobs;
 mod lock;
 mod maintenance;
 mod objects;
@@ -32,6 +33,7 @@ mod test_support;
 pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
+pub use jobs::{DriverLock, LiveJob};
 pub use lock::KeyLock;
 pub(crate) use observe::take;
 pub use observe::FileFacts;

@@ -212,7 +212,9 @@ impl Store {
         let dead: Vec<(i64, Owner)> = {
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running'",
+                    // An attempt with a cluster job outlives its driver: the
+                    // next driver adopts it (see `jobs`).
+                    "SELECT id, host, pid, pid_start FROM attempts WHERE status = 'running' AND job IS NULL",
                 )
                 .map_err(|e| self.db_err(e))?;
             let rows = stmt

@@ -149,6 +149,8 @@ pub struct Attempt {
     pub message: Option<String>,
     /// The failure as the engine described it (JSON), when it did.
     pub failure: Option<RawJson>,
+    /// The cluster job it ran as (JSON), for attempts run on a cluster.
+    pub job: Option<RawJson>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

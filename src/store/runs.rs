@@ -93,7 +93,7 @@ impl Store {
         }
         drop(rows);
         let sql = format!(
-            "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start, a.failure
+            "SELECT a.node_id, a.key, a.status, a.started_at_ms, a.message, a.host, a.pid, a.pid_start, a.failure, a.job
              FROM attempts a WHERE a.id IN (SELECT MAX(id) FROM attempts{where_attempts} GROUP BY node_id)"
         );
         let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
@@ -302,7 +302,9 @@ impl Store {
         let status: String = row.get(2).map_err(db)?;
         let mut status = AttemptStatus::parse(&status)
             .ok_or_else(|| self.damaged(format!("attempt status `{status}`")))?;
-        if status == AttemptStatus::Running {
+        let job: Option<String> = row.get(9).map_err(db)?;
+        // A cluster job outlives its driver: still running until settled.
+        if status == AttemptStatus::Running && job.is_none() {
             let owner = Owner {
                 host: row.get(5).map_err(db)?,
                 pid: row.get(6).map_err(db)?,
@@ -318,6 +320,7 @@ impl Store {
             started_at_ms: row.get(3).map_err(db)?,
             message: row.get(4).map_err(db)?,
             failure: row.get::<_, Option<String>>(8).map_err(db)?.map(RawJson),
+            job: job.map(RawJson),
         };
         Ok((row.get(0).map_err(db)?, attempt))
     }

@@ -17,7 +17,8 @@
 //!   saves hashing and never changes a verdict.
 //!
 //! Version 2 added `generation`; version 3 added `attempts.failure` (the
-//! failure as JSON: kind, exit status, log). An older database is brought up
+//! failure as JSON: kind, exit status, log) and `attempts.job` (the cluster
+//! job an attempt runs as, JSON; see `jobs`). An older database is brought up
 //! to date in place when opened for writing (the statements are all `IF NOT
 //! EXISTS`, and a missing column is added).
 
@@ -69,7 +70,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     started_at_ms  INTEGER NOT NULL,
     finished_at_ms INTEGER,
     message        TEXT,
-    failure        TEXT
+    failure        TEXT,
+    job            TEXT
 );
 CREATE INDEX IF NOT EXISTS attempts_by_node ON attempts(node_id, id);
 CREATE INDEX IF NOT EXISTS attempts_running ON attempts(status) WHERE status = 'running';
@@ -225,17 +227,19 @@ fn migrate(conn: &mut Connection, db_path: &Path) -> Result<(), StoreError> {
         .map_err(err)?;
     tx.execute_batch(SCHEMA).map_err(err)?;
     // A table made by an older version lacks the columns added since.
-    let has_failure: bool = tx
-        .query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'failure'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .map_err(err)?
-        > 0;
-    if !has_failure {
-        tx.execute_batch("ALTER TABLE attempts ADD COLUMN failure TEXT")
-            .map_err(err)?;
+    for column in ["failure", "job"] {
+        let has: bool = tx
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = ?1",
+                [column],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(err)?
+            > 0;
+        if !has {
+            tx.execute_batch(&format!("ALTER TABLE attempts ADD COLUMN {column} TEXT"))
+                .map_err(err)?;
+        }
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(err)?;

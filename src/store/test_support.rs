@@ -77,3 +77,28 @@ pub(crate) fn write(path: &Path, content: &str) {
     }
     fs::write(path, content).expect("write file");
 }
+
+/// Hooks for the engine's tests: what the database says, and commits made
+/// to fail.
+impl Store {
+    /// The node ids of the recorded runs, in commit order.
+    pub(crate) fn commit_order(&self) -> Vec<String> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT node_id FROM runs ORDER BY seq")
+            .expect("query runs");
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .expect("read runs");
+        rows.map(|r| r.expect("a node id")).collect()
+    }
+
+    /// Makes every commit of a run of `node_id` fail (a trigger aborts it).
+    pub(crate) fn fail_commits_of(&self, node_id: &str) {
+        let sql = format!(
+            "CREATE TRIGGER IF NOT EXISTS test_fail_commit BEFORE INSERT ON runs \
+             WHEN NEW.node_id = '{node_id}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+        );
+        self.conn().execute_batch(&sql).expect("create the trigger");
+    }
+}

@@ -57,7 +57,7 @@ pub fn probe() -> Env {
     );
     key_facets.insert("numa".to_owned(), numa_binding());
     let record = json!({
-        "host": hostname(),
+        "host": hostname_opt(),
         "kernel": read_trimmed("/proc/sys/kernel/osrelease"),
         "cpu_count": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "libtorch_cuda": libtorch_cuda_version(),
@@ -245,8 +245,14 @@ fn numa_binding() -> String {
     }
 }
 
-fn hostname() -> Option<String> {
+/// This machine's host name, if it can be read.
+pub fn hostname_opt() -> Option<String> {
     read_trimmed("/proc/sys/kernel/hostname")
+}
+
+/// This machine's host name (`unknown` if it cannot be read).
+pub fn hostname() -> String {
+    hostname_opt().unwrap_or_else(|| "unknown".to_owned())
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

@@ -1,0 +1,61 @@
+//! Running nodes as SLURM jobs (`vitgraph build --executor slurm`).
+//!
+//! - [`settings`]: `vitgraph.ron`'s `Slurm(…)`, a stage's `slurm:` and
+//!   `placement:`, merged with the command line's flags;
+//! - [`executor`]: submits job arrays, follows them, cancels them;
+//! - [`job`]: the compute node's side (`vitgraph slurm-job`), which writes
+//!   only files: the outputs and a result record;
+//! - [`classify`]: why a job that left no result record ended;
+//! - [`cmd`]: running and reading `sbatch`, `squeue`, `sacct`, `scancel`.
+
+pub mod classify;
+pub mod cmd;
+pub mod executor;
+pub mod job;
+pub mod settings;
+
+use std::collections::HashMap;
+
+use crate::graph::Graph;
+use crate::tasks::TaskSpec;
+use settings::{Placement, Slurm};
+
+/// Where each node of `graph` runs under `--executor slurm` (true: as a
+/// job): as its stage's `placement:` says, else by kind — the analysis
+/// tasks (`Analyze`, `Report`, `Export`) on the driver, everything else
+/// (experiments, commands) on the cluster.
+pub fn placed(graph: &Graph) -> Vec<bool> {
+    let by_stage: HashMap<&str, Option<Placement>> = graph
+        .stages
+        .iter()
+        .map(|s| (s.name.as_str(), s.placement))
+        .collect();
+    graph
+        .nodes
+        .iter()
+        .map(
+            |n| match by_stage.get(n.stage.as_str()).copied().flatten() {
+                Some(p) => p == Placement::Cluster,
+                None => !matches!(
+                    n.task,
+                    TaskSpec::Analyze(_) | TaskSpec::Report(_) | TaskSpec::Export(_)
+                ),
+            },
+        )
+        .collect()
+}
+
+/// Each stage's settings: the workspace's, then the stage's, then `flags`.
+pub fn stage_settings(graph: &Graph, workspace: &Slurm, flags: &Slurm) -> HashMap<String, Slurm> {
+    graph
+        .stages
+        .iter()
+        .map(|s| (s.name.clone(), workspace.merged(&s.slurm).merged(flags)))
+        .collect()
+}
+
+/// The name of a workspace's jobs: `vg-` and 8 hex digits of its path.
+pub fn job_name(root: &std::path::Path) -> String {
+    let h = blake3::hash(root.as_os_str().as_encoded_bytes());
+    format!("vg-{}", &h.to_hex()[..8])
+}

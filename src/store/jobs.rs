@@ -1,0 +1,156 @@
+//! The journal of cluster jobs: which attempt runs as which job, kept in the
+//! attempt's row so that a driver that died can be followed by one that
+//! adopts its jobs instead of submitting them again (DESIGN §7).
+//!
+//! The attempt is recorded before `sbatch`, with the job's directory
+//! (`cache/jobs/<attempt>/`, where the job writes its outputs and its result
+//! record); the job id is recorded right after, with the submit time. An
+//! attempt with a job stays `running` when its driver dies: `open` does not
+//! mark it interrupted, the next driver (or `status`) settles it.
+
+use rusqlite::params;
+
+use super::error::StoreError;
+use super::open::Store;
+use super::record::{AttemptId, RawJson};
+use crate::hash::ContentHash;
+
+/// A running attempt with a cluster job.
+#[derive(Debug, Clone)]
+pub struct LiveJob {
+    pub attempt: AttemptId,
+    pub node_id: String,
+    pub key: ContentHash,
+    pub started_at_ms: i64,
+    /// The executor's record of the job (JSON).
+    pub job: RawJson,
+}
+
+/// The lock a cluster driver holds on its workspace while it builds; it
+/// names the driver (host and pid) for the one it keeps out.
+pub struct DriverLock {
+    _file: std::fs::File,
+}
+
+impl Store {
+    /// Takes the workspace's driver lock (`cache/driver.lock`): Ok(Err(who))
+    /// naming the driver that holds it when another one does.
+    pub fn lock_driver(&self) -> Result<Result<DriverLock, String>, StoreError> {
+        use std::io::{Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let path = self.cache.join("driver.lock");
+        let io = |e| StoreError::io("open", &path, e);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        // SAFETY: flock(2) on a descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let who = std::fs::read_to_string(&path).unwrap_or_default();
+            return Ok(Err(who.trim().to_string()));
+        }
+        let me = format!(
+            "pid {} on `{}`",
+            std::process::id(),
+            crate::tasks::env::hostname()
+        );
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(me.as_bytes()));
+        written.map_err(io)?;
+        Ok(Ok(DriverLock { _file: file }))
+    }
+
+    /// `cache/jobs/<attempt>/`: where a cluster job of `attempt` writes.
+    pub fn job_dir(&self, attempt: AttemptId) -> std::path::PathBuf {
+        self.cache.join("jobs").join(attempt.0.to_string())
+    }
+
+    /// `cache/jobs/`.
+    pub fn jobs_dir(&self) -> std::path::PathBuf {
+        self.cache.join("jobs")
+    }
+
+    /// Records (or updates) the jobs of several attempts in one transaction.
+    pub fn record_jobs(&self, jobs: &[(AttemptId, RawJson)]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+        for (attempt, job) in jobs {
+            let changed = tx
+                .prepare_cached("UPDATE attempts SET job = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![attempt.0, job.0]))
+                .map_err(|e| self.db_err(e))?;
+            if changed == 0 {
+                return Err(StoreError::UnknownAttempt {
+                    id: attempt.0,
+                    path: self.db_path.clone(),
+                });
+            }
+        }
+        tx.commit().map_err(|e| self.db_err(e))
+    }
+
+    /// Every running attempt with a cluster job, oldest first.
+    pub fn live_jobs(&self) -> Result<Vec<LiveJob>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, node_id, key, started_at_ms, job FROM attempts
+                 WHERE status = 'running' AND job IS NOT NULL ORDER BY id",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let db = |e| self.db_err(e);
+            out.push(LiveJob {
+                attempt: AttemptId(row.get(0).map_err(db)?),
+                node_id: row.get(1).map_err(db)?,
+                key: self.hash_column(row.get(2).map_err(db)?)?,
+                started_at_ms: row.get(3).map_err(db)?,
+                job: RawJson(row.get(4).map_err(db)?),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_with_a_job_outlives_its_driver() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let key = ContentHash([3; 32]);
+        // Attempts of a driver that is gone (no such process).
+        let dead = super::super::owner::Owner::local(u32::MAX - 7, 1);
+        let with_job = store.begin_attempt_as(&dead, "a", &key).unwrap();
+        store.begin_attempt_as(&dead, "b", &key).unwrap();
+        store
+            .record_jobs(&[(with_job, RawJson(r#"{"job_id":"12_3"}"#.into()))])
+            .unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        let live = store.live_jobs().unwrap();
+        assert_eq!(live.len(), 1, "the attempt with a job is still running");
+        assert_eq!(live[0].node_id, "a");
+        assert_eq!(live[0].job.0, r#"{"job_id":"12_3"}"#);
+        let states = store.load_states().unwrap();
+        let b = states["b"].last_attempt.as_ref().unwrap();
+        assert_eq!(b.status, crate::store::AttemptStatus::Interrupted);
+        assert_eq!(
+            store.job_dir(with_job),
+            store.cache_dir().join("jobs").join(with_job.0.to_string())
+        );
+        assert!(store
+            .record_jobs(&[(AttemptId(999), RawJson("{}".into()))])
+            .is_err());
+    }
+}

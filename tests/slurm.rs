@@ -1,0 +1,314 @@
+//! `vitgraph build --executor slurm` against a real SLURM (slurmctld,
+//! slurmd and munge on this machine, fake GPUs through gres), as
+//! `scripts/slurm-setup.sh` starts it. Without a SLURM the tests are
+//! skipped, saying why — unless `VITGRAPH_REQUIRE_SLURM=1` (CI), where a
+//! missing SLURM fails them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vitgraph");
+
+/// Whether a SLURM answers here; panics when one is required and absent.
+fn slurm() -> bool {
+    let up = Command::new("scontrol")
+        .arg("ping")
+        .output()
+        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("UP"))
+        .unwrap_or(false);
+    if !up {
+        if std::env::var_os("VITGRAPH_REQUIRE_SLURM").is_some_and(|v| v == "1") {
+            panic!("VITGRAPH_REQUIRE_SLURM=1 but no SLURM answers `scontrol ping` (start one with scripts/slurm-setup.sh)");
+        }
+        eprintln!("skipped: no SLURM here (`scontrol ping` does not answer); start one with `SLURM_CPUS=16 scripts/slurm-setup.sh`");
+    }
+    up
+}
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn new(pipeline: &str) -> Ws {
+        // Under the target directory, not /tmp: a real cluster's compute
+        // nodes see the workspace through a shared file system.
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let dir = tempfile::Builder::new()
+            .prefix("slurm-")
+            .tempdir_in(base)
+            .unwrap();
+        std::fs::create_dir_all(dir.path().join("pipelines")).unwrap();
+        std::fs::write(dir.path().join("pipelines/p.ron"), pipeline).unwrap();
+        Ws { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_NO_PROGRESS", "1")
+            .env_remove("VITGRAPH_FAKE_ENV");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap_or_default()
+    }
+
+    /// Lines of `side.log`: one per command run, written by the commands.
+    fn ran(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.read("side.log").lines().map(String::from).collect();
+        v.sort();
+        v
+    }
+
+    /// This workspace's jobs still pending or running.
+    fn queued(&self) -> Vec<String> {
+        let name = job_name(self.path());
+        let out = Command::new("squeue")
+            .args([
+                "-h",
+                "-r",
+                "-t",
+                "pending,running,configuring,completing",
+                "--name",
+                &name,
+                "-o",
+                "%i",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+}
+
+fn job_name(root: &Path) -> String {
+    vitgraph::slurm::job_name(&root.canonicalize().unwrap())
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn events(o: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Every file under `out/`, by path, with its bytes.
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(root.join("out"))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// CPU nodes, GPU nodes (one GPU each), and a summary of them all.
+fn mixed(n: usize) -> String {
+    let values = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    format!(
+        r#"Pipeline(stages: {{
+    "cpu": Stage(matrix: {{"i": [{values}]}},
+        task: Command(run: "echo cpu-${{i}} >> side.log; echo $(( ${{i}} * 3 )) > ${{out}}/v.txt", outputs: ["v.txt"])),
+    "gpu": Stage(for_each: "cpu",
+        task: Command(run: "echo gpu-${{i}} >> side.log; test -n \"$CUDA_VISIBLE_DEVICES\" && echo $(( $(cat ${{needs.cpu}}/v.txt) + 1 )) > ${{out}}/w.txt", outputs: ["w.txt"], resources: (gpus: 1))),
+    "sum": Stage(needs: ["gpu"],
+        task: Command(run: "echo sum >> side.log; cat $(for d in ${{needs.gpu}}; do echo $d/w.txt; done) | paste -sd+ | bc > ${{out}}/sum.txt", outputs: ["sum.txt"])),
+}})"#
+    )
+}
+
+#[test]
+fn a_study_builds_on_slurm_as_it_does_locally() {
+    if !slurm() {
+        return;
+    }
+    let n = 30;
+    let ws = Ws::new(&mixed(n));
+    let o = ws.run(&["build", "--executor", "slurm", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Every node ran once.
+    let ran = ws.ran();
+    assert_eq!(ran.len(), 2 * n + 1, "{ran:?}");
+    let unique: std::collections::HashSet<&String> = ran.iter().collect();
+    assert_eq!(unique.len(), 2 * n + 1);
+    let expected: usize = (0..n).map(|i| 3 * i + 1).sum();
+    assert_eq!(ws.read("out/sum/sum/sum.txt").trim(), expected.to_string());
+    // Byte for byte what a local build makes.
+    let local = Ws::new(&mixed(n));
+    let o = local.run(&["build", "--gpus", "0,1,2,3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(tree(ws.path()), tree(local.path()));
+    // Fresh on SLURM and locally alike; nothing left in the queue.
+    let o = ws.run(&["build", "--executor", "slurm", "--json"]);
+    let done = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "done")
+        .unwrap();
+    assert_eq!(done["built"], 0, "{}", text(&o));
+    assert!(ws.queued().is_empty());
+    assert_eq!(ws.run(&["verify"]).status.code(), Some(0));
+    assert!(
+        !ws.path().join("cache/jobs").read_dir().unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .parse::<u64>()
+                .is_ok()
+        }),
+        "job directories are removed once their runs are recorded"
+    );
+}
+
+#[test]
+fn a_job_that_exits_3_fails_its_node_with_the_job_named() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+            "bad": Stage(task: Command(run: "echo going wrong; exit 3", outputs: ["x"])),
+            "after": Stage(needs: ["bad"], task: Command(run: "touch ${out}/y", outputs: ["y"])),
+        })"#,
+    );
+    let o = ws.run(&["build", "--executor", "slurm", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let failed = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["kind"], "exit");
+    assert_eq!(failed["exit_code"], 3);
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("SLURM job "), "{error}");
+    assert!(error.contains("going wrong"), "the log tail: {error}");
+    assert!(
+        failed["log"].as_str().unwrap().contains("cache/jobs/"),
+        "{failed}"
+    );
+    // A failed attempt records no measurement.
+    let s = ws.run(&["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(s["summary"]["fresh"], 0);
+}
+
+#[test]
+fn sigint_cancels_every_job_and_exits_130() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+            "slow": Stage(matrix: {"i": [1, 2, 3, 4]}, task: Command(run: "echo ${i} >> started.log; sleep 120", outputs: ["x"])),
+        })"#,
+    );
+    let mut child = ws
+        .cmd(&["build", "--executor", "slurm"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while ws.read("started.log").lines().count() < 4 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the jobs never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let t = Instant::now();
+    while !ws.queued().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "jobs left: {:?}",
+            ws.queued()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let s = ws.run(&["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    let kinds: Vec<&str> = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["reasons"][0]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["interrupted"; 4], "{s}");
+}
+
+/// Polls until `f` holds, or panics after `limit`.
+fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_job_cancelled_from_outside_fails_its_node_as_cancelled() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: { "n": Stage(task: Command(run: "touch started; sleep 120", outputs: ["x"])) })"#,
+    );
+    let child = ws
+        .cmd(&["build", "--executor", "slurm", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(60), "the job to start", || {
+        ws.path().join("started").exists()
+    });
+    let ids = ws.queued();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let s = Command::new("scancel").arg(&ids[0]).status().unwrap();
+    assert!(s.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let failed = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["kind"], "cancelled", "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap().contains(&ids[0]),
+        "{failed}"
+    );
+}
