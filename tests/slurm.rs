@@ -312,3 +312,221 @@ fn a_job_cancelled_from_outside_fails_its_node_as_cancelled() {
         "{failed}"
     );
 }
+
+/// A chain of sleeping jobs: `a[i]` → `b[i]` → `all`.
+fn sleepy(n: usize, sleep: &str) -> String {
+    let values = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    format!(
+        r#"Pipeline(stages: {{
+    "a": Stage(matrix: {{"i": [{values}]}},
+        task: Command(run: "echo a-${{i}} >> side.log; sleep {sleep}; echo ${{i}} > ${{out}}/v.txt", outputs: ["v.txt"])),
+    "b": Stage(for_each: "a",
+        task: Command(run: "echo b-${{i}} >> side.log; sleep {sleep}; cat ${{needs.a}}/v.txt > ${{out}}/v.txt", outputs: ["v.txt"])),
+    "all": Stage(needs: ["b"],
+        task: Command(run: "echo all >> side.log; cat $(for d in ${{needs.b}}; do echo $d/v.txt; done) > ${{out}}/v.txt", outputs: ["v.txt"])),
+}})"#
+    )
+}
+
+#[test]
+fn a_driver_killed_at_any_moment_is_followed_by_one_that_reruns_nothing() {
+    if !slurm() {
+        return;
+    }
+    let n = 6;
+    for (trial, delay_ms) in [300u64, 900, 1700, 2600, 3800].into_iter().enumerate() {
+        let ws = Ws::new(&sleepy(n, "1"));
+        let mut child = ws
+            .cmd(&["build", "--executor", "slurm"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL: no chance to clean up
+        child.wait().unwrap();
+        let o = ws.run(&["build", "--executor", "slurm"]);
+        assert_eq!(o.status.code(), Some(0), "trial {trial}: {}", text(&o));
+        // Every command ran exactly once, across both drivers.
+        let ran = ws.ran();
+        let mut unique = ran.clone();
+        unique.dedup();
+        assert_eq!(
+            ran, unique,
+            "trial {trial} (kill after {delay_ms} ms): a node ran twice"
+        );
+        assert_eq!(ran.len(), 2 * n + 1, "trial {trial}: {ran:?}");
+        assert_eq!(ws.read("out/all/all/v.txt").lines().count(), n);
+        assert!(ws.queued().is_empty(), "trial {trial}");
+        assert_eq!(ws.run(&["verify"]).status.code(), Some(0), "trial {trial}");
+    }
+}
+
+#[test]
+fn detach_submits_and_exits_status_shows_the_jobs_and_build_collects_them() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(&sleepy(3, "2"));
+    let o = ws.run(&["build", "--executor", "slurm", "--detach", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let detached: Vec<String> = events(&o)
+        .into_iter()
+        .filter(|e| e["event"] == "detached")
+        .map(|e| e["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(detached, ["a[i=0]", "a[i=1]", "a[i=2]"]);
+    assert_eq!(ws.queued().len(), 3, "the jobs run on");
+    // `status` lists them with their job ids.
+    let s = ws.run(&["status"]);
+    let out = String::from_utf8_lossy(&s.stdout).to_string();
+    assert!(out.contains("on the cluster (3 jobs"), "{out}");
+    assert!(out.contains("a[i=1]  SLURM job "), "{out}");
+    let s = ws.run(&["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(s["jobs"].as_array().unwrap().len(), 3, "{s}");
+    assert!(s["jobs"][0]["job_id"].as_str().unwrap().contains('_'));
+    // Once they are done, `status` records them without running anything.
+    wait_for(Duration::from_secs(60), "the detached jobs", || {
+        ws.queued().is_empty()
+    });
+    let s = ws.run(&["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert!(s.get("jobs").is_none(), "{s}");
+    assert_eq!(s["summary"]["fresh"], 3, "{s}");
+    // The next build goes on from there.
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(ws.ran().len(), 7);
+}
+
+#[test]
+fn a_build_survives_slurmctld_restarting() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(&sleepy(4, "3"));
+    let child = ws
+        .cmd(&["build", "--executor", "slurm"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(60), "the first jobs", || {
+        ws.read("side.log").lines().count() >= 4
+    });
+    let pid = std::fs::read_to_string("/run/slurm/slurmctld.pid").unwrap();
+    let pid: i32 = pid.trim().parse().unwrap();
+    // SAFETY: kill(2) on slurmctld, which this test's SLURM runs as a daemon.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    wait_for(Duration::from_secs(30), "slurmctld to stop", || {
+        // SAFETY: signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid, 0) != 0 }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let s = Command::new("/usr/sbin/slurmctld").status().unwrap();
+    assert!(s.success(), "slurmctld restarts");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(ws.ran().len(), 9);
+}
+
+#[test]
+fn without_sacct_on_path_everything_still_works() {
+    if !slurm() {
+        return;
+    }
+    // A PATH with every program of /usr/bin but sacct.
+    let bin = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir("/usr/bin").unwrap().flatten() {
+        if e.file_name() != "sacct" {
+            let _ = std::os::unix::fs::symlink(e.path(), bin.path().join(e.file_name()));
+        }
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+            "ok": Stage(task: Command(run: "echo fine > ${out}/v.txt", outputs: ["v.txt"])),
+            "gone": Stage(task: Command(run: "touch started; sleep 120", outputs: ["x"])),
+        })"#,
+    );
+    let child = ws
+        .cmd(&["build", "--executor", "slurm", "-k", "--json"])
+        .env("PATH", bin.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(60), "the job to start", || {
+        ws.path().join("started").exists()
+    });
+    for id in ws.queued() {
+        Command::new("scancel").arg(id).status().unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(ws.read("out/ok/ok/v.txt"), "fine\n");
+    let failed = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["node"], "gone");
+    assert_eq!(failed["kind"], "cancelled", "{failed}");
+}
+
+#[test]
+fn a_job_over_its_time_limit_fails_as_time() {
+    if !slurm() {
+        return;
+    }
+    // SLURM rounds limits up to whole minutes and checks them about every
+    // 30 s: this takes a minute and a half.
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+            "slow": Stage(slurm: (time: "1"), task: Command(run: "sleep 300", outputs: ["x"])),
+        })"#,
+    );
+    let o = ws.run(&["build", "--executor", "slurm", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let failed = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["kind"], "time", "{failed}");
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("reached its time limit"), "{error}");
+    assert!(
+        error.contains("TIME LIMIT"),
+        "SLURM's line from the job's log: {error}"
+    );
+}
+
+#[test]
+fn bad_cluster_settings_are_load_errors_with_the_place_and_the_fix() {
+    let ws = Ws::new(
+        r#"Pipeline(stages: { "n": Stage(slurm: (mem: "16GB"), task: Command(run: "true", outputs: [])) })"#,
+    );
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`16GB` is not a SLURM memory size"), "{err}");
+    assert!(err.contains("pipelines/p.ron:1:"), "{err}");
+    assert!(err.contains("`16G`"), "{err}");
+    let ws =
+        Ws::new(r#"Pipeline(stages: { "n": Stage(task: Command(run: "true", outputs: [])) })"#);
+    std::fs::write(
+        ws.path().join("vitgraph.ron"),
+        "Workspace(slurm: Slurm(partiton: \"gpu\"))",
+    )
+    .unwrap();
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("vitgraph.ron:1:"), "{err}");
+    assert!(err.contains("partition"), "did you mean: {err}");
+    std::fs::remove_file(ws.path().join("vitgraph.ron")).unwrap();
+    let o = ws.run(&["build", "--executor", "slurm", "--time", "1h"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`--time`"));
+}

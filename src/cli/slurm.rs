@@ -64,8 +64,13 @@ pub(super) fn cluster(
         detach: args.detach,
         name: crate::slurm::job_name(&ws.root),
     });
-    // The latest running attempt of each node with a job left by a driver
-    // that ended (the lock says none runs now).
+    // Jobs a driver that ended left behind (the lock says none runs now):
+    // the finished ones are recorded before planning, the others adopted.
+    let left = store.live_jobs()?;
+    if !left.is_empty() {
+        let c = crate::slurm::collect::collect_finished(store, &left)?;
+        note_collected(&c, args.json);
+    }
     let mut live: HashMap<String, LiveJob> = HashMap::new();
     for job in store.live_jobs()? {
         live.insert(job.node_id.clone(), job);
@@ -82,10 +87,122 @@ pub(super) fn cluster(
     })
 }
 
+/// Says what was recorded of jobs that finished while no driver waited.
+pub(super) fn note_collected(c: &crate::slurm::collect::Collected, quiet: bool) {
+    if quiet || (c.recorded.is_empty() && c.failed.is_empty()) {
+        return;
+    }
+    eprintln!(
+        "recorded {} cluster job(s) that finished while no vitgraph waited for them ({} failed)",
+        c.recorded.len() + c.failed.len(),
+        c.failed.len()
+    );
+}
+
 /// With `VITGRAPH_TIMINGS`: how many SLURM commands the build ran.
 pub(super) fn report_calls(e: &SlurmExecutor) {
     if std::env::var_os("VITGRAPH_TIMINGS").is_some() {
         let [sbatch, squeue, sacct, scancel, scontrol] = e.calls();
         eprintln!("slurm calls: sbatch {sbatch}, squeue {squeue}, sacct {sacct}, scancel {scancel}, scontrol {scontrol}");
+    }
+}
+
+/// A cluster job of the workspace still queued or running, as `status`
+/// shows it.
+#[derive(serde::Serialize)]
+pub(super) struct JobStatus {
+    node: String,
+    job_id: Option<String>,
+    /// SLURM's state (`PENDING`, `RUNNING`…), when `squeue` answered.
+    state: Option<String>,
+    submitted_at_ms: Option<i64>,
+}
+
+/// `status`'s view of the cluster: records the jobs that finished (when no
+/// driver runs), then lists those still queued or running.
+pub(super) fn jobs_for_status(ws: &Workspace, quiet: bool) -> Result<Vec<JobStatus>, Failure> {
+    let Some(store) = Store::open_existing(&ws.root)? else {
+        return Ok(Vec::new());
+    };
+    let mut live = store.live_jobs()?;
+    if live.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !store.is_read_only() {
+        // While a driver runs, it records its jobs itself.
+        if let Ok(Ok(_lock)) = store.lock_driver() {
+            let c = crate::slurm::collect::collect_finished(&store, &live)?;
+            note_collected(&c, quiet);
+            live = store.live_jobs()?;
+        }
+    }
+    let states = if crate::slurm::cmd::available("squeue") {
+        let calls = crate::slurm::cmd::Calls::default();
+        crate::slurm::cmd::run(
+            &calls,
+            "squeue",
+            &crate::slurm::cmd::squeue_args(),
+            std::time::Duration::from_secs(30),
+        )
+        .ok()
+        .filter(|o| o.ok)
+        .map(|o| crate::slurm::cmd::parse_squeue(&o.stdout))
+    } else {
+        None
+    };
+    Ok(live
+        .into_iter()
+        .map(|l| {
+            let rec: Option<crate::slurm::executor::JobRecord> = l.job.parse();
+            let job_id = rec.as_ref().and_then(|r| r.job_id.clone());
+            let state = match (&states, &job_id) {
+                (Some(s), Some(id)) => Some(
+                    s.get(id)
+                        .map_or_else(|| "GONE".to_string(), |q| q.state.clone()),
+                ),
+                _ => None,
+            };
+            JobStatus {
+                node: l.node_id,
+                job_id,
+                state,
+                submitted_at_ms: rec.and_then(|r| r.submitted_at_ms),
+            }
+        })
+        .collect())
+}
+
+/// The cluster jobs section of `status`.
+pub(super) fn print_jobs(jobs: &[JobStatus]) {
+    if jobs.is_empty() {
+        return;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    println!(
+        "on the cluster ({} jobs; `vitgraph build --executor slurm` collects them):",
+        jobs.len()
+    );
+    for j in jobs {
+        let age = j
+            .submitted_at_ms
+            .map(|t| format!("submitted {} ago", ago((now - t).max(0) / 1000)))
+            .unwrap_or_else(|| "submission not confirmed".into());
+        println!(
+            "  {}  SLURM job {}  {}  {age}",
+            j.node,
+            j.job_id.as_deref().unwrap_or("?"),
+            j.state.as_deref().unwrap_or("state unknown"),
+        );
+    }
+}
+
+fn ago(s: i64) -> String {
+    match s {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s => format!("{:.1} h", s as f64 / 3600.0),
     }
 }

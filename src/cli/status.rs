@@ -123,6 +123,7 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
             return Ok(code);
         }
     }
+    let jobs = super::slurm::jobs_for_status(ws, args.json)?;
     let (graph, selection, evals, _) = planned(ws, overrides, &args.targets)?;
     let fresh = selection
         .iter()
@@ -147,8 +148,11 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
                 }
             })
             .collect();
-        let out =
+        let mut out =
             serde_json::json!({ "nodes": nodes, "summary": { "fresh": fresh, "stale": stale } });
+        if !jobs.is_empty() {
+            out["jobs"] = serde_json::to_value(&jobs).unwrap_or_default();
+        }
         println!("{out}");
         return Ok(exit::SUCCESS);
     }
@@ -183,6 +187,7 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
             );
         }
     }
+    super::slurm::print_jobs(&jobs);
     println!("{fresh} fresh, {stale} stale");
     Ok(exit::SUCCESS)
 }

@@ -187,6 +187,13 @@ impl JobCtx {
                 upstream: self.upstream.clone(),
                 gpus: self.gpus.clone(),
                 log: self.log.clone(),
+                record: remote.then(|| run::Record {
+                    key: self.key,
+                    key_parts: self.recorded.0.clone(),
+                    env: self.env.clone(),
+                    dest: self.dest.clone(),
+                    replace: self.force,
+                }),
             };
             let started_at_ms = now_ms();
             let t = Instant::now();
@@ -331,7 +338,7 @@ impl JobCtx {
 
 /// Records how `attempt` ended: failed, or interrupted for a failure that
 /// may go away by itself. A failure to record it is added to the failure.
-pub(super) fn settle(store: &Store, attempt: AttemptId, failure: NodeFailure) -> NodeFailure {
+pub(crate) fn settle(store: &Store, attempt: AttemptId, failure: NodeFailure) -> NodeFailure {
     let status = if failure.kind.is_transient() {
         AttemptStatus::Interrupted
     } else {

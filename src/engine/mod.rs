@@ -17,7 +17,7 @@ pub mod failure;
 #[cfg(test)]
 mod fake;
 mod incremental;
-mod job;
+pub(crate) mod job;
 pub mod key;
 pub mod noop;
 pub mod plan;

@@ -34,6 +34,24 @@ pub struct Job {
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
     pub gpus: Vec<GpuId>,
     pub log: PathBuf,
+    /// For a job on another machine: what recording its run needs, so any
+    /// later vitgraph process can record it once its result lands.
+    #[serde(default)]
+    pub record: Option<Record>,
+}
+
+/// What recording a finished job's run needs beyond its outputs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    pub key: crate::hash::ContentHash,
+    /// The key's parts and params (JSON), as `explain` reads them.
+    pub key_parts: String,
+    /// The environment record (record-only facets too).
+    pub env: serde_json::Value,
+    /// Where its outputs are materialized: `out/<stage>/<node>`.
+    pub dest: PathBuf,
+    /// `--force`: replace an earlier run of the key.
+    pub replace: bool,
 }
 
 /// Quotes a path for `sh` when it holds characters the shell would split or expand.

@@ -152,18 +152,20 @@ pub struct Queued {
     pub state: String,
     pub reason: String,
     pub node: String,
+    /// `--comment` (vitgraph writes `vitgraph:<manifest>`).
+    pub comment: String,
 }
 
 /// The `squeue` arguments vitgraph polls with: every job of this user, array
 /// tasks one per line, finished ones too (while SLURM still lists them).
 pub fn squeue_args() -> Vec<String> {
-    ["-h", "-r", "-t", "all", "--me", "-o", "%i|%T|%r|%N"]
+    ["-h", "-r", "-t", "all", "--me", "-o", "%i|%T|%r|%N|%k"]
         .iter()
         .map(|s| s.to_string())
         .collect()
 }
 
-/// Parses `squeue -o '%i|%T|%r|%N'` lines by job id.
+/// Parses `squeue -o '%i|%T|%r|%N|%k'` lines by job id.
 pub fn parse_squeue(stdout: &str) -> HashMap<String, Queued> {
     stdout
         .lines()
@@ -173,6 +175,8 @@ pub fn parse_squeue(stdout: &str) -> HashMap<String, Queued> {
             let state = f.next()?.trim().to_string();
             let reason = f.next().unwrap_or("").trim().to_string();
             let node = f.next().unwrap_or("").trim().to_string();
+            // The comment is last: it may hold `|` itself.
+            let comment = f.collect::<Vec<_>>().join("|").trim().to_string();
             (!id.is_empty()).then(|| {
                 (
                     id.clone(),
@@ -181,6 +185,7 @@ pub fn parse_squeue(stdout: &str) -> HashMap<String, Queued> {
                         state,
                         reason,
                         node,
+                        comment,
                     },
                 )
             })

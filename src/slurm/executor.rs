@@ -98,6 +98,16 @@ struct Flight {
     last_state: Option<String>,
     gone_since: Option<Instant>,
     reply: Reply,
+    /// An adopted job whose submission was never confirmed (its driver
+    /// ended between the journal and `sbatch`'s answer): found in the queue
+    /// by its array's comment, or submitted now if it is not there.
+    unconfirmed: Option<Unconfirmed>,
+}
+
+struct Unconfirmed {
+    job: Job,
+    manifest: PathBuf,
+    index: usize,
 }
 
 #[derive(Default)]
@@ -308,6 +318,8 @@ impl SlurmExecutor {
             "--parsable".to_string(),
             format!("--job-name={}", self.0.cfg.name),
             format!("--output={}", batch_dir.join("slurm-%A_%a.log").display()),
+            // How a driver that never got the job id finds the array again.
+            format!("--comment={}", comment(&manifest)),
             array,
         ];
         sbatch.append(&mut flags);
@@ -480,6 +492,7 @@ impl SlurmExecutor {
                 last_state: None,
                 gone_since: None,
                 reply: q.reply,
+                unconfirmed: None,
             });
         }
     }
@@ -500,6 +513,9 @@ impl SlurmExecutor {
         .and_then(Result::ok)
         .filter(|o| o.ok)
         .map(|o| cmd::parse_squeue(&o.stdout));
+        if let Some(q) = &queue {
+            self.confirm(q);
+        }
         let now = Instant::now();
         let mut overdue = Vec::new();
         {
@@ -535,6 +551,47 @@ impl SlurmExecutor {
             settled += self.classify_vanished(&overdue).await;
         }
         settled
+    }
+
+    /// Finds in the queue the jobs of adopted attempts whose submission was
+    /// never confirmed (by their array's comment), and journals their ids.
+    fn confirm(&self, queue: &HashMap<String, cmd::Queued>) {
+        let mut journal = Vec::new();
+        let mut st = self.state();
+        for f in st.flights.iter_mut() {
+            let Some(u) = &f.unconfirmed else { continue };
+            let wanted = comment(&u.manifest);
+            let suffix = format!("_{}", u.index);
+            let Some(found) = queue
+                .values()
+                .find(|q| q.comment == wanted && q.id.ends_with(&suffix))
+            else {
+                continue;
+            };
+            let array = found.id.trim_end_matches(&suffix).to_string();
+            let log = u
+                .manifest
+                .with_file_name(format!("slurm-{array}_{}.log", u.index));
+            journal.push((
+                AttemptId(u.job.attempt),
+                record(&JobRecord {
+                    executor: "slurm".into(),
+                    name: self.0.cfg.name.clone(),
+                    manifest: u.manifest.clone(),
+                    index: u.index,
+                    job_id: Some(found.id.clone()),
+                    submitted_at_ms: None,
+                    log: Some(log.clone()),
+                }),
+            ));
+            f.job_id = Some(found.id.clone());
+            f.log = Some(log);
+            f.unconfirmed = None;
+        }
+        drop(st);
+        if !journal.is_empty() {
+            let _ = self.0.cfg.store.record_jobs(&journal);
+        }
     }
 
     /// Replies to every flight whose result record exists.
@@ -592,6 +649,20 @@ impl SlurmExecutor {
                 continue;
             }
             let f = st.flights.swap_remove(i);
+            if let Some(u) = f.unconfirmed {
+                // Never submitted after all (or long gone without a trace):
+                // submit it now, under its attempt.
+                st.queue.push(Queued {
+                    job: Job {
+                        adopt: None,
+                        ..u.job
+                    },
+                    reply: f.reply,
+                });
+                st.last_push = Some(Instant::now());
+                n += 1;
+                continue;
+            }
             let id = f.job_id.clone().unwrap_or_else(|| "(not recorded)".into());
             let failure = classify(&Vanished {
                 job_id: &id,
@@ -674,6 +745,11 @@ impl Executor for SlurmExecutor {
             {
                 Some(rec) => st.flights.push(Flight {
                     dir: self.0.cfg.store.job_dir(AttemptId(job.attempt)),
+                    unconfirmed: rec.job_id.is_none().then(|| Unconfirmed {
+                        manifest: rec.manifest.clone(),
+                        index: rec.index,
+                        job: job.clone(),
+                    }),
                     job_id: rec.job_id,
                     log: rec.log,
                     last_state: None,
@@ -702,6 +778,11 @@ impl Executor for SlurmExecutor {
     fn remote(&self) -> bool {
         true
     }
+}
+
+/// The `--comment` of an array: its manifest.
+fn comment(manifest: &Path) -> String {
+    format!("vitgraph:{}", manifest.display())
 }
 
 fn record(r: &JobRecord) -> RawJson {

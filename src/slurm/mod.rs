@@ -6,10 +6,12 @@
 //! - [`job`]: the compute node's side (`vitgraph slurm-job`), which writes
 //!   only files: the outputs and a result record;
 //! - [`classify`]: why a job that left no result record ended;
+//! - [`collect`]: recording jobs that finished while no driver waited;
 //! - [`cmd`]: running and reading `sbatch`, `squeue`, `sacct`, `scancel`.
 
 pub mod classify;
 pub mod cmd;
+pub mod collect;
 pub mod executor;
 pub mod job;
 pub mod settings;

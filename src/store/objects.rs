@@ -50,7 +50,7 @@ impl Store {
             .ok_or_else(|| self.damaged("a committed batch returned no run".into()))
     }
 
-    /// Moves one staged file into `objects/` (or drops it when the object
+    /// Links one staged file into `objects/` (nothing to do when the object
     /// exists). Not flushed: [`Store::commit_batch`] flushes the whole batch.
     pub(super) fn ingest(&self, staged: &Path) -> Result<(ContentHash, u64), StoreError> {
         let source = self.regular_source(staged)?;
@@ -72,7 +72,15 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(StoreError::io("create directory", &shard, e)),
         }
-        fs::rename(&source, &object).ctx("move output into", &object)?;
+        // A second name, not a move: the staged file stays where it is until
+        // the run is committed, so a run staged by a process that dies before
+        // its commit (a cluster driver killed while recording a job) can be
+        // staged again from the same files.
+        match fs::hard_link(&source, &object) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(_) => fs::rename(&source, &object).ctx("move output into", &object)?,
+        }
         Ok((hash, size))
     }
 
