@@ -9,7 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vitgraph");
+/// The `vitgraph` users run, which the jobs run too: built without libtorch
+/// (`$VITGRAPH_LEAN_EXE` when the tests' own binary links it, whose start
+/// alone outgrows a test cluster's default 100 MB per job).
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("VITGRAPH_LEAN_EXE").unwrap_or_else(|| env!("CARGO_BIN_EXE_vitgraph").into())
+}
 
 /// Whether a SLURM answers here; panics when one is required and absent.
 fn slurm() -> bool {
@@ -50,7 +55,7 @@ impl Ws {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.arg("-C")
             .arg(self.path())
             .args(args)
@@ -529,4 +534,57 @@ fn bad_cluster_settings_are_load_errors_with_the_place_and_the_fix() {
     let o = ws.run(&["build", "--executor", "slurm", "--time", "1h"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`--time`"));
+}
+
+#[test]
+fn hardware_nodes_are_keyed_with_the_compute_nodes_environment() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+            "bench": Stage(matrix: {"i": [1, 2]}, task: Command(run: "echo ${i} > ${out}/r.txt", outputs: ["r.txt"], resources: (gpus: 1))),
+        })"#,
+    );
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = ws.run(&["explain", "--json", "--executor", "slurm", "bench[i=1]"]);
+    let e: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let source = e["env_source"].as_str().unwrap();
+    assert!(source.starts_with("compute node `"), "{source}");
+    assert!(source.contains("--gres=gpu:1"), "{source}");
+    assert_eq!(e["state"], "fresh");
+    // A probe that no longer matches the compute nodes: the job refuses to
+    // record under the wrong key, and the probe is taken again next time.
+    let db = rusqlite::Connection::open(ws.path().join("cache/state.sqlite")).unwrap();
+    let facets: String = db
+        .query_row("SELECT facets FROM env_probes", [], |r| r.get(0))
+        .unwrap();
+    let mut f: BTreeMap<String, String> = serde_json::from_str(&facets).unwrap();
+    f.insert("gpu".into(), "Imaginary X1".into());
+    db.execute(
+        "UPDATE env_probes SET facets = ?1",
+        [serde_json::to_string(&f).unwrap()],
+    )
+    .unwrap();
+    drop(db);
+    let o = ws.run(&["status", "--json", "--executor", "slurm"]);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["nodes"][0]["reasons"][0]["kind"], "env_changed", "{s}");
+    let o = ws.run(&["build", "--executor", "slurm", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let failed = events(&o)
+        .into_iter()
+        .find(|e| e["event"] == "failed")
+        .unwrap();
+    assert_eq!(failed["kind"], "key", "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("gpu Imaginary X1 →"),
+        "{failed}"
+    );
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(0), "probed again: {}", text(&o));
 }

@@ -10,7 +10,7 @@ use crate::engine::env::HostEnv;
 use crate::engine::events::{Event, Reporter};
 use crate::engine::executor::{Interrupt, Local};
 use crate::engine::noop::{self, NoopSnapshot};
-use crate::engine::plan::{plan, Evaluator, Verdict};
+use crate::engine::plan::{plan, EnvProbe, Evaluator, Verdict};
 use crate::engine::schedule::{BuildOptions, BuildStatus, Builder, Incremental};
 use crate::exit;
 use crate::gpu::GpuId;
@@ -35,9 +35,9 @@ pub struct BuildArgs {
     /// Run the targeted nodes even if they are fresh.
     #[arg(long)]
     pub force: bool,
-    /// Where nodes run.
-    #[arg(long, value_enum, default_value_t = Executor::Local)]
-    pub executor: Executor,
+    /// Where nodes run (default: `executor:` in vitgraph.ron, else local).
+    #[arg(long, value_enum)]
+    pub executor: Option<Executor>,
     /// GPUs for GPU nodes: indexes, UUIDs (`GPU-…`) or MIG ids, comma-separated
     /// (default: `CUDA_VISIBLE_DEVICES`, else the GPUs `nvidia-smi -L` lists).
     #[arg(long, value_name = "IDS")]
@@ -101,7 +101,8 @@ pub enum Executor {
 
 pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
     let t = super::Timer::start();
-    let slurm = args.executor == Executor::Slurm;
+    let file = crate::pipeline::load_settings(&ws.root)?;
+    let slurm = is_slurm(args.executor, &file);
     if !slurm && (args.detach || args.retries > 0) {
         return Err(usage(
             "`--detach` and `--retries` apply to cluster jobs",
@@ -110,7 +111,9 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     }
     // The no-op path: the whole workspace, nothing forced, nothing changed
     // since a plan found every node fresh (see `engine::noop`).
-    let whole = args.targets.is_empty() && !args.force && !args.dry_run;
+    // (A cluster build judges its hardware nodes with the compute nodes'
+    // facets, not this machine's: it always plans.)
+    let whole = args.targets.is_empty() && !args.force && !args.dry_run && !slurm;
     let env = HostEnv::new();
     let snapshot = if whole {
         NoopSnapshot::for_workspace(&ws.root, overrides)
@@ -145,7 +148,12 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     }
     let selection = crate::graph::select(&graph, &args.targets)?;
     if args.dry_run {
-        return dry_run(ws, &graph, &selection, &env);
+        let store = Store::open_existing(&ws.root)?;
+        if slurm {
+            let cenv = super::slurm::stored_env(&graph, &file, &args.slurm, &env, store.as_ref())?;
+            return dry_run(&ws.root, store.as_ref(), &graph, &selection, &cenv);
+        }
+        return dry_run(&ws.root, store.as_ref(), &graph, &selection, &env);
     }
     let store = Arc::new(match opened {
         Some(store) => store,
@@ -153,16 +161,22 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     });
     let options = options(&graph, &selection, &args)?;
     let mut cluster_run = if slurm {
-        Some(super::slurm::cluster(ws, &graph, &store, &args)?)
+        Some(super::slurm::cluster(
+            ws, &graph, &store, &args, &file, &env,
+        )?)
     } else {
         None
     };
     let cluster = cluster_run.as_mut().and_then(|c| c.cluster.take());
+    let judge_env: &dyn EnvProbe = match &cluster_run {
+        Some(c) => &c.env,
+        None => &env,
+    };
     let builder = Builder {
         graph: &graph,
         root: ws.root.clone(),
         store: store.clone(),
-        env: &env,
+        env: judge_env,
         options,
         executor: Arc::new(Local::new()),
         interrupt: Interrupt::new(),
@@ -311,21 +325,33 @@ fn reporter(json: bool) -> Box<dyn Reporter> {
     }
 }
 
+/// Whether nodes run on SLURM: `--executor`, else `executor:` in vitgraph.ron.
+pub(super) fn is_slurm(
+    flag: Option<Executor>,
+    file: &crate::slurm::settings::WorkspaceFile,
+) -> bool {
+    use crate::slurm::settings::ExecutorKind;
+    match flag {
+        Some(e) => e == Executor::Slurm,
+        None => file.executor == Some(ExecutorKind::Slurm),
+    }
+}
+
 /// `build -n`: the static plan, printed.
 fn dry_run(
-    ws: &Workspace,
+    root: &std::path::Path,
+    store: Option<&Store>,
     graph: &crate::graph::Graph,
     selection: &[usize],
-    env: &HostEnv,
+    env: &dyn EnvProbe,
 ) -> Result<i32, Failure> {
-    let store = Store::open_existing(&ws.root)?;
-    let states = match &store {
+    let states = match store {
         Some(s) => s.load_states()?,
         None => Default::default(),
     };
     let ev = Evaluator {
-        root: &ws.root,
-        store: store.as_ref(),
+        root,
+        store,
         states: &states,
         env,
     };

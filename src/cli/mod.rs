@@ -83,6 +83,9 @@ pub enum Command {
     /// Run one task of a SLURM job array (used by `--executor slurm` on the compute node).
     #[command(hide = true)]
     SlurmJob { manifest: PathBuf },
+    /// Write this machine's environment fingerprint into FILE (a probe job of `--executor slurm`).
+    #[command(hide = true)]
+    EnvProbe { file: PathBuf },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -169,6 +172,9 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
         Command::ExecTask { job } => exec::exec_task(&job),
+        Command::EnvProbe { file } => crate::slurm::probe::write_probe(&file)
+            .map(|()| exit::SUCCESS)
+            .map_err(|m| Failure::Report(miette::miette!("{m}"), exit::NODE_FAILED)),
         Command::SlurmJob { manifest } => crate::slurm::job::run(&manifest).map_err(|m| {
             Failure::Report(
                 miette::miette!(
@@ -203,6 +209,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Init(_)
                 | Command::ExecTask { .. }
                 | Command::SlurmJob { .. }
+                | Command::EnvProbe { .. }
                 | Command::TorchInfo
                 | Command::Trace(_) => {
                     unreachable!("handled above")

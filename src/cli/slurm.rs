@@ -6,33 +6,40 @@ use std::sync::Arc;
 
 use super::build::BuildArgs;
 use super::{usage, Failure};
+use crate::engine::plan::EnvProbe;
 use crate::engine::schedule::Cluster;
+use crate::exit;
 use crate::graph::Graph;
 use crate::slurm::executor::{Config, SlurmExecutor};
+use crate::slurm::probe::{self, ClusterEnv};
+use crate::slurm::settings::WorkspaceFile;
 use crate::slurm::settings::DEFAULT_MAX_JOBS;
 use crate::store::{DriverLock, LiveJob, Store};
 use crate::workspace::Workspace;
 
-/// The cluster lane of a build, its executor, and the driver lock it holds.
-pub(super) struct ClusterRun {
+/// The cluster lane of a build, its executor, the environment its nodes are
+/// judged with, and the driver lock it holds.
+pub(super) struct ClusterRun<'a> {
     pub cluster: Option<Cluster>,
     pub executor: SlurmExecutor,
+    pub env: ClusterEnv<'a>,
     _lock: DriverLock,
 }
 
-pub(super) fn cluster(
+pub(super) fn cluster<'a>(
     ws: &Workspace,
     graph: &Graph,
     store: &Arc<Store>,
     args: &BuildArgs,
-) -> Result<ClusterRun, Failure> {
+    file: &WorkspaceFile,
+    host: &'a dyn EnvProbe,
+) -> Result<ClusterRun<'a>, Failure> {
     if !crate::slurm::cmd::available("sbatch") {
         return Err(usage(
             "`--executor slurm` submits jobs with `sbatch`, which is not on PATH",
             "run vitgraph where SLURM's commands are (a login node), or install them (Debian: `slurm-client`)",
         ));
     }
-    let file = crate::pipeline::load_settings(&ws.root)?;
     let flags = args.slurm.settings();
     if let Some((field, message, help)) = flags.problem() {
         return Err(usage(format!("`--{field}`: {message}"), help));
@@ -57,12 +64,27 @@ pub(super) fn cluster(
             "run vitgraph from a path the compute nodes can reach",
         )
     })?;
+    let name = crate::slurm::job_name(&ws.root);
+    // The compute nodes' environment, for the keys of the nodes that
+    // measure hardware there: probed once per kind of job, then kept.
+    let placed = crate::slurm::placed(graph);
+    let wanted = probe::hardware_nodes(graph, &placed, &stages);
+    probe::ensure(store, &exe, &name, &wanted).map_err(|m| {
+        Failure::Report(
+            miette::miette!(
+                help = "check the partition, constraint and GPU settings (`sinfo` lists what exists), or run the hardware nodes locally with `placement: Local`",
+                "{m}"
+            ),
+            exit::NODE_FAILED,
+        )
+    })?;
+    let env = ClusterEnv::new(host, Some(store), &wanted)?;
     let executor = SlurmExecutor::new(Config {
         store: store.clone(),
         exe,
         stages,
         detach: args.detach,
-        name: crate::slurm::job_name(&ws.root),
+        name,
     });
     // Jobs a driver that ended left behind (the lock says none runs now):
     // the finished ones are recorded before planning, the others adopted.
@@ -78,13 +100,29 @@ pub(super) fn cluster(
     Ok(ClusterRun {
         cluster: Some(Cluster {
             executor: Arc::new(executor.clone()),
-            placed: crate::slurm::placed(graph),
+            placed,
             slots,
             live,
         }),
         executor,
+        env,
         _lock: lock,
     })
+}
+
+/// The environment `status`, `explain` and `build -n` judge a cluster
+/// workspace with: the stored probes of the compute nodes (none is run).
+pub(super) fn stored_env<'a>(
+    graph: &Graph,
+    file: &WorkspaceFile,
+    flags: &super::build::SlurmFlags,
+    host: &'a dyn EnvProbe,
+    store: Option<&Store>,
+) -> Result<ClusterEnv<'a>, Failure> {
+    let stages = crate::slurm::stage_settings(graph, &file.slurm, &flags.settings());
+    let placed = crate::slurm::placed(graph);
+    let wanted = probe::hardware_nodes(graph, &placed, &stages);
+    Ok(ClusterEnv::new(host, store, &wanted)?)
 }
 
 /// Says what was recorded of jobs that finished while no driver waited.

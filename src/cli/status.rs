@@ -9,7 +9,7 @@ use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::key::{json_diff, RecordedParts};
 use crate::engine::noop::{self, NoopSnapshot};
-use crate::engine::plan::{plan, Evaluation, Evaluator, Reason, Verdict};
+use crate::engine::plan::{plan, EnvProbe, Evaluation, Evaluator, Reason, Verdict};
 use crate::exit;
 use crate::graph::Graph;
 use crate::pipeline::Override;
@@ -26,6 +26,20 @@ pub struct StatusArgs {
     /// List every stale node (by default long stages are abbreviated).
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// How nodes are judged: as a local build or a cluster build would
+/// (`--executor slurm` keys hardware nodes with the compute nodes' probed
+/// facets). Give the same SLURM flags as to `build`.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// Judge as `build --executor EXECUTOR` would (default: `executor:` in vitgraph.ron).
+    #[arg(long, value_enum)]
+    pub executor: Option<super::build::Executor>,
+    #[command(flatten)]
+    pub slurm: super::build::SlurmFlags,
 }
 
 #[derive(Args, Debug)]
@@ -35,6 +49,8 @@ pub struct ExplainArgs {
     /// Print the key's parts and their diff as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Serialize)]
@@ -54,11 +70,14 @@ type Planned = (
     HashMap<String, NodeState>,
 );
 
-/// Loads the graph and the store and plans the selection.
-fn planned(ws: &Workspace, overrides: &[Override], targets: &[String]) -> Result<Planned, Failure> {
+/// Loads the store and plans the selection of `graph`.
+fn planned(
+    ws: &Workspace,
+    graph: Graph,
+    targets: &[String],
+    cluster: &ClusterArgs,
+) -> Result<Planned, Failure> {
     let t = super::Timer::start();
-    let graph = load(ws, overrides)?;
-    t.lap("load pipelines");
     let selection = crate::graph::select(&graph, targets)?;
     let store = Store::open_existing(&ws.root)?;
     t.lap("open store");
@@ -67,12 +86,17 @@ fn planned(ws: &Workspace, overrides: &[Override], targets: &[String]) -> Result
         None => HashMap::new(),
     };
     t.lap("load states");
-    let env = HostEnv::new();
+    let host = HostEnv::new();
+    let cluster_env = judged_on_cluster(ws, &graph, cluster, &host, store.as_ref())?;
+    let env: &dyn EnvProbe = match &cluster_env {
+        Some(c) => c,
+        None => &host,
+    };
     let ev = Evaluator {
         root: &ws.root,
         store: store.as_ref(),
         states: &states,
-        env: &env,
+        env,
     };
     let evals = plan(&ev, &graph, &selection)?;
     t.lap("plan");
@@ -82,6 +106,21 @@ fn planned(ws: &Workspace, overrides: &[Override], targets: &[String]) -> Result
     }
     t.lap("flush stat cache");
     Ok((graph, selection, evals, states))
+}
+
+/// The environment of a cluster build, when the nodes are judged as one.
+fn judged_on_cluster<'a>(
+    ws: &Workspace,
+    graph: &Graph,
+    cluster: &ClusterArgs,
+    host: &'a HostEnv,
+    store: Option<&Store>,
+) -> Result<Option<crate::slurm::probe::ClusterEnv<'a>>, Failure> {
+    let file = crate::pipeline::load_settings(&ws.root)?;
+    if !super::build::is_slurm(cluster.executor, &file) {
+        return Ok(None);
+    }
+    super::slurm::stored_env(graph, &file, &cluster.slurm, host, store).map(Some)
 }
 
 /// `status` of the whole workspace from the no-op snapshot, when it holds.
@@ -118,13 +157,18 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
 }
 
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
-    if args.targets.is_empty() {
+    let file = crate::pipeline::load_settings(&ws.root)?;
+    let on_cluster = super::build::is_slurm(args.cluster.executor, &file);
+    if args.targets.is_empty() && !on_cluster {
         if let Some(code) = status_from_snapshot(ws, overrides, args.json) {
             return Ok(code);
         }
     }
     let jobs = super::slurm::jobs_for_status(ws, args.json)?;
-    let (graph, selection, evals, _) = planned(ws, overrides, &args.targets)?;
+    let t = super::Timer::start();
+    let graph = load(ws, overrides)?;
+    t.lap("load pipelines");
+    let (graph, selection, evals, _) = planned(ws, graph, &args.targets, &args.cluster)?;
     let fresh = selection
         .iter()
         .filter(|i| evals[i].verdict.is_fresh())
@@ -208,8 +252,20 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
         };
         return Err(usage(format!("unknown node `{}`", args.node), help));
     };
-    let (graph, _, evals, states) = planned(ws, overrides, std::slice::from_ref(&args.node))?;
+    let (graph, _, evals, states) =
+        planned(ws, graph, std::slice::from_ref(&args.node), &args.cluster)?;
     let node = &graph.nodes[idx];
+    let env_source = if node.task.measures_hardware() {
+        let host = HostEnv::new();
+        let store = Store::open_existing(&ws.root)?;
+        let cluster = judged_on_cluster(ws, &graph, &args.cluster, &host, store.as_ref())?;
+        Some(match &cluster {
+            Some(c) => c.source_of(node),
+            None => host.source_of(node),
+        })
+    } else {
+        None
+    };
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
     let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(ws, r));
@@ -236,12 +292,16 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
             "key": { "current": e.key.as_ref().map(|(k, _)| k.to_hex()), "recorded": last.map(|r| r.key.to_hex()) },
             "parts": { "current": current, "recorded": recorded.as_ref().map(|r| &r.parts) },
             "diff": diff,
+            "env_source": env_source,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(exit::SUCCESS);
     }
     println!("{}  ({state})", node.id);
     println!("  stage: {}", node.stage);
+    if let Some(source) = &env_source {
+        println!("  environment facets from: {source}");
+    }
     for r in e.verdict.reasons() {
         println!("  stale: {}: {}", r.kind.as_str(), r.detail);
     }

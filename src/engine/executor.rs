@@ -26,7 +26,15 @@ use crate::tasks::TaskSpec;
 
 /// How a job ended: Ok when its task succeeded (its outputs are in the
 /// job's staging directory, still to be checked and recorded).
-pub type RunFuture = Pin<Box<dyn Future<Output = Result<(), NodeFailure>> + Send>>;
+pub type RunFuture = Pin<Box<dyn Future<Output = Result<Finished, NodeFailure>> + Send>>;
+
+/// What a job that succeeded tells beyond its outputs.
+#[derive(Debug, Clone, Default)]
+pub struct Finished {
+    /// The environment record of the machine it ran on, when that was not
+    /// this one (a cluster's compute node).
+    pub env: Option<serde_json::Value>,
+}
 
 /// Runs jobs.
 pub trait Executor: Send + Sync {
@@ -125,7 +133,7 @@ impl Local {
         }
     }
 
-    async fn run_job(self, job: Job) -> Result<(), NodeFailure> {
+    async fn run_job(self, job: Job) -> Result<Finished, NodeFailure> {
         let start = |m: String| NodeFailure::new(super::failure::FailureKind::Start, m);
         let log = std::fs::File::create(&job.log).map_err(|e| {
             start(format!(
@@ -170,7 +178,7 @@ impl Local {
             return Err(NodeFailure::interrupted());
         }
         match run::failure_of(status, matches!(job.task, TaskSpec::Command(_))) {
-            None => Ok(()),
+            None => Ok(Finished::default()),
             Some(f) => Err(f),
         }
     }

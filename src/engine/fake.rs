@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::executor::{Executor, RunFuture};
+use super::executor::{Executor, Finished, RunFuture};
 use super::failure::NodeFailure;
 use super::run::Job;
 
@@ -79,7 +79,7 @@ impl Fake {
         self.0.interrupted.store(false, Ordering::SeqCst);
     }
 
-    async fn run_job(self, job: Job) -> Result<(), NodeFailure> {
+    async fn run_job(self, job: Job) -> Result<Finished, NodeFailure> {
         let inner = &self.0;
         {
             let mut running = inner.running.lock().unwrap();
@@ -93,7 +93,7 @@ impl Fake {
         let plan = inner.plans.lock().unwrap().get(&job.node).cloned();
         let result = self.act(&job, plan).await;
         inner.running.lock().unwrap().retain(|n| n != &job.node);
-        result
+        result.map(|()| Finished::default())
     }
 
     async fn act(&self, job: &Job, plan: Option<Plan>) -> Result<(), NodeFailure> {

@@ -94,6 +94,8 @@ pub(super) struct JobCtx {
     pub retries: u32,
     /// The upstream nodes whose runs are still being committed.
     pub upstream_commits: Vec<(String, Commit)>,
+    /// For a hardware-measuring node: the environment facets of its key.
+    pub facets: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl JobCtx {
@@ -193,12 +195,19 @@ impl JobCtx {
                     env: self.env.clone(),
                     dest: self.dest.clone(),
                     replace: self.force,
+                    facets: self.facets.clone(),
                 }),
             };
             let started_at_ms = now_ms();
             let t = Instant::now();
             let failure = match self.executor.run(job).await {
-                Ok(()) => break (attempt, staging, started_at_ms, t),
+                Ok(finished) => {
+                    // Measured elsewhere: the record of where.
+                    if let (Some(env), true) = (finished.env, self.task.measures_hardware()) {
+                        self.env = env;
+                    }
+                    break (attempt, staging, started_at_ms, t);
+                }
                 // The job runs on; its attempt stays open for a later build.
                 Err(f) if f.kind == FailureKind::Detached => return (Err(f), 0),
                 Err(f) => f,

@@ -156,6 +156,20 @@ pub trait EnvProbe: Sync {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
+
+    /// The facets `node`'s key is computed with: this machine's, unless the
+    /// node runs on other machines (a cluster's compute nodes).
+    fn facets_of(&self, node: &Node) -> Result<&BTreeMap<String, String>, String> {
+        let _ = node;
+        self.check()?;
+        Ok(self.facets())
+    }
+
+    /// Where [`EnvProbe::facets_of`] comes from, for `explain`.
+    fn source_of(&self, node: &Node) -> String {
+        let _ = node;
+        "this machine".into()
+    }
 }
 
 /// Why a node could not be judged.
@@ -193,12 +207,12 @@ impl<'a> Evaluator<'a> {
         }
         let mut env = if node.task.measures_hardware() {
             self.env
-                .check()
+                .facets_of(node)
                 .map_err(|message| JudgeError::Environment {
                     node: node.id.clone(),
                     message,
-                })?;
-            self.env.facets().clone()
+                })?
+                .clone()
         } else {
             BTreeMap::new()
         };

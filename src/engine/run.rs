@@ -52,6 +52,12 @@ pub struct Record {
     pub dest: PathBuf,
     /// `--force`: replace an earlier run of the key.
     pub replace: bool,
+    /// For a node that measures hardware: the environment facets its key
+    /// was computed with (a probe of the compute nodes). A job that lands
+    /// on a node whose facets differ fails instead of recording a
+    /// measurement under the wrong key.
+    #[serde(default)]
+    pub facets: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Quotes a path for `sh` when it holds characters the shell would split or expand.

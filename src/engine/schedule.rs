@@ -462,6 +462,7 @@ impl<'b, 'a> Build<'b, 'a> {
             gpus: lease.gpus.clone(),
         });
         let (needs, upstream) = self.upstream_dirs(p.idx);
+        let facets = node.task.measures_hardware().then(|| p.parts.env.clone());
         let recorded = super::key::RecordedParts {
             parts: p.parts,
             params: node
@@ -482,6 +483,7 @@ impl<'b, 'a> Build<'b, 'a> {
             adopt: self.live.remove(&node.id),
             retries: b.options.retries,
             upstream_commits,
+            facets,
             store: b.store.clone(),
             executor,
             interrupt: b.interrupt.clone(),

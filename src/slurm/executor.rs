@@ -35,7 +35,7 @@ use super::classify::{classify, Vanished};
 use super::cmd::{self, Calls};
 use super::job::{read_outcome, JOB_FILE};
 use super::settings::{GpuRequest, Slurm, DEFAULT_MAX_SUBMIT_PER_S, DEFAULT_POLL_S};
-use crate::engine::executor::{Executor, RunFuture};
+use crate::engine::executor::{Executor, Finished, RunFuture};
 use crate::engine::failure::{FailureKind, NodeFailure};
 use crate::engine::run::Job;
 use crate::store::{AttemptId, RawJson, Store};
@@ -83,7 +83,7 @@ pub struct JobRecord {
     pub log: Option<PathBuf>,
 }
 
-type Reply = oneshot::Sender<Result<(), NodeFailure>>;
+type Reply = oneshot::Sender<Result<Finished, NodeFailure>>;
 
 struct Queued {
     job: Job,
@@ -102,6 +102,8 @@ struct Flight {
     /// ended between the journal and `sbatch`'s answer): found in the queue
     /// by its array's comment, or submitted now if it is not there.
     unconfirmed: Option<Unconfirmed>,
+    /// For a hardware-measuring node: the probe its key was computed with.
+    probe: Option<String>,
 }
 
 struct Unconfirmed {
@@ -263,6 +265,22 @@ impl SlurmExecutor {
         }
         a.extend(s.extra.unwrap_or_default());
         a
+    }
+
+    /// The signature of the probe a hardware-measuring job's key used.
+    fn probe_of(&self, job: &Job) -> Option<String> {
+        if !job.task.measures_hardware() {
+            return None;
+        }
+        let s = self
+            .0
+            .cfg
+            .stages
+            .get(&job.stage)
+            .cloned()
+            .unwrap_or_default();
+        let selectors = super::probe::selectors(&s, &job.task.resources());
+        Some(super::probe::signature(&selectors))
     }
 
     async fn max_array(&self) -> usize {
@@ -491,6 +509,7 @@ impl SlurmExecutor {
                 log: Some(batch_dir.join(format!("slurm-{id}_{index}.log"))),
                 last_state: None,
                 gone_since: None,
+                probe: self.probe_of(&q.job),
                 reply: q.reply,
                 unconfirmed: None,
             });
@@ -604,8 +623,17 @@ impl SlurmExecutor {
                 Some(outcome) => {
                     let f = st.flights.swap_remove(i);
                     let id = f.job_id.as_deref().unwrap_or("(id not recorded)");
+                    if let (Ok(o), Some(sig)) = (&outcome, &f.probe) {
+                        if o.failure
+                            .as_ref()
+                            .is_some_and(|x| x.kind == FailureKind::Key)
+                        {
+                            // The probe no longer matches its nodes.
+                            let _ = self.0.cfg.store.forget_env_probe(sig);
+                        }
+                    }
                     let result = match outcome {
-                        Ok(o) if o.ok => Ok(()),
+                        Ok(o) if o.ok => Ok(Finished { env: o.env }),
                         Ok(o) => {
                             let mut failure = o.failure.unwrap_or_else(|| {
                                 NodeFailure::new(
@@ -744,6 +772,7 @@ impl Executor for SlurmExecutor {
                 .and_then(|r| serde_json::from_str::<JobRecord>(r).ok())
             {
                 Some(rec) => st.flights.push(Flight {
+                    probe: self.probe_of(&job),
                     dir: self.0.cfg.store.job_dir(AttemptId(job.attempt)),
                     unconfirmed: rec.job_id.is_none().then(|| Unconfirmed {
                         manifest: rec.manifest.clone(),

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::executor::{Executor, Interrupt, Local};
 use crate::engine::failure::{FailureKind, NodeFailure};
+use crate::engine::plan::EnvProbe;
 use crate::engine::run::Job;
 
 /// The files of a job's directory.
@@ -46,6 +47,9 @@ pub struct Outcome {
     pub duration_ms: u64,
     pub host: String,
     pub job_id: Option<String>,
+    /// This compute node's environment record, for hardware-measuring nodes.
+    #[serde(default)]
+    pub env: Option<serde_json::Value>,
 }
 
 /// Runs the job of this array task; the process's exit status.
@@ -69,6 +73,8 @@ pub fn run(manifest: &Path) -> Result<i32, String> {
         .map_err(|e| format!("`{}` is not a job: {e}", dir.join(JOB_FILE).display()))?;
     // The GPUs are the ones SLURM gave this job.
     job.gpus = crate::gpu::visible_from_env().unwrap_or_default();
+    let measures = job.task.measures_hardware();
+    let host_env = crate::engine::env::HostEnv::new();
     let env = |k: &str| std::env::var(k).ok();
     let started = Started {
         job_id: env("SLURM_JOB_ID"),
@@ -87,6 +93,27 @@ pub fn run(manifest: &Path) -> Result<i32, String> {
     let _ = std::fs::remove_dir_all(&job.staging);
     std::fs::create_dir_all(&job.staging)
         .map_err(|e| format!("cannot create `{}`: {e}", job.staging.display()))?;
+    // A node keyed with a probe of other machines than this one must not
+    // record its measurement here.
+    if let Some(mismatch) = job
+        .record
+        .as_ref()
+        .and_then(|r| r.facets.as_ref())
+        .and_then(|expected| differs(expected, host_env.facets()))
+    {
+        let outcome = Outcome {
+            ok: false,
+            failure: Some(NodeFailure::new(
+                FailureKind::Key,
+                format!("this compute node's environment differs from the probe the node's key was computed with ({mismatch}); the next build probes the compute nodes again"),
+            )),
+            duration_ms: 0,
+            host: started.host,
+            job_id: started.job_id,
+            env: None,
+        };
+        return write_outcome(&dir, &outcome).map(|()| 1);
+    }
     let t = Instant::now();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -120,11 +147,29 @@ pub fn run(manifest: &Path) -> Result<i32, String> {
         duration_ms: t.elapsed().as_millis() as u64,
         host: started.host,
         job_id: started.job_id,
+        env: measures.then(|| host_env.record()),
     };
-    let json = serde_json::to_vec_pretty(&outcome).unwrap_or_default();
-    crate::atomic::write_durable(&dir.join(RESULT_FILE), &json)
-        .map_err(|e| format!("cannot write `{}`: {e}", dir.join(RESULT_FILE).display()))?;
+    write_outcome(&dir, &outcome)?;
     Ok(if outcome.ok { 0 } else { 1 })
+}
+
+/// Writes the result record: synced, then renamed into place.
+fn write_outcome(dir: &Path, outcome: &Outcome) -> Result<(), String> {
+    let json = serde_json::to_vec_pretty(outcome).unwrap_or_default();
+    crate::atomic::write_durable(&dir.join(RESULT_FILE), &json)
+        .map_err(|e| format!("cannot write `{}`: {e}", dir.join(RESULT_FILE).display()))
+}
+
+/// The first facet this machine has otherwise than `expected` says, as
+/// `facet expected → here`.
+fn differs(
+    expected: &std::collections::BTreeMap<String, String>,
+    here: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    here.iter().find_map(|(k, v)| {
+        let e = expected.get(k)?;
+        (e != v).then(|| format!("{k} {e} → {v}"))
+    })
 }
 
 /// Reads a job's result record, if it was written.

@@ -7,6 +7,8 @@
 //!   only files: the outputs and a result record;
 //! - [`classify`]: why a job that left no result record ended;
 //! - [`collect`]: recording jobs that finished while no driver waited;
+//! - [`probe`]: the compute nodes' environment, for the keys of the nodes
+//!   that measure hardware there;
 //! - [`cmd`]: running and reading `sbatch`, `squeue`, `sacct`, `scancel`.
 
 pub mod classify;
@@ -14,6 +16,7 @@ pub mod cmd;
 pub mod collect;
 pub mod executor;
 pub mod job;
+pub mod probe;
 pub mod settings;
 
 use std::collections::HashMap;

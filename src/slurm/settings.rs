@@ -65,8 +65,19 @@ pub enum Placement {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceFile {
+    /// Where `build` runs nodes, and how `status` and `explain` judge them,
+    /// when the command line does not say (`--executor`).
+    #[serde(default)]
+    pub executor: Option<ExecutorKind>,
     #[serde(default)]
     pub slurm: Slurm,
+}
+
+/// `executor:` in `vitgraph.ron`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ExecutorKind {
+    Local,
+    Slurm,
 }
 
 /// Defaults for what is left out everywhere.

@@ -26,6 +26,19 @@ pub struct LiveJob {
     pub job: RawJson,
 }
 
+/// The environment of the compute nodes a kind of job lands on, as a probe
+/// job found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvProbeRecord {
+    /// The job resources the probe asked for (partition, constraint, GPUs…).
+    pub signature: String,
+    /// The key-affecting facets (JSON object of strings).
+    pub facets: RawJson,
+    /// The whole record (host, GPUs, …), JSON.
+    pub record: RawJson,
+    pub probed_at_ms: i64,
+}
+
 /// The lock a cluster driver holds on its workspace while it builds; it
 /// names the driver (host and pid) for the one it keeps out.
 pub struct DriverLock {
@@ -64,6 +77,47 @@ impl Store {
             .and_then(|()| file.write_all(me.as_bytes()));
         written.map_err(io)?;
         Ok(Ok(DriverLock { _file: file }))
+    }
+
+    /// The probe of `signature`, if one was recorded.
+    pub fn env_probe(&self, signature: &str) -> Result<Option<EnvProbeRecord>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let conn = self.conn();
+        conn.prepare_cached(
+            "SELECT facets, record, probed_at_ms FROM env_probes WHERE signature = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([signature], |r| {
+                Ok(EnvProbeRecord {
+                    signature: signature.to_string(),
+                    facets: RawJson(r.get(0)?),
+                    record: RawJson(r.get(1)?),
+                    probed_at_ms: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(|e| self.db_err(e))
+    }
+
+    /// Records (or replaces) a probe.
+    pub fn record_env_probe(&self, p: &EnvProbeRecord) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO env_probes (signature, facets, record, probed_at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(signature) DO UPDATE SET facets = ?2, record = ?3, probed_at_ms = ?4",
+            )
+            .and_then(|mut s| s.execute(params![p.signature, p.facets.0, p.record.0, p.probed_at_ms]))
+            .map_err(|e| self.db_err(e))?;
+        Ok(())
+    }
+
+    /// Forgets a probe (its facets no longer match the nodes it stands for).
+    pub fn forget_env_probe(&self, signature: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute("DELETE FROM env_probes WHERE signature = ?1", [signature])
+            .map_err(|e| self.db_err(e))?;
+        Ok(())
     }
 
     /// `cache/jobs/<attempt>/`: where a cluster job of `attempt` writes.

@@ -18,7 +18,9 @@
 //!
 //! Version 2 added `generation`; version 3 added `attempts.failure` (the
 //! failure as JSON: kind, exit status, log) and `attempts.job` (the cluster
-//! job an attempt runs as, JSON; see `jobs`). An older database is brought up
+//! job an attempt runs as, JSON; see `jobs`) and `env_probes` (the
+//! environment of a cluster's compute nodes, by the job resources that
+//! reach them). An older database is brought up
 //! to date in place when opened for writing (the statements are all `IF NOT
 //! EXISTS`, and a missing column is added).
 
@@ -83,6 +85,12 @@ CREATE TABLE IF NOT EXISTS file_stats (
     inode       INTEGER NOT NULL,
     hash        BLOB NOT NULL,
     recorded_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS env_probes (
+    signature    TEXT PRIMARY KEY,
+    facets       TEXT NOT NULL,
+    record       TEXT NOT NULL,
+    probed_at_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS generation (
     id INTEGER PRIMARY KEY CHECK (id = 0),

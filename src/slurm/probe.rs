@@ -1,0 +1,299 @@
+//! The environment of the compute nodes, for the keys of the nodes that
+//! measure hardware there (DESIGN §7).
+//!
+//! A key must name the hardware its measurement ran on, not the login
+//! node's. Which compute nodes a job lands on depends on what it asks for —
+//! partition, account, qos, constraint, GPUs — its *signature*. Before such
+//! nodes are judged, the driver runs one small job per signature (`vitgraph
+//! env-probe`), which writes that machine's environment fingerprint; the
+//! store keeps it, so `status` and `explain` judge with it too. A cluster
+//! with two GPU models behind two constraints gets two signatures, and its
+//! measurements are never keyed as one another's. Each job checks, before
+//! it runs, that its node's facets are those its key was computed with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use super::cmd::{self, Calls};
+use super::settings::{GpuRequest, Slurm};
+use crate::engine::plan::EnvProbe;
+use crate::graph::{Graph, Node};
+use crate::store::{EnvProbeRecord, RawJson, Store, StoreError};
+use crate::tasks::Resources;
+
+/// A probe older than this is run again by the next build that needs it.
+pub const MAX_AGE_MS: i64 = 12 * 3600 * 1000;
+
+/// How long a probe job may take, queueing included.
+const PROBE_LIMIT: Duration = Duration::from_secs(600);
+
+/// The `sbatch` arguments that choose the compute nodes a job lands on.
+pub fn selectors(s: &Slurm, res: &Resources) -> Vec<String> {
+    let mut a = Vec::new();
+    for (flag, v) in [
+        ("partition", &s.partition),
+        ("account", &s.account),
+        ("qos", &s.qos),
+        ("constraint", &s.constraint),
+    ] {
+        if let Some(v) = v {
+            a.push(format!("--{flag}={v}"));
+        }
+    }
+    if res.gpus > 0 {
+        a.push(match s.gpu_request.unwrap_or(GpuRequest::Gres) {
+            GpuRequest::Gres => format!("--gres=gpu:{}", res.gpus),
+            GpuRequest::Gpus => format!("--gpus={}", res.gpus),
+        });
+    }
+    a
+}
+
+/// The signature of [`selectors`]: how the store names a probe.
+pub fn signature(selectors: &[String]) -> String {
+    if selectors.is_empty() {
+        "(default partition)".into()
+    } else {
+        selectors.join(" ")
+    }
+}
+
+/// Each hardware-measuring node of `graph` placed on the cluster, by id,
+/// with its selectors.
+pub fn hardware_nodes(
+    graph: &Graph,
+    placed: &[bool],
+    settings: &HashMap<String, Slurm>,
+) -> HashMap<String, Vec<String>> {
+    graph
+        .nodes
+        .iter()
+        .zip(placed)
+        .filter(|(n, &p)| p && n.task.measures_hardware())
+        .map(|(n, _)| {
+            let s = settings.get(&n.stage).cloned().unwrap_or_default();
+            (n.id.clone(), selectors(&s, &n.task.resources()))
+        })
+        .collect()
+}
+
+/// What `vitgraph env-probe FILE` writes.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Probed {
+    pub key_facets: BTreeMap<String, String>,
+    pub record: serde_json::Value,
+}
+
+/// `vitgraph env-probe FILE`: this machine's fingerprint, into `FILE`.
+pub fn write_probe(file: &Path) -> Result<(), String> {
+    let env = crate::engine::env::HostEnv::new();
+    env.check()?;
+    let probed = Probed {
+        key_facets: env.facets().clone(),
+        record: env.record(),
+    };
+    let json = serde_json::to_vec_pretty(&probed).unwrap_or_default();
+    crate::atomic::write_durable(file, &json)
+        .map_err(|e| format!("cannot write `{}`: {e}", file.display()))
+}
+
+/// Runs a probe job for every signature of `wanted` with no recent probe in
+/// the store, all at once, and records what they find.
+pub fn ensure(
+    store: &Store,
+    exe: &Path,
+    name: &str,
+    wanted: &HashMap<String, Vec<String>>,
+) -> Result<(), String> {
+    let mut todo: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for sel in wanted.values() {
+        let sig = signature(sel);
+        if todo.contains_key(&sig) {
+            continue;
+        }
+        let fresh = store
+            .env_probe(&sig)
+            .map_err(|e| e.to_string())?
+            .is_some_and(|p| now_ms() - p.probed_at_ms < MAX_AGE_MS);
+        if !fresh {
+            todo.insert(sig, sel.clone());
+        }
+    }
+    let dir = store.jobs_dir().join("probes");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let results: Vec<Result<EnvProbeRecord, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = todo
+            .iter()
+            .enumerate()
+            .map(|(i, (sig, sel))| {
+                let dir = &dir;
+                scope.spawn(move || probe_one(exe, name, sig, sel, dir, i))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("the probe thread failed".into()))
+            })
+            .collect()
+    });
+    for r in results {
+        store.record_env_probe(&r?).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One probe job, waited for (`sbatch --wait`).
+fn probe_one(
+    exe: &Path,
+    name: &str,
+    sig: &str,
+    selectors: &[String],
+    dir: &Path,
+    i: usize,
+) -> Result<EnvProbeRecord, String> {
+    let out = dir.join(format!("env-{}-{i}.json", std::process::id()));
+    let log = dir.join(format!("probe-{}-{i}-%j.log", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let mut args = vec![
+        "--parsable".to_string(),
+        "--wait".to_string(),
+        format!("--job-name={name}-probe"),
+        format!("--output={}", log.display()),
+        "--time=10".to_string(),
+    ];
+    args.extend(selectors.iter().cloned());
+    args.push("--wrap".into());
+    args.push(format!(
+        "exec '{}' env-probe '{}'",
+        exe.display(),
+        out.display()
+    ));
+    let calls = Calls::default();
+    let fail = |why: String| {
+        format!("cannot probe the compute nodes of `{sig}`: {why}; the nodes measuring hardware there cannot be keyed without it")
+    };
+    let o = cmd::run(&calls, "sbatch", &args, PROBE_LIMIT).map_err(fail)?;
+    if !o.ok {
+        return Err(fail(format!("sbatch said: {}", o.stderr.trim())));
+    }
+    let bytes = std::fs::read(&out).map_err(|e| {
+        fail(format!(
+            "the probe job wrote no result ({e}); its log is in `{}`",
+            dir.display()
+        ))
+    })?;
+    let probed: Probed = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+    let _ = std::fs::remove_file(&out);
+    Ok(EnvProbeRecord {
+        signature: sig.to_string(),
+        facets: RawJson(serde_json::to_string(&probed.key_facets).unwrap_or_default()),
+        record: RawJson(serde_json::to_string(&probed.record).unwrap_or_default()),
+        probed_at_ms: now_ms(),
+    })
+}
+
+/// The environment as a cluster build sees it: the facets of a probe for the
+/// hardware-measuring nodes placed on the cluster, this machine's for the rest.
+pub struct ClusterEnv<'a> {
+    host: &'a dyn EnvProbe,
+    /// The signature of each hardware-measuring node on the cluster.
+    signature_of: HashMap<String, String>,
+    /// The probes, by signature, with their facets parsed.
+    probes: HashMap<String, (BTreeMap<String, String>, EnvProbeRecord)>,
+}
+
+impl<'a> ClusterEnv<'a> {
+    /// The probes the store holds for the nodes of `wanted`.
+    pub fn new(
+        host: &'a dyn EnvProbe,
+        store: Option<&Store>,
+        wanted: &HashMap<String, Vec<String>>,
+    ) -> Result<ClusterEnv<'a>, StoreError> {
+        let signature_of: HashMap<String, String> = wanted
+            .iter()
+            .map(|(id, sel)| (id.clone(), signature(sel)))
+            .collect();
+        let mut probes = HashMap::new();
+        if let Some(store) = store {
+            for sig in signature_of.values() {
+                if probes.contains_key(sig) {
+                    continue;
+                }
+                if let Some(p) = store.env_probe(sig)? {
+                    let facets = p.facets.parse().unwrap_or_default();
+                    probes.insert(sig.clone(), (facets, p));
+                }
+            }
+        }
+        Ok(ClusterEnv {
+            host,
+            signature_of,
+            probes,
+        })
+    }
+}
+
+impl EnvProbe for ClusterEnv<'_> {
+    fn facets(&self) -> &BTreeMap<String, String> {
+        self.host.facets()
+    }
+
+    fn record(&self) -> serde_json::Value {
+        self.host.record()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.host.check()
+    }
+
+    fn facets_of(&self, node: &Node) -> Result<&BTreeMap<String, String>, String> {
+        let Some(sig) = self.signature_of.get(&node.id) else {
+            return self.host.facets_of(node);
+        };
+        match self.probes.get(sig) {
+            Some((facets, _)) => Ok(facets),
+            None => Err(format!(
+                "it runs on the cluster's compute nodes (`{sig}`), whose environment has not been probed yet; `vitgraph build --executor slurm` probes it with a small job"
+            )),
+        }
+    }
+
+    fn source_of(&self, node: &Node) -> String {
+        let Some(sig) = self.signature_of.get(&node.id) else {
+            return self.host.source_of(node);
+        };
+        match self.probes.get(sig) {
+            Some((_, p)) => {
+                let host = p
+                    .record
+                    .value()
+                    .get("host")
+                    .and_then(|h| h.as_str().map(String::from))
+                    .unwrap_or_else(|| "a compute node".into());
+                format!(
+                    "compute node `{host}`, probed with `{sig}` {} ago",
+                    ago((now_ms() - p.probed_at_ms).max(0) / 1000)
+                )
+            }
+            None => format!("the compute nodes of `{sig}` (not probed yet)"),
+        }
+    }
+}
+
+fn ago(s: i64) -> String {
+    match s {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{:.1} h", s as f64 / 3600.0),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
