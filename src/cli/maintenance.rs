@@ -78,6 +78,12 @@ pub fn gc(ws: &Workspace) -> Result<i32, Failure> {
         "removed {} objects, freed {} bytes",
         stats.objects_removed, stats.bytes_freed
     );
+    if stats.job_dirs_removed > 0 {
+        println!(
+            "removed {} directories of finished cluster jobs",
+            stats.job_dirs_removed
+        );
+    }
     Ok(exit::SUCCESS)
 }
 

@@ -121,6 +121,9 @@ struct State {
     sacct_works: Option<bool>,
     next_submit: Option<Instant>,
     batches: u64,
+    /// When `squeue` last ran: at most one per `MIN_POLL`, however often
+    /// submissions and results wake the monitor.
+    last_squeue: Option<Instant>,
 }
 
 struct Shared {
@@ -520,8 +523,12 @@ impl SlurmExecutor {
     /// vanished without one; how many.
     async fn collect(&self) -> usize {
         let mut settled = self.collect_results();
-        if self.state().flights.is_empty() {
-            return settled;
+        {
+            let mut st = self.state();
+            if st.flights.is_empty() || st.last_squeue.is_some_and(|t| t.elapsed() < MIN_POLL) {
+                return settled;
+            }
+            st.last_squeue = Some(Instant::now());
         }
         let me = self.clone();
         let queue = tokio::task::spawn_blocking(move || {

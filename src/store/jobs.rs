@@ -11,9 +11,18 @@
 use rusqlite::params;
 
 use super::error::StoreError;
+use super::fileio::remove_tree;
 use super::open::Store;
 use super::record::{AttemptId, RawJson};
 use crate::hash::ContentHash;
+
+/// The first attempt of an array's directory `batch-<first attempt>-<n>`.
+fn batch_first_attempt(name: &str) -> Option<i64> {
+    let rest = name.strip_prefix("batch-")?;
+    let (first, n) = rest.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    first.parse().ok()
+}
 
 /// A running attempt with a cluster job.
 #[derive(Debug, Clone)]
@@ -130,6 +139,63 @@ impl Store {
         self.cache.join("jobs")
     }
 
+    /// Removes the job directories under `cache/jobs/` that no attempt needs
+    /// any more (for `gc`): an attempt's directory once the attempt succeeded
+    /// or was forgotten, an array's directory (manifest and SLURM logs) once
+    /// none of its attempts' directories is left. Running and failed
+    /// attempts keep theirs (their logs are what a failure names). Only
+    /// attempts already in the database at the start are judged, so a
+    /// driver starting jobs meanwhile loses nothing. How many it removed.
+    pub(super) fn remove_finished_job_dirs(&self) -> Result<u64, StoreError> {
+        let (keep, newest) = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT id, status FROM attempts")
+                .map_err(|e| self.db_err(e))?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .map_err(|e| self.db_err(e))?;
+            let mut keep = std::collections::HashSet::new();
+            let mut newest = 0;
+            for row in rows {
+                let (id, status) = row.map_err(|e| self.db_err(e))?;
+                newest = newest.max(id);
+                if status != "succeeded" {
+                    keep.insert(id);
+                }
+            }
+            (keep, newest)
+        };
+        let dir = self.jobs_dir();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        let mut batches = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Ok(id) = name.parse::<i64>() {
+                if id <= newest && !keep.contains(&id) && remove_tree(&entry.path()).is_ok() {
+                    removed += 1;
+                }
+            } else if let Some(first) = batch_first_attempt(&name) {
+                if first <= newest {
+                    batches.push(entry.path());
+                }
+            }
+        }
+        for batch in batches {
+            let manifest = std::fs::read_to_string(batch.join("manifest")).unwrap_or_default();
+            let in_use = manifest
+                .lines()
+                .any(|l| !l.is_empty() && std::path::Path::new(l).exists());
+            if !in_use && remove_tree(&batch).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Records (or updates) the jobs of several attempts in one transaction.
     pub fn record_jobs(&self, jobs: &[(AttemptId, RawJson)]) -> Result<(), StoreError> {
         let mut conn = self.conn();
@@ -206,5 +272,54 @@ mod tests {
         assert!(store
             .record_jobs(&[(AttemptId(999), RawJson("{}".into()))])
             .is_err());
+    }
+    #[test]
+    fn gc_removes_the_job_directories_no_attempt_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let key = ContentHash([4; 32]);
+        let ok = store.begin_attempt("a", &key).unwrap();
+        store
+            .end_attempt(ok, crate::store::AttemptStatus::Succeeded, None, None)
+            .unwrap();
+        let failed = store.begin_attempt("b", &key).unwrap();
+        store.commit_failure(failed, "exit 3").unwrap();
+        let running = store.begin_attempt("c", &key).unwrap();
+        for a in [ok, failed, running] {
+            std::fs::create_dir_all(store.job_dir(a)).unwrap();
+            std::fs::write(store.job_dir(a).join("task.log"), "log").unwrap();
+        }
+        // A job directory of an attempt the database does not know yet (a
+        // driver starting a job while gc runs) stays.
+        let future = store.job_dir(AttemptId(running.0 + 1));
+        std::fs::create_dir_all(&future).unwrap();
+        let batch = |first: i64, dirs: &[AttemptId]| {
+            let b = store.jobs_dir().join(format!("batch-{first}-1"));
+            std::fs::create_dir_all(&b).unwrap();
+            let lines: Vec<String> = dirs
+                .iter()
+                .map(|a| store.job_dir(*a).display().to_string())
+                .collect();
+            std::fs::write(b.join("manifest"), lines.join("\n")).unwrap();
+            std::fs::write(b.join("slurm-1_0.log"), "slurm").unwrap();
+            b
+        };
+        let done_batch = batch(ok.0, &[ok]);
+        let failed_batch = batch(failed.0, &[ok, failed]);
+        assert_eq!(store.remove_finished_job_dirs().unwrap(), 2);
+        assert!(!store.job_dir(ok).exists());
+        assert!(
+            !done_batch.exists(),
+            "none of its attempts' directories is left"
+        );
+        assert!(store.job_dir(failed).join("task.log").exists());
+        assert!(
+            failed_batch.join("slurm-1_0.log").exists(),
+            "its failed attempt names this log"
+        );
+        assert!(store.job_dir(running).exists());
+        assert!(future.exists());
+        assert_eq!(batch_first_attempt("batch-17-3"), Some(17));
+        assert_eq!(batch_first_attempt("probes"), None);
     }
 }

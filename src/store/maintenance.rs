@@ -54,8 +54,9 @@ impl Store {
     }
 
     /// Removes objects no recorded run refers to, staging directories of dead
-    /// processes and unheld key lock files; forgets superseded attempts and
-    /// stat-cache entries of files that are gone. Waits for commits in progress.
+    /// processes, unheld key lock files and the directories of finished
+    /// cluster jobs; forgets superseded attempts and stat-cache entries of
+    /// files that are gone. Waits for commits in progress.
     pub fn gc(&self) -> Result<GcStats, StoreError> {
         let _exclusive = self.store_lock(true)?;
         let refs = object_references(self)?;
@@ -72,6 +73,7 @@ impl Store {
         stats.staging_removed = self.remove_dead_staging();
         stats.locks_removed = self.remove_unheld_locks();
         self.forget_stale_rows()?;
+        stats.job_dirs_removed = self.remove_finished_job_dirs()?;
         Ok(stats)
     }
 

@@ -223,6 +223,8 @@ pub struct GcStats {
     pub bytes_freed: u64,
     pub staging_removed: u64,
     pub locks_removed: u64,
+    /// Directories under `cache/jobs/` of finished cluster jobs.
+    pub job_dirs_removed: u64,
 }
 
 #[cfg(test)]
