@@ -182,7 +182,13 @@ def measure(name, make, cmd, n, env_base, base, kill_after, give_up, again_extra
         wait_queue_empty(env_base)
         return rows
     if rc != 0:
-        sys.exit(f"{name} failed ({rc}):\n{err}")
+        print(f"{name} failed ({rc}); stderr ends:\n{err[-1500:]}", file=sys.stderr)
+        rows["wall"] = None
+        rows["done"] = done_outputs(root)
+        rows["after_kill"] = "—"
+        rows["failed"] = rc
+        wait_queue_empty(env_base)
+        return rows
     rows["wall"] = wall
     rows["per_node"] = wall / nodes
     wait_queue_empty(env_base)
@@ -246,7 +252,8 @@ def main():
     def row(label, f):
         print(f"| {label} | " + " | ".join(f(r) for r in results.values()) + " |")
     row("wall time, cold build", lambda r: f"{r['wall']:.1f} s" if r["wall"] is not None
-        else f"no result after {args.give_up:.0f} s ({r['done']} of {2 * args.n} outputs written)")
+        else f"failed, exit {r['failed']} ({r['done']} of {args.n} final outputs)" if "failed" in r
+        else f"no result after {args.give_up:.0f} s ({r['done']} of {args.n} final outputs)")
     row("per node", lambda r: f"{r['per_node'] * 1000:.0f} ms" if r["wall"] is not None else "—")
     for t in TOOLS:
         row(f"`{t}` calls", lambda r, t=t: str(r["calls"].get(t, 0)))

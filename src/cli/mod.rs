@@ -5,6 +5,7 @@ mod build;
 mod exec;
 mod inspect;
 mod maintenance;
+mod reasons;
 mod slurm;
 mod status;
 

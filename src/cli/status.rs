@@ -151,6 +151,20 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
             serde_json::json!({ "nodes": list, "summary": { "fresh": nodes.len(), "stale": 0 } });
         println!("{out}");
     } else {
+        let mut stages: Vec<(&str, usize)> = Vec::new();
+        for n in nodes.iter() {
+            match stages.last_mut() {
+                Some((s, count)) if *s == n.stage.as_str() => *count += 1,
+                _ => match stages.iter_mut().find(|(s, _)| *s == n.stage.as_str()) {
+                    Some((_, count)) => *count += 1,
+                    None => stages.push((n.stage.as_str(), 1)),
+                },
+            }
+        }
+        let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+        for (stage, count) in &stages {
+            println!("{stage:width$}  {count} fresh");
+        }
         println!("{} fresh, 0 stale", nodes.len());
     }
     Some(exit::SUCCESS)
@@ -200,40 +214,66 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
         println!("{out}");
         return Ok(exit::SUCCESS);
     }
-    let mut per_stage: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &i in &selection {
-        if !evals[&i].verdict.is_fresh() {
-            per_stage
-                .entry(graph.nodes[i].stage.as_str())
-                .or_default()
-                .push(i);
-        }
-    }
-    for stage in &graph.stages {
-        let Some(stale_nodes) = per_stage.get(stage.name.as_str()) else {
-            continue;
-        };
-        let limit = if args.verbose { usize::MAX } else { 10 };
-        for &i in stale_nodes.iter().take(limit) {
-            let reasons: Vec<String> = evals[&i]
-                .verdict
-                .reasons()
-                .iter()
-                .map(|r| format!("{}: {}", r.kind.as_str(), r.detail))
-                .collect();
-            println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
-        }
-        if stale_nodes.len() > limit {
-            println!(
-                "       … and {} more stale nodes in `{}` (use -v or --json to list all)",
-                stale_nodes.len() - limit,
-                stage.name
-            );
-        }
-    }
+    print_stages(&graph, &selection, &evals, args.verbose);
     super::slurm::print_jobs(&jobs);
     println!("{fresh} fresh, {stale} stale");
     Ok(exit::SUCCESS)
+}
+
+/// The text form of `status`: a line per stage (fresh and stale counts, the
+/// stale ones by reason), then the stale nodes with their grouped reasons,
+/// at most ten per stage unless `verbose`.
+fn print_stages(
+    graph: &Graph,
+    selection: &[usize],
+    evals: &HashMap<usize, Evaluation>,
+    verbose: bool,
+) {
+    let mut per_stage: BTreeMap<&str, (usize, Vec<usize>)> = BTreeMap::new();
+    for &i in selection {
+        let entry = per_stage.entry(graph.nodes[i].stage.as_str()).or_default();
+        if evals[&i].verdict.is_fresh() {
+            entry.0 += 1;
+        } else {
+            entry.1.push(i);
+        }
+    }
+    let stages: Vec<(&str, &(usize, Vec<usize>))> = graph
+        .stages
+        .iter()
+        .filter_map(|s| {
+            per_stage
+                .get_key_value(s.name.as_str())
+                .map(|(k, v)| (*k, v))
+        })
+        .collect();
+    let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+    for (stage, (fresh, stale)) in &stages {
+        let firsts = stale
+            .iter()
+            .filter_map(|i| evals[i].verdict.reasons().first());
+        println!(
+            "{stage:width$}  {}",
+            super::reasons::stage_summary(*fresh, firsts)
+        );
+    }
+    let limit = if verbose { usize::MAX } else { 10 };
+    for (stage, (_, stale)) in &stages {
+        if stale.is_empty() {
+            continue;
+        }
+        println!();
+        for &i in stale.iter().take(limit) {
+            let reasons = super::reasons::grouped(evals[&i].verdict.reasons(), graph);
+            println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
+        }
+        if stale.len() > limit {
+            println!(
+                "       … and {} more stale nodes in `{stage}` (use -v or --json to list all)",
+                stale.len() - limit,
+            );
+        }
+    }
 }
 
 /// The key parts recorded with a run, fetched from the store.
@@ -302,8 +342,8 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     if let Some(source) = &env_source {
         println!("  environment facets from: {source}");
     }
-    for r in e.verdict.reasons() {
-        println!("  stale: {}: {}", r.kind.as_str(), r.detail);
+    for r in super::reasons::grouped(e.verdict.reasons(), &graph) {
+        println!("  stale: {r}");
     }
     match &e.key {
         Some((k, _)) => println!("  key: {}", k.to_hex()),

@@ -101,7 +101,10 @@ fn an_unchanged_workspace_is_answered_from_the_snapshot_with_the_same_output() {
 
     let (r, from_snapshot) = timed(&ws, &["status"]);
     assert!(from_snapshot);
-    assert_eq!(r.stdout(), "4 fresh, 0 stale\n");
+    let (full, from_snapshot) = timed(&ws, &["status", "gen", "double"]);
+    assert!(!from_snapshot);
+    assert_eq!(r.stdout(), full.stdout(), "the same text as a full plan");
+    assert!(r.stdout().ends_with("4 fresh, 0 stale\n"), "{}", r.stdout());
 
     let before = ws.log_lines();
     let (r, from_snapshot) = timed(&ws, &["build", "--json"]);
