@@ -258,11 +258,13 @@ fn print_stages(
         );
     }
     let limit = if verbose { usize::MAX } else { 10 };
+    if stages.iter().any(|(_, (_, stale))| !stale.is_empty()) {
+        println!();
+    }
     for (stage, (_, stale)) in &stages {
         if stale.is_empty() {
             continue;
         }
-        println!();
         for &i in stale.iter().take(limit) {
             let reasons = super::reasons::grouped(evals[&i].verdict.reasons(), graph);
             println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
