@@ -153,12 +153,9 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
     } else {
         let mut stages: Vec<(&str, usize)> = Vec::new();
         for n in nodes.iter() {
-            match stages.last_mut() {
-                Some((s, count)) if *s == n.stage.as_str() => *count += 1,
-                _ => match stages.iter_mut().find(|(s, _)| *s == n.stage.as_str()) {
-                    Some((_, count)) => *count += 1,
-                    None => stages.push((n.stage.as_str(), 1)),
-                },
+            match stages.iter_mut().find(|(s, _)| *s == n.stage.as_str()) {
+                Some((_, count)) => *count += 1,
+                None => stages.push((n.stage.as_str(), 1)),
             }
         }
         let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);

@@ -227,16 +227,21 @@ impl SlurmExecutor {
         n
     }
 
-    /// The `sbatch` arguments of a job's resources and settings (jobs with
-    /// equal arguments share an array).
-    fn sbatch_args(&self, job: &Job) -> Vec<String> {
-        let s = self
-            .0
+    /// The cluster settings of a job's stage (the workspace's, the stage's
+    /// and the command line's, merged).
+    fn settings_of(&self, job: &Job) -> Slurm {
+        self.0
             .cfg
             .stages
             .get(&job.stage)
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The `sbatch` arguments of a job's resources and settings (jobs with
+    /// equal arguments share an array).
+    fn sbatch_args(&self, job: &Job) -> Vec<String> {
+        let s = self.settings_of(job);
         let mut a = Vec::new();
         let mut opt = |flag: &str, v: &Option<String>| {
             if let Some(v) = v {
@@ -275,13 +280,7 @@ impl SlurmExecutor {
         if !job.task.measures_hardware() {
             return None;
         }
-        let s = self
-            .0
-            .cfg
-            .stages
-            .get(&job.stage)
-            .cloned()
-            .unwrap_or_default();
+        let s = self.settings_of(job);
         let selectors = super::probe::selectors(&s, &job.task.resources());
         Some(super::probe::signature(&selectors))
     }
