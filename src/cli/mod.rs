@@ -62,7 +62,7 @@ pub enum Command {
     Ls(inspect::LsArgs),
     /// Show one node: params, task, state, outputs, last run.
     Show(inspect::ShowArgs),
-    /// Remove store objects that no recorded run refers to.
+    /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and report damaged or missing objects.
     Verify,
