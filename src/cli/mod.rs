@@ -282,5 +282,9 @@ impl Timer {
 
 /// Loads the workspace's pipelines.
 pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Failure> {
-    Ok(crate::pipeline::load(&ws.root, overrides)?)
+    let graph = crate::pipeline::load(&ws.root, overrides)?;
+    for w in &graph.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(graph)
 }

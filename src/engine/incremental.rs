@@ -52,6 +52,7 @@ enum Refresh {
 pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, StoreError> {
     if b.noop.is_some() && b.incremental.is_none() {
         b.store.observe_files();
+        b.store.note_listings(&b.graph.listings);
     }
     // An incremental build whose store has not moved since the snapshot
     // reads the states of the dirty nodes and their direct upstream only.
@@ -193,7 +194,7 @@ fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>
         .flat_map(|&i| {
             let node = &b.graph.nodes[i];
             let dest = b.root.join(node.out_rel());
-            let inputs = node.task.inputs().into_iter().map(|rel| b.root.join(rel));
+            let inputs = node.inputs().into_iter().map(|rel| b.root.join(rel));
             let outputs = node.task.outputs().into_iter().map(|o| dest.join(o));
             inputs
                 .chain(outputs)

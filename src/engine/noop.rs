@@ -37,7 +37,7 @@ use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::{take, FileFacts, Store};
 
-const MAGIC: &[u8; 8] = b"VGNOOP01";
+const MAGIC: &[u8; 8] = b"VGNOOP02";
 
 /// What the graph is made from (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,7 +358,6 @@ pub fn dirty(graph: &Graph, changed: &[String]) -> Option<std::collections::Hash
         .collect();
     for (i, node) in graph.nodes.iter().enumerate() {
         let mut files: Vec<PathBuf> = node
-            .task
             .inputs()
             .into_iter()
             .map(|rel| normal(Path::new(&rel)))

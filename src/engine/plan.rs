@@ -201,7 +201,7 @@ impl<'a> Evaluator<'a> {
         upstream: BTreeMap<String, ContentHash>,
     ) -> Result<KeyParts, JudgeError> {
         let mut inputs = BTreeMap::new();
-        for rel in node.task.inputs() {
+        for rel in node.inputs() {
             let hash = self.hash_input(&self.root.join(&rel))?;
             inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
         }

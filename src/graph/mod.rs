@@ -31,6 +31,8 @@ pub struct Node {
     pub task: TaskSpec,
     /// Upstream stages this node reads, each with the nodes it depends on.
     pub needs: Vec<Need>,
+    /// The workspace file a `files:` stage made this node for (its `${file}`).
+    pub file: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +43,18 @@ pub struct Need {
 }
 
 impl Node {
+    /// Workspace files whose content is part of the key: the task's inputs
+    /// and the file of a `files:` stage's node.
+    pub fn inputs(&self) -> Vec<String> {
+        let mut inputs = self.task.inputs();
+        if let Some(f) = &self.file {
+            if !inputs.contains(f) {
+                inputs.push(f.clone());
+            }
+        }
+        inputs
+    }
+
     /// All upstream nodes, without duplicates, in index order.
     pub fn deps(&self) -> Vec<NodeIdx> {
         let mut deps: Vec<NodeIdx> = self
@@ -90,11 +104,30 @@ pub struct Stage {
     pub placement: Option<crate::slurm::settings::Placement>,
 }
 
+/// A folder a `files:` stage listed, with the stat it had just before (so
+/// the no-op snapshot can tell that no file came or went).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// Relative to the workspace root (`.` for the root).
+    pub rel: String,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    /// When the stat was taken.
+    pub at_ns: i64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     pub nodes: Vec<Node>,
     pub stages: Vec<Stage>,
     index: HashMap<String, NodeIdx>,
+    /// The folders `files:` stages listed.
+    pub listings: Vec<Listing>,
+    /// What loading noticed but did not refuse (a `files:` pattern that
+    /// matched nothing), one line each with its place.
+    pub warnings: Vec<String>,
 }
 
 impl Graph {
@@ -113,6 +146,8 @@ impl Graph {
             nodes,
             stages,
             index,
+            listings: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

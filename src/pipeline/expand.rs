@@ -136,6 +136,43 @@ pub fn expand(
     Ok(combos)
 }
 
+/// `exclude` on a `files:` stage: drops the files whose captures match an
+/// entry. An entry that matches no file is fine (the archive may not have it).
+pub fn exclude_files(
+    sources: &Sources,
+    captures: &[&str],
+    exclude: &[Node],
+    combos: &mut Vec<(Combo, String)>,
+) -> Result<(), PipelineError> {
+    for entry in exclude {
+        let pairs = entry_pairs(sources, entry, "exclude")?;
+        for (k, _) in &pairs {
+            if !captures.contains(&k.name.as_str()) {
+                let help = match super::did_you_mean(&k.name, captures.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`? an exclude entry of a `files` stage names its captures"),
+                    None if captures.is_empty() => "the pattern has no captures: add `{name}` to it, or remove `exclude`".into(),
+                    None => format!(
+                        "the captures are: {}",
+                        captures.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                return Err(sources
+                    .error(
+                        format!(
+                            "`exclude` names `{}`, which is not a capture of `files`",
+                            k.name
+                        ),
+                        k.node.span,
+                        "not a capture",
+                    )
+                    .with_help(help));
+            }
+        }
+        combos.retain(|(c, _)| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
+    }
+    Ok(())
+}
+
 struct Key {
     name: String,
     node: Node,

@@ -15,6 +15,7 @@ use crate::tasks::TaskSpec;
 const PIPELINE_FIELDS: &[&str] = &["params", "stages"];
 const STAGE_FIELDS: &[&str] = &[
     "matrix",
+    "files",
     "exclude",
     "include",
     "for_each",
@@ -58,6 +59,8 @@ struct StageDecl {
     file: usize,
     axes: Vec<Axis>,
     matrix_span: Option<Span>,
+    /// `files: "PATTERN"`: one node per matching workspace file.
+    files: Option<Node>,
     exclude: Vec<Node>,
     include: Vec<Node>,
     for_each: Option<Ident>,
@@ -115,7 +118,7 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
     check_duplicates(&sources, &stages)?;
     apply_overrides(&mut sources, &mut decls, &mut stages, overrides)?;
     let order = stage_order(&sources, &stages)?;
-    expand_nodes(&sources, &decls, &stages, &order)
+    expand_nodes(root, &sources, &decls, &stages, &order)
 }
 
 /// The pipeline files of the workspace at `root`, relative to it, in the
@@ -299,6 +302,7 @@ fn read_stage(
         file,
         axes: Vec::new(),
         matrix_span: None,
+        files: None,
         exclude: Vec::new(),
         include: Vec::new(),
         for_each: None,
@@ -393,6 +397,7 @@ fn read_stage(
                     stage.include = items.clone();
                 }
             }
+            "files" => stage.files = Some(value.clone()),
             "for_each" => stage.for_each = Some(string_of(sources, value, "`for_each`")?),
             "needs" => {
                 let Kind::List(items) = &value.kind else {
@@ -429,14 +434,34 @@ fn read_stage(
             )
             .with_help("add `task: Command(run: \"…\", outputs: [\"…\"])`"));
     }
-    if !stage.exclude.is_empty() && stage.axes.is_empty() {
+    if let Some(files) = &stage.files {
+        let other = [
+            ("matrix", stage.matrix_span),
+            ("include", stage.include.first().map(|n| n.span)),
+            ("for_each", stage.for_each.as_ref().map(|f| f.span)),
+        ];
+        if let Some((what, Some(span))) = other.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(sources
+                .error(
+                    format!("stage `{}` has both `files` and `{what}`", stage.name.name),
+                    span,
+                    format!("`{what}` here"),
+                )
+                .with_label(files.span, "`files` here")
+                .with_help(format!(
+                    "a `files` stage makes one node per file; put the `{what}` on a stage that reads it with `for_each: \"{}\"`",
+                    stage.name.name
+                )));
+        }
+    }
+    if !stage.exclude.is_empty() && stage.axes.is_empty() && stage.files.is_none() {
         return Err(sources
             .error(
                 "`exclude` without a `matrix`",
                 stage.exclude[0].span,
                 "nothing to exclude from",
             )
-            .with_help("add a `matrix`, or remove `exclude`"));
+            .with_help("add a `matrix` or `files`, or remove `exclude`"));
     }
     Ok(stage)
 }
@@ -737,6 +762,7 @@ fn cycle_error(
 }
 
 fn expand_nodes(
+    root: &Path,
     sources: &Sources,
     decls: &[FileDecl],
     stages: &[StageDecl],
@@ -746,17 +772,34 @@ fn expand_nodes(
     let mut node_id_params: Vec<Vec<Param>> = Vec::new();
     let mut stage_nodes: HashMap<&str, Vec<NodeIdx>> = HashMap::new();
     let mut graph_stages = Vec::with_capacity(stages.len());
+    let mut listings = Vec::new();
+    let mut warnings = Vec::new();
     for &si in order {
         let s = &stages[si];
         let file = &decls[s.file];
-        let combos = expand::expand(
-            sources,
-            &s.name.name,
-            &s.axes,
-            &s.exclude,
-            &s.include,
-            s.matrix_span,
-        )?;
+        // A `files:` stage's combinations come from the workspace, each with its file.
+        let (combos, files_of): (Vec<expand::Combo>, Vec<Option<String>>) = match &s.files {
+            Some(pattern) => {
+                let names: Vec<&str> = file.params.iter().map(|p| p.name.as_str()).collect();
+                let found =
+                    super::files::expand(root, sources, &s.name.name, pattern, &s.exclude, &names)?;
+                listings.extend(found.listings);
+                warnings.extend(found.warning);
+                found.combos.into_iter().map(|(c, f)| (c, Some(f))).unzip()
+            }
+            None => {
+                let combos = expand::expand(
+                    sources,
+                    &s.name.name,
+                    &s.axes,
+                    &s.exclude,
+                    &s.include,
+                    s.matrix_span,
+                )?;
+                let none = vec![None; combos.len()];
+                (combos, none)
+            }
+        };
         let needs_names: Vec<String> = s.upstream().map(|u| u.name.clone()).collect();
         let mut needs_all: Vec<Need> = Vec::new();
         for n in &s.needs {
@@ -780,9 +823,14 @@ fn expand_nodes(
         // Each combination's id, parameters and task are independent of the
         // others: work them out in parallel, then check and number them in
         // order (so the first error is the same as a serial pass would find).
-        let pairs: Vec<(Option<NodeIdx>, &Vec<Param>)> = upstream
+        let pairs: Vec<(Option<NodeIdx>, &Vec<Param>, Option<&String>)> = upstream
             .iter()
-            .flat_map(|up| combos.iter().map(move |combo| (*up, combo)))
+            .flat_map(|up| {
+                combos
+                    .iter()
+                    .zip(&files_of)
+                    .map(move |(combo, f)| (*up, combo, f.as_ref()))
+            })
             .collect();
         // A task that names no param reads the same for every node: once. (Its
         // error is the one a serial pass would meet first: at the first
@@ -796,42 +844,59 @@ fn expand_nodes(
         } else {
             None
         };
-        let expand_one = |&(up, combo): &(Option<NodeIdx>, &Vec<Param>)| {
-            let mut id_params: Vec<Param> =
-                up.map(|u| node_id_params[u].clone()).unwrap_or_default();
-            for p in combo {
-                overlay(&mut id_params, p.clone());
-            }
-            let mut params = file.params.clone();
-            for p in &id_params {
-                overlay(&mut params, p.clone());
-            }
-            let id_values: Vec<(String, crate::value::Value)> = id_params
-                .iter()
-                .map(|p| {
-                    (
-                        p.name.clone(),
-                        value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())),
-                    )
-                })
-                .collect();
-            let id = node_id(&s.name.name, &id_values);
-            let task = match &shared_task {
-                Some(t) => Ok(t.clone()),
-                None => {
-                    let scope = Scope {
-                        params: &params,
-                        needs: &needs_names,
-                    };
-                    task_of(sources, s, &scope)
+        let expand_one =
+            |&(up, combo, matched): &(Option<NodeIdx>, &Vec<Param>, Option<&String>)| {
+                let mut id_params: Vec<Param> =
+                    up.map(|u| node_id_params[u].clone()).unwrap_or_default();
+                for p in combo {
+                    overlay(&mut id_params, p.clone());
                 }
+                let mut params = file.params.clone();
+                for p in &id_params {
+                    overlay(&mut params, p.clone());
+                }
+                if let (Some(rel), Some(pattern)) = (matched, &s.files) {
+                    overlay(
+                        &mut params,
+                        Param {
+                            name: "file".into(),
+                            node: Node {
+                                kind: Kind::Str {
+                                    value: rel.clone(),
+                                    raw_offset: 0,
+                                    escaped: true,
+                                },
+                                span: pattern.span,
+                            },
+                        },
+                    );
+                }
+                let id_values: Vec<(String, crate::value::Value)> = id_params
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.name.clone(),
+                            value_of(&p.node).unwrap_or(crate::value::Value::Str(String::new())),
+                        )
+                    })
+                    .collect();
+                let id = node_id(&s.name.name, &id_values);
+                let task = match &shared_task {
+                    Some(t) => Ok(t.clone()),
+                    None => {
+                        let scope = Scope {
+                            params: &params,
+                            needs: &needs_names,
+                        };
+                        task_of(sources, s, &scope)
+                    }
+                };
+                let values: Vec<(String, crate::value::Value)> = params
+                    .iter()
+                    .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
+                    .collect();
+                (id, id_params, id_values, values, task)
             };
-            let values: Vec<(String, crate::value::Value)> = params
-                .iter()
-                .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
-                .collect();
-            (id, id_params, id_values, values, task)
-        };
         let expanded: Vec<_> = if pairs.len() >= PARALLEL_EXPANSION {
             use rayon::prelude::*;
             pairs.par_iter().map(expand_one).collect()
@@ -839,10 +904,21 @@ fn expand_nodes(
             pairs.iter().map(expand_one).collect()
         };
         let mut mine = Vec::with_capacity(pairs.len());
-        let mut seen_ids: HashMap<String, Span> = HashMap::new();
-        for ((up, combo), (id, id_params, id_values, values, task)) in pairs.iter().zip(expanded) {
+        let mut seen_ids: HashMap<String, (Span, Option<&String>)> = HashMap::new();
+        for ((up, combo, matched), (id, id_params, id_values, values, task)) in
+            pairs.iter().zip(expanded)
+        {
             let at = combo.last().map(|p| p.node.span).unwrap_or(s.name.span);
-            if let Some(prev) = seen_ids.insert(id.clone(), at) {
+            if let Some((prev, prev_file)) = seen_ids.insert(id.clone(), (at, *matched)) {
+                if let (Some(a), Some(b), Some(pattern)) = (prev_file, matched, &s.files) {
+                    return Err(sources
+                        .error(
+                            format!("files `{a}` and `{b}` both give node `{id}`"),
+                            pattern.span,
+                            "the captures do not tell them apart",
+                        )
+                        .with_help("capture the part of the path that differs (e.g. `{run}/…` for the folder), or `exclude` one of them"));
+                }
                 let inherited = up.map(|u| node_id_params[u].as_slice());
                 return Err(duplicate_node(
                     sources,
@@ -872,6 +948,7 @@ fn expand_nodes(
                 params: values,
                 task,
                 needs,
+                file: matched.cloned(),
             });
             node_id_params.push(id_params);
         }
@@ -890,7 +967,10 @@ fn expand_nodes(
             placement,
         });
     }
-    Ok(Graph::new(nodes, graph_stages))
+    let mut graph = Graph::new(nodes, graph_stages);
+    graph.listings = listings;
+    graph.warnings = warnings;
+    Ok(graph)
 }
 
 /// Whether a task's source text may name a param: a `${name}` other than

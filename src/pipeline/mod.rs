@@ -9,6 +9,7 @@
 pub mod de;
 mod error;
 mod expand;
+mod files;
 mod load;
 mod settings;
 pub mod syntax;

@@ -326,3 +326,197 @@ fn an_axis_that_shadows_an_inherited_param_is_named() {
     let at = text.find("[9]").unwrap() as u32 + 1;
     assert_eq!((span.start, span.end), (at, at + 1));
 }
+
+mod files {
+    use super::*;
+    use crate::value::Value;
+
+    /// A workspace with `pipeline` and the files `paths` (each holding its own name).
+    fn archive(pipeline: &str, paths: &[&str]) -> tempfile::TempDir {
+        let ws = workspace(&[("archive.ron", pipeline)]);
+        for p in paths {
+            let path = ws.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, p).unwrap();
+        }
+        ws
+    }
+
+    const ARCHIVE: &str = r#"
+Pipeline(
+    params: { "top": 3 },
+    stages: {
+        "conv": Stage(
+            files: "archive/{rq}/**/gpu{gpu}_numa{numa}_{model}.sqlite",
+            exclude: [ { "model": "vit8x6x384" } ],
+            task: Command(run: "cp ${file} ${out}/t.sqlite # ${rq} ${top}", outputs: ["t.sqlite"]),
+        ),
+        "ana": Stage(
+            for_each: "conv",
+            task: Command(run: "echo ${model} > ${out}/a.txt", outputs: ["a.txt"]),
+        ),
+    },
+)
+"#;
+
+    #[test]
+    fn every_matching_file_is_a_node_with_its_captures_as_params() {
+        let ws = archive(
+            ARCHIVE,
+            &[
+                "archive/rq1/2025-07-14/16-30-54/gpu0_numa0_vit16x12x1024.sqlite",
+                "archive/rq1/gpu1_numa0_vit32x6x384.sqlite",
+                "archive/rq2/x/gpu0_numa1_vit16x12x768_512px.sqlite",
+                "archive/rq2/x/gpu0_numa1_vit8x6x384.sqlite",
+                "archive/rq2/x/notes.txt",
+                "archive/rq2/.hidden/gpu0_numa0_a.sqlite",
+            ],
+        );
+        let g = load(ws.path(), &[]).unwrap();
+        let conv: Vec<&crate::graph::Node> = g.nodes.iter().filter(|n| n.stage == "conv").collect();
+        let ids: Vec<&str> = conv.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "conv[rq=rq1,gpu=0,numa=0,model=vit16x12x1024]",
+                "conv[rq=rq1,gpu=1,numa=0,model=vit32x6x384]",
+                "conv[rq=rq2,gpu=0,numa=1,model=vit16x12x768_512px]",
+            ]
+        );
+        let n = conv[2];
+        assert_eq!(
+            n.id_params[1],
+            ("gpu".to_string(), Value::Int(0)),
+            "numbers stay numbers"
+        );
+        assert_eq!(
+            n.file.as_deref(),
+            Some("archive/rq2/x/gpu0_numa1_vit16x12x768_512px.sqlite")
+        );
+        assert!(
+            n.inputs().contains(&n.file.clone().unwrap()),
+            "the file is an input"
+        );
+        let TaskSpec::Command(c) = &n.task else {
+            panic!()
+        };
+        assert_eq!(
+            c.run,
+            "cp archive/rq2/x/gpu0_numa1_vit16x12x768_512px.sqlite ${out}/t.sqlite # rq2 3"
+        );
+        // Downstream, for_each inherits the captures.
+        let ana = g
+            .find("ana[rq=rq2,gpu=0,numa=1,model=vit16x12x768_512px]")
+            .unwrap();
+        let TaskSpec::Command(c) = &g.nodes[ana].task else {
+            panic!()
+        };
+        assert_eq!(c.run, "echo vit16x12x768_512px > ${out}/a.txt");
+        assert!(g.nodes[ana].file.is_none());
+        // Every folder the walk read is listed for the snapshot.
+        let dirs: Vec<&str> = g.listings.iter().map(|l| l.rel.as_str()).collect();
+        assert!(
+            dirs.contains(&"archive/rq1/2025-07-14/16-30-54"),
+            "{dirs:?}"
+        );
+        assert!(!dirs.iter().any(|d| d.contains(".hidden")), "{dirs:?}");
+        assert!(g.warnings.is_empty());
+    }
+
+    #[test]
+    fn without_captures_the_path_names_the_node() {
+        let ws = archive(
+            r#"Pipeline(stages: { "t": Stage(files: "traces/*.json", task: Command(run: "cat ${file}", outputs: [])) })"#,
+            &["traces/b.json", "traces/a.json"],
+        );
+        let g = load(ws.path(), &[]).unwrap();
+        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["t[file=traces/a.json]", "t[file=traces/b.json]"]);
+        assert_eq!(
+            g.nodes[0].out_rel(),
+            std::path::Path::new("out/t/file=traces%2Fa.json")
+        );
+    }
+
+    #[test]
+    fn links_are_followed_but_never_round_a_loop() {
+        let ws = archive(
+            r#"Pipeline(stages: { "t": Stage(files: "a/**/{name}.json", task: Command(run: "cat ${file}", outputs: [])) })"#,
+            &["a/x.json", "elsewhere/y.json"],
+        );
+        std::os::unix::fs::symlink(ws.path().join("a"), ws.path().join("a/loop")).unwrap();
+        std::os::unix::fs::symlink(ws.path().join("elsewhere"), ws.path().join("a/linked"))
+            .unwrap();
+        let g = load(ws.path(), &[]).unwrap();
+        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["t[name=y]", "t[name=x]"],
+            "by path: a/linked/y.json first"
+        );
+    }
+
+    #[test]
+    fn a_pattern_that_matches_nothing_warns_with_the_nearest_folder() {
+        let ws = archive(ARCHIVE, &["archive/rq9/readme.txt"]);
+        let g = load(ws.path(), &[]).unwrap();
+        assert!(g.nodes.is_empty());
+        assert_eq!(g.warnings.len(), 1);
+        let w = &g.warnings[0];
+        assert!(
+            w.starts_with("pipelines/archive.ron:6:20: stage `conv`"),
+            "{w}"
+        );
+        assert!(
+            w.contains("matches no file") && w.contains("`archive`"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn load_errors_name_the_place_and_the_fix() {
+        let stage = |fields: &str| {
+            format!(
+                r#"Pipeline(params: {{ "model": "x" }}, stages: {{ "t": Stage({fields}, task: Command(run: "cat ${{file}}", outputs: [])) }})"#
+            )
+        };
+        let cases: &[(&str, &[&str], &str)] = &[
+            (
+                r#"files: "a/*/{name}.json""#,
+                &["a/r1/x.json", "a/r2/x.json"],
+                "files `a/r1/x.json` and `a/r2/x.json` both give node `t[name=x]`",
+            ),
+            (
+                r#"files: "a/{rq}/{rq}_t.json""#,
+                &["a/r1/r2_t.json"],
+                "capture `rq` reads `r1` and `r2` in `a/r1/r2_t.json`",
+            ),
+            (
+                r#"files: "a/{model}.json""#,
+                &["a/x.json"],
+                "shadows the pipeline param `model`",
+            ),
+            (
+                r#"files: "a/{name}.json", exclude: [{"nme": "x"}]"#,
+                &["a/x.json"],
+                "`exclude` names `nme`, which is not a capture",
+            ),
+            (
+                r#"files: "a/{name}.json", matrix: {"k": [1]}"#,
+                &["a/x.json"],
+                "has both `files` and `matrix`",
+            ),
+            (
+                r#"files: ["a/*.json"]"#,
+                &["a/x.json"],
+                "`files` must be a path pattern",
+            ),
+        ];
+        for (fields, paths, says) in cases {
+            let ws = archive(&stage(fields), paths);
+            let e = load(ws.path(), &[]).expect_err(fields);
+            assert!(e.message.contains(says), "{fields}: {}", e.message);
+            assert!(e.help.is_some(), "{fields}: no help");
+        }
+    }
+}

@@ -33,6 +33,7 @@ mod test_support;
 pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
+pub(crate) use fileio::now_ns;
 pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub use lock::KeyLock;
 pub(crate) use observe::take;

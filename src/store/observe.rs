@@ -26,12 +26,14 @@ use super::fileio::Stat;
 use super::open::Store;
 use super::record::NodeState;
 
-/// How a file was looked at: inputs follow symbolic links (`hash_file`),
-/// outputs do not (`check_outputs`). Either way it had to be a regular file.
+/// How a path was looked at: inputs follow symbolic links (`hash_file`),
+/// outputs do not (`check_outputs`); either way it had to be a regular file.
+/// A folder a `files:` stage listed is followed and must be a folder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Probe {
     Follow = 0,
     NoFollow = 1,
+    Dir = 2,
 }
 
 #[derive(Clone, Debug)]
@@ -72,6 +74,20 @@ impl Store {
     /// Marks the notes unusable: something was judged that a stat cannot vouch for.
     pub fn observation_unusable(&self) {
         self.observations().unusable = true;
+    }
+
+    /// Notes the folders the graph's `files:` stages listed, with the stats
+    /// they had before they were read.
+    pub fn note_listings(&self, listings: &[crate::graph::Listing]) {
+        for l in listings {
+            let stat = Stat {
+                size: l.size,
+                mtime_ns: l.mtime_ns,
+                ctime_ns: l.ctime_ns,
+                inode: l.inode,
+            };
+            self.note(&l.rel, Probe::Dir, Some(stat), l.at_ns);
+        }
     }
 
     pub(super) fn note(&self, rel: &str, probe: Probe, stat: Option<Stat>, at_ns: i64) {
@@ -255,7 +271,7 @@ impl FileFacts {
         for (rel, probe, stat) in &self.entries {
             out.extend_from_slice(&(rel.len() as u32).to_le_bytes());
             out.extend_from_slice(rel.as_bytes());
-            out.push(*probe as u8 | if stat.is_some() { 2 } else { 0 });
+            out.push(*probe as u8 | if stat.is_some() { 4 } else { 0 });
             let s = stat.unwrap_or(Stat {
                 size: 0,
                 mtime_ns: 0,
@@ -278,9 +294,11 @@ impl FileFacts {
             let len = u32::from_le_bytes(take(bytes, 4)?.try_into().ok()?) as usize;
             let rel = std::str::from_utf8(take(bytes, len)?).ok()?.to_string();
             let flags = take(bytes, 1)?[0];
-            let probe = match flags & 1 {
+            let probe = match flags & 3 {
                 0 => Probe::Follow,
-                _ => Probe::NoFollow,
+                1 => Probe::NoFollow,
+                2 => Probe::Dir,
+                _ => return None,
             };
             let mut word = || Some(u64::from_le_bytes(take(bytes, 8)?.try_into().ok()?));
             let stat = Stat {
@@ -289,7 +307,7 @@ impl FileFacts {
                 ctime_ns: word()? as i64,
                 inode: word()?,
             };
-            entries.push((rel, probe, (flags & 2 != 0).then_some(stat)));
+            entries.push((rel, probe, (flags & 4 != 0).then_some(stat)));
         }
         Some(FileFacts { entries })
     }
@@ -309,11 +327,15 @@ const UNTRUSTED: Stat = Stat {
 fn same(root: &Path, (rel, probe, stat): &(String, Probe, Option<Stat>)) -> bool {
     let path = root.join(rel);
     let meta = match probe {
-        Probe::Follow => fs::metadata(&path),
+        Probe::Follow | Probe::Dir => fs::metadata(&path),
         Probe::NoFollow => fs::symlink_metadata(&path),
     };
+    let kind_ok = |m: &fs::Metadata| match probe {
+        Probe::Dir => m.is_dir(),
+        _ => m.is_file(),
+    };
     match (meta, stat) {
-        (Ok(meta), Some(stat)) => meta.is_file() && Stat::of(&meta) == *stat,
+        (Ok(meta), Some(stat)) => kind_ok(&meta) && Stat::of(&meta) == *stat,
         (Err(e), None) => e.kind() == io::ErrorKind::NotFound,
         _ => false,
     }

@@ -53,13 +53,73 @@ impl ExportFormat {
     }
 }
 
+impl ExportFormat {
+    /// The format the file's first bytes show: a SQLite database, or JSON
+    /// (plain or gzipped); a file that is neither is a report when its name
+    /// says so (an `.nsys-rep` has no documented signature).
+    pub fn from_content(path: &Path) -> Result<ExportFormat, TraceError> {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(64);
+        std::fs::File::open(path)
+            .and_then(|f| f.take(64).read_to_end(&mut head))
+            .map_err(|e| TraceError::io(path, e))?;
+        if head.starts_with(b"SQLite format 3\0") {
+            return Ok(ExportFormat::Sqlite);
+        }
+        let json = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|&b| b == b'{' || b == b'[')
+        };
+        if head.starts_with(&[0x1f, 0x8b]) {
+            let mut inner = Vec::with_capacity(64);
+            let opened = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+            let _ = flate2::read::MultiGzDecoder::new(opened)
+                .take(64)
+                .read_to_end(&mut inner);
+            if json(&inner) {
+                return Ok(ExportFormat::Kineto);
+            }
+        } else if json(&head) {
+            return Ok(ExportFormat::Kineto);
+        }
+        match ExportFormat::from_path(path) {
+            Some(ExportFormat::NsysRep) => Ok(ExportFormat::NsysRep),
+            _ => Err(TraceError::UnknownFormat {
+                path: path.to_path_buf(),
+                start: describe_start(&head),
+            }),
+        }
+    }
+}
+
+/// The first bytes of a file, as an error message shows them.
+fn describe_start(head: &[u8]) -> String {
+    if head.is_empty() {
+        return "nothing (it is empty)".into();
+    }
+    let shown: String = head
+        .iter()
+        .take(16)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect();
+    format!("`{shown}`")
+}
+
 impl ExportSpec {
+    /// The format given, or else the one the content shows.
     fn format(&self, input: &Path) -> Result<ExportFormat, TraceError> {
-        self.format
-            .or_else(|| ExportFormat::from_path(input))
-            .ok_or_else(|| TraceError::UnknownFormat {
-                path: input.to_path_buf(),
-            })
+        match self.format {
+            Some(f) => Ok(f),
+            None => ExportFormat::from_content(input),
+        }
     }
 
     /// Workspace files whose content is part of the key: the input when it is
@@ -121,6 +181,41 @@ fn copy_checked(input: &Path, output: &Path) -> Result<(), TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_content_decides_the_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b"  {\"traceEvents\": []}").unwrap();
+            e.finish().unwrap()
+        };
+        let f = |p: &Path| ExportFormat::from_content(p).map_err(|e| e.to_string());
+        // Misnamed files go by what they hold.
+        assert_eq!(
+            f(&put("a.json", b"SQLite format 3\0rest")),
+            Ok(ExportFormat::Sqlite)
+        );
+        assert_eq!(
+            f(&put("b.sqlite", b"\n{\"traceEvents\": []}")),
+            Ok(ExportFormat::Kineto)
+        );
+        assert_eq!(f(&put("c.trace", &gz)), Ok(ExportFormat::Kineto));
+        assert_eq!(
+            f(&put("d.nsys-rep", b"\x00\x01binary")),
+            Ok(ExportFormat::NsysRep)
+        );
+        let e = f(&put("e.txt", b"hello\x01")).unwrap_err();
+        assert!(e.contains("e.txt") && e.contains("`hello\\x01`"), "{e}");
+        let e = f(&put("f.json", b"")).unwrap_err();
+        assert!(e.contains("empty"), "{e}");
+    }
 
     #[test]
     fn format_follows_the_file_name() {

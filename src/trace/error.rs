@@ -99,12 +99,12 @@ pub enum TraceError {
         field: &'static str,
     },
 
-    #[error("cannot tell the format of `{path}` from its name")]
+    #[error("`{path}` is not a trace vitgraph reads: it starts with {start}")]
     #[diagnostic(
         code(trace::unknown_format),
-        help("name it `.nsys-rep`, `.sqlite`, `.json` or `.json.gz`, or give `format` explicitly")
+        help("`Export` reads an Nsight Systems report (`.nsys-rep`), an nsys SQLite export and a PyTorch-profiler JSON (`.json`, `.json.gz`); exclude other files from the stage's pattern, or give `format` explicitly")
     )]
-    UnknownFormat { path: PathBuf },
+    UnknownFormat { path: PathBuf, start: String },
 
     #[error("`nsys` is not installed (needed to export `{path}`)")]
     #[diagnostic(

@@ -4,6 +4,7 @@
 mod harness;
 mod support;
 
+mod archive;
 mod commands;
 mod crash;
 mod freshness;
