@@ -408,3 +408,50 @@ fn rows_tables_become_one_row_per_entry() {
          f16,32.5,1024,layernorm,0.25,,,ops[dtype=f16]\n"
     );
 }
+
+#[test]
+fn a_filter_keeps_the_rows_of_one_value_and_every_column_of_the_stage() {
+    let mut fx = Fixture::new();
+    // rq1's metrics have a gap figure, rq2's do not: the column stays for rq2.
+    fx.node(
+        "analysis",
+        &[("rq", text("rq1")), ("gpu", int(0))],
+        &[("metrics.json", metrics(0.5))],
+    );
+    let mut bare: Json = serde_json::from_str(&metrics(0.25)).unwrap();
+    bare["devices"][0].as_object_mut().unwrap().remove("gaps");
+    fx.node(
+        "analysis",
+        &[("rq", text("rq2")), ("gpu", int(1))],
+        &[("metrics.json", bare.to_string())],
+    );
+    let ctx = fx.context("report");
+    let with = |filter: &str| {
+        spec(&format!(
+            r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization", "gaps.count_ge_1us"], filter: {filter})"#
+        ))
+    };
+    run(&with(r#"{"rq": "rq2"}"#), &ctx).unwrap();
+    assert_eq!(
+        read(&ctx.out, "table.csv"),
+        "rq,gpu,gpu_utilization,gaps.count_ge_1us,samples,env_group,nodes\n\
+         rq2,1,0.25,,,,\"analysis[rq=rq2,gpu=1]\"\n"
+    );
+    // Numbers match by value.
+    run(&with(r#"{"gpu": 0.0}"#), &ctx).unwrap();
+    assert!(read(&ctx.out, "table.csv").contains("\nrq1,0,0.5,4,"));
+    // A name no node has, and values that leave nothing, are errors that say so.
+    let err = run(&with(r#"{"qr": "rq1"}"#), &ctx).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`qr`, which is a param of no source node"),
+        "{err}"
+    );
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains("`gpu`, `rq`"), "{help}");
+    let err = run(&with(r#"{"rq": "rq9"}"#), &ctx).unwrap_err();
+    assert!(
+        err.to_string().contains("no source node has rq=rq9"),
+        "{err}"
+    );
+}

@@ -79,6 +79,10 @@ pub enum TaskError {
         detail: String,
     },
 
+    #[error("the report's `filter` names `{name}`, which is a param of no source node")]
+    #[diagnostic(code(vitgraph::task::unknown_filter_param), help("{help}"))]
+    UnknownFilterParam { name: String, help: String },
+
     #[error("column `{column}` is in none of the joined files")]
     #[diagnostic(code(vitgraph::task::unknown_column), help("{help}"))]
     UnknownColumn { column: String, help: String },

@@ -217,3 +217,142 @@ fn a_pattern_that_matches_nothing_warns_and_builds_nothing() {
         "{err}"
     );
 }
+
+/// The example workspace's pipeline on an archive of real traces (nsys
+/// SQLite exports of four nsys versions and PyTorch-profiler JSON) laid out
+/// by its own script in seed 001's layout.
+mod real_traces {
+    use std::path::{Path, PathBuf};
+
+    use super::super::harness::Ws;
+
+    const PIPELINE: &str = include_str!("../../examples/archive/pipelines/archive.ron");
+
+    fn external() -> Option<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/external-traces");
+        if dir.is_dir() {
+            Some(dir)
+        } else {
+            eprintln!("skipped: {} is absent", dir.display());
+            None
+        }
+    }
+
+    fn built(ws: &Ws) -> Vec<String> {
+        let r = ws.run(&["build", "--json"]);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        r.nodes_with("finished")
+    }
+
+    /// `table.csv` of one research question's report: (config, kernel_count) per row.
+    fn rows(ws: &Ws, rq: &str) -> Vec<(String, String)> {
+        let csv = ws.read(&format!("out/rq_report/rq={rq}/table.csv"));
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+        let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+        let (config, kernels) = (col("config"), col("kernel_count"));
+        lines
+            .map(|l| {
+                let cells: Vec<&str> = l.split(',').collect();
+                (cells[config].to_string(), cells[kernels].to_string())
+            })
+            .collect()
+    }
+
+    const RQ1: &str = "rq1_model_architecture_impact";
+    const RQ1_DIR: &str =
+        "experiments/rq1_model_architecture_impact/2025-07-14/16-30-54/nsys_reports";
+
+    #[test]
+    fn an_archive_of_mixed_real_traces_is_converted_analysed_and_reported_per_question() {
+        let Some(traces) = external() else { return };
+        let ws = Ws::new(&[("archive.ron", PIPELINE)]);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/archive/make-archive.sh");
+        let made = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&traces)
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+
+        let first = built(&ws);
+        assert_eq!(first.len(), 9 + 9 + 5, "{first:?}");
+        let kineto = "traces[rq=rq3_compilation_optimization,gpu=0,numa=0,config=vit16x12x768_compiled,format=json.gz]";
+        assert!(first.contains(&kineto.to_string()), "{first:?}");
+        // Every trace's kernel count, as the analysis of that trace alone says.
+        let kernels_of = |id_tail: &str| -> String {
+            let m = ws.read(&format!("out/analysis/{id_tail}/metrics.json"));
+            let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+            m["devices"][0]["kernel_count"].to_string()
+        };
+        let rq4: Vec<(String, String)> = rows(&ws, "rq4_numa_locality_effects");
+        assert_eq!(rq4.len(), 2, "numa 0 and numa 2: {rq4:?}");
+        let rq3 = rows(&ws, "rq3_compilation_optimization");
+        assert_eq!(
+            rq3,
+            [
+                (
+                    "vit16x12x768_compiled".to_string(),
+                    kernels_of("rq=rq3_compilation_optimization,gpu=0,numa=0,config=vit16x12x768_compiled,format=json.gz")
+                ),
+                (
+                    "vit16x12x768_uncompiled".to_string(),
+                    kernels_of("rq=rq3_compilation_optimization,gpu=0,numa=0,config=vit16x12x768_uncompiled,format=json.gz")
+                ),
+            ]
+        );
+        assert_eq!(rows(&ws, RQ1).len(), 2);
+
+        // A new trace: its conversion and analysis run, and the reports.
+        std::fs::copy(
+            traces.join("aws_gpu/report2.sqlite"),
+            ws.path().join(RQ1_DIR).join("gpu0_numa0_vit8x6x384.sqlite"),
+        )
+        .unwrap();
+        let mut ran = built(&ws);
+        ran.retain(|id| !id.starts_with("rq_report["));
+        assert_eq!(
+            ran,
+            [
+                "analysis[rq=rq1_model_architecture_impact,gpu=0,numa=0,config=vit8x6x384,format=sqlite]",
+                "traces[rq=rq1_model_architecture_impact,gpu=0,numa=0,config=vit8x6x384,format=sqlite]",
+            ]
+        );
+        assert_eq!(rows(&ws, RQ1).len(), 3);
+
+        // A replaced trace: exactly its chain.
+        std::fs::copy(
+            traces.join("test-cuda/report1.sqlite"),
+            ws.path().join(RQ1_DIR).join("gpu0_numa0_vit8x6x384.sqlite"),
+        )
+        .unwrap();
+        let mut ran = built(&ws);
+        ran.retain(|id| !id.starts_with("rq_report["));
+        assert_eq!(ran.len(), 2, "{ran:?}");
+        assert!(
+            ran.iter().all(|id| id.contains("config=vit8x6x384")),
+            "{ran:?}"
+        );
+
+        // A removed trace: nothing runs (the reports of the archive without it
+        // were built first, and come back from the store), and RQ1's report
+        // loses its row.
+        std::fs::remove_file(ws.path().join(RQ1_DIR).join("gpu0_numa0_vit8x6x384.sqlite")).unwrap();
+        let r = ws.run(&["build", "--json"]);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        assert!(r.nodes_with("finished").is_empty(), "{}", r.stdout());
+        assert!(
+            r.nodes_with("cached")
+                .contains(&format!("rq_report[rq={RQ1}]")),
+            "{}",
+            r.stdout()
+        );
+        assert_eq!(rows(&ws, RQ1).len(), 2);
+        assert!(built(&ws).is_empty(), "then nothing is stale");
+    }
+}

@@ -87,6 +87,44 @@ pub fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskE
     Ok(rows)
 }
 
+/// Whether a row passes the report's `filter`.
+pub fn kept(spec: &ReportSpec, params: &BTreeMap<String, Value>) -> bool {
+    spec.filter.iter().all(|(name, wanted)| {
+        params
+            .get(name)
+            .is_some_and(|v| super::compare::same(&Cell::from_value(v), &Cell::from_value(wanted)))
+    })
+}
+
+/// A `filter` name that no source node has as a param: a typo.
+pub fn check_filter(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
+    let nodes = || {
+        spec.sources
+            .iter()
+            .filter_map(|s| ctx.upstream.get(s))
+            .flatten()
+    };
+    for name in spec.filter.keys() {
+        if !nodes().any(|n| n.params.contains_key(name)) {
+            let mut params: Vec<&String> = nodes().flat_map(|n| n.params.keys()).collect();
+            params.sort();
+            params.dedup();
+            return Err(TaskError::UnknownFilterParam {
+                name: name.clone(),
+                help: format!(
+                    "`filter` names params of the source nodes; they have {}",
+                    params
+                        .iter()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn node_docs(files: &NodeFiles) -> Vec<Json> {
     let mut docs = Vec::new();
     docs.extend(files.results.iter().cloned());

@@ -38,6 +38,12 @@ pub struct ReportSpec {
     pub plots: Vec<Plot>,
     #[serde(default)]
     pub compare: Option<Compare>,
+    /// Only source nodes whose params equal these values make rows (numbers
+    /// match by value): one report per research question out of one stage.
+    /// Left out of the serialized spec when empty, so reports without it
+    /// keep their keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filter: BTreeMap<String, Value>,
 }
 
 /// `Plot(...)`: one column against another, one line per value of `series`

@@ -59,17 +59,40 @@ impl Table {
 
 /// Reads the sources and builds the table.
 pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
-    let mut rows = join_rows(spec, ctx)?;
-    if rows.is_empty() {
+    super::join::check_filter(spec, ctx)?;
+    let all = join_rows(spec, ctx)?;
+    if all.is_empty() {
         return Err(TaskError::BadSpec {
             field: "sources".to_owned(),
             detail: "the source stages have no nodes, so the table has no rows".to_owned(),
             help: "check the stages named in `sources` produce at least one node".to_owned(),
         });
     }
+    // Columns are checked against every source row, so a report that a
+    // `filter` narrows keeps a column its own rows happen to lack (empty).
+    let values = value_columns(spec, &all)?;
+    let mut rows: Vec<_> = all
+        .into_iter()
+        .filter(|r| super::join::kept(spec, &r.params))
+        .collect();
+    if rows.is_empty() {
+        return Err(TaskError::BadSpec {
+            field: "filter".to_owned(),
+            detail: format!(
+                "no source node has {}, so the table has no rows",
+                spec.filter
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            help:
+                "check the values against the source nodes' params (`vitgraph ls STAGE` lists them)"
+                    .to_owned(),
+        });
+    }
     let params = param_names(&rows);
     sort_rows(&mut rows, &params);
-    let values = value_columns(spec, &rows)?;
     let (env_groups, membership) = env_groups(&rows);
 
     let mut names = params.clone();
