@@ -734,3 +734,115 @@ fn for_each_axis_shadows_an_inherited_param() {
         ],
     );
 }
+
+/// A one-file case over a workspace that also holds `data` files (paths
+/// relative to the workspace root) for a `files:` pattern to match.
+fn over_files(name: &str, text: &str, needle: &str, data: &[&str], hints: &[&str]) {
+    let data: Vec<String> = data.iter().map(|p| format!("../{p}")).collect();
+    let mut files = vec![("study.ron", text)];
+    files.extend(data.iter().map(|p| (p.as_str(), "trace")));
+    let place = location(&files, &at("study.ron", needle));
+    rejected(name, &files, &["build"], Some(&place), hints);
+}
+
+#[test]
+fn files_two_files_give_one_node() {
+    over_files(
+        "files_two_files_give_one_node",
+        r#"Pipeline(stages: {
+    "t": Stage(files: "archive/*/{model}.json", task: Export(input: "${file}")),
+})
+"#,
+        r#""archive/*"#,
+        &["archive/r1/vit.json", "archive/r2/vit.json"],
+        &[
+            "files `archive/r1/vit.json` and `archive/r2/vit.json` both give node `t[model=vit]`",
+            "capture the part of the path that differs",
+        ],
+    );
+}
+
+#[test]
+fn files_a_capture_reads_two_values() {
+    over_files(
+        "files_a_capture_reads_two_values",
+        r#"Pipeline(stages: {
+    "t": Stage(files: "archive/{rq}/{rq}_{model}.json", task: Export(input: "${file}")),
+})
+"#,
+        "{rq}/",
+        &["archive/rq1/rq2_vit.json"],
+        &[
+            "capture `rq` reads `rq1` and `rq2` in `archive/rq1/rq2_vit.json`",
+            "the places a capture appears must agree",
+        ],
+    );
+}
+
+#[test]
+fn files_a_capture_without_a_name() {
+    over_files(
+        "files_a_capture_without_a_name",
+        r#"Pipeline(stages: {
+    "t": Stage(files: "archive/{}.json", task: Export(input: "${file}")),
+})
+"#,
+        "{}",
+        &["archive/x.json"],
+        &["a capture without a name in `files`", "name it: `{model}`"],
+    );
+}
+
+#[test]
+fn files_a_capture_shadows_a_param() {
+    over_files(
+        "files_a_capture_shadows_a_param",
+        r#"Pipeline(
+    params: { "model": "vit16x12x768" },
+    stages: {
+        "t": Stage(files: "archive/{model}.json", task: Export(input: "${file}")),
+    },
+)
+"#,
+        "{model}",
+        &["archive/x.json"],
+        &[
+            "capture `model` shadows the pipeline param `model`",
+            "rename the capture",
+        ],
+    );
+}
+
+#[test]
+fn files_with_a_matrix() {
+    over_files(
+        "files_with_a_matrix",
+        r#"Pipeline(stages: {
+    "t": Stage(files: "archive/{model}.json", matrix: { "k": [1, 2] }, task: Export(input: "${file}")),
+})
+"#,
+        r#"{ "k""#,
+        &["archive/x.json"],
+        &[
+            "stage `t` has both `files` and `matrix`",
+            "put the `matrix` on a stage that reads it with `for_each: \"t\"`",
+        ],
+    );
+}
+
+#[test]
+fn files_an_absolute_pattern() {
+    over_files(
+        "files_an_absolute_pattern",
+        r#"Pipeline(stages: {
+    "t": Stage(files: "/data/archive/*.json", task: Export(input: "${file}")),
+})
+"#,
+        "/data",
+        &["archive/x.json"],
+        &[
+            "`files` must be relative to the workspace",
+            "ln -s /data/archive archive",
+        ],
+    );
+}
