@@ -7,6 +7,7 @@
 //! - [`store`] is the only module that touches `cache/` and `cache/state.sqlite`;
 //! - [`tasks`] are the node kinds; a task gets a context and returns an outcome;
 //! - [`report`] turns engine events into terminal output or JSON lines;
+//! - [`page`] draws the study as one self-contained HTML page (`vitgraph report`);
 //! - [`cli`] parses arguments and maps errors to exit codes once.
 
 pub mod analysis;
@@ -17,6 +18,7 @@ pub mod exit;
 pub mod gpu;
 pub mod graph;
 pub mod hash;
+pub mod page;
 pub mod pipeline;
 pub mod report;
 pub mod slurm;

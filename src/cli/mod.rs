@@ -5,6 +5,7 @@ mod build;
 mod exec;
 mod inspect;
 mod maintenance;
+mod page;
 mod reasons;
 mod slurm;
 mod status;
@@ -62,6 +63,8 @@ pub enum Command {
     Ls(inspect::LsArgs),
     /// Show one node: params, task, state, outputs, last run.
     Show(inspect::ShowArgs),
+    /// Write the study as one self-contained HTML page (default `out/report.html`).
+    Report(page::ReportArgs),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and report damaged or missing objects.
@@ -204,6 +207,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Graph(args) => inspect::graph(&ws, &overrides, args),
                 Command::Ls(args) => inspect::ls(&ws, &overrides, args),
                 Command::Show(args) => inspect::show(&ws, &overrides, args),
+                Command::Report(args) => page::report(&ws, &overrides, args),
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify => maintenance::verify(&ws),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),

@@ -63,7 +63,7 @@ struct NodeStatus<'a> {
 
 /// The graph, the selection, each selected node's verdict, and the
 /// recorded states they were judged against.
-type Planned = (
+pub(super) type Planned = (
     Graph,
     Vec<usize>,
     HashMap<usize, Evaluation>,
@@ -71,7 +71,7 @@ type Planned = (
 );
 
 /// Loads the store and plans the selection of `graph`.
-fn planned(
+pub(super) fn planned(
     ws: &Workspace,
     graph: Graph,
     targets: &[String],

@@ -86,6 +86,8 @@ pub(super) struct JobCtx {
     pub needs: BTreeMap<String, Vec<PathBuf>>,
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
     pub gpus: Vec<GpuId>,
+    /// The local slot the node runs in (`cpu:0`, `gpu:1`), recorded with its attempt.
+    pub slot: Option<String>,
     /// `--force`: run even if the key is recorded, and replace that record.
     pub force: bool,
     /// A cluster job this node already runs as (a driver that ended left it).
@@ -280,7 +282,7 @@ impl JobCtx {
         let attempt = match adopt {
             Some(live) => live.attempt,
             None => store
-                .begin_attempt(&self.node_id, &self.key)
+                .begin_attempt_in(&self.node_id, &self.key, self.slot.as_deref())
                 .map_err(|e| NodeFailure::store(&e))?,
         };
         let staging = if self.executor.remote() {

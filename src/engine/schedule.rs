@@ -506,6 +506,7 @@ impl<'b, 'a> Build<'b, 'a> {
             needs,
             upstream,
             gpus: lease.gpus.clone(),
+            slot: cluster.is_none().then(|| lease.slot()).flatten(),
             force: b.options.force.contains(&p.idx),
         };
         let local = cluster.is_none().then_some(lease);

@@ -11,7 +11,8 @@ use crate::tasks::Resources;
 
 #[derive(Debug)]
 pub struct Slots {
-    cpu_free: usize,
+    /// The free CPU slots, by number (0..jobs), lowest first.
+    cpu_free: Vec<usize>,
     gpus: Vec<GpuId>,
     gpu_free: Vec<GpuId>,
     running: usize,
@@ -22,6 +23,21 @@ pub struct Slots {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lease {
     pub gpus: Vec<GpuId>,
+    /// The CPU slot's number (what the build page draws a lane for); None
+    /// for a node on the cluster.
+    pub cpu: Option<usize>,
+}
+
+impl Lease {
+    /// The lane the node ran in, as attempts record it: `gpu:0,1` for a
+    /// node holding GPUs, else `cpu:3`.
+    pub fn slot(&self) -> Option<String> {
+        if !self.gpus.is_empty() {
+            let ids: Vec<&str> = self.gpus.iter().map(|g| g.as_str()).collect();
+            return Some(format!("gpu:{}", ids.join(",")));
+        }
+        self.cpu.map(|c| format!("cpu:{c}"))
+    }
 }
 
 /// Whether a node may start.
@@ -40,7 +56,7 @@ pub enum Admit {
 impl Slots {
     pub fn new(jobs: usize, gpus: Vec<GpuId>) -> Slots {
         Slots {
-            cpu_free: jobs.max(1),
+            cpu_free: (0..jobs.max(1)).collect(),
             gpu_free: gpus.clone(),
             gpus,
             running: 0,
@@ -53,7 +69,7 @@ impl Slots {
     }
 
     pub fn cpu_free(&self) -> usize {
-        self.cpu_free
+        self.cpu_free.len()
     }
 
     /// Takes the slots a node with `res` needs, if they are free.
@@ -66,17 +82,18 @@ impl Slots {
             };
         }
         let fits = !self.exclusive
-            && self.cpu_free > 0
+            && !self.cpu_free.is_empty()
             && self.gpu_free.len() >= wanted
             && (!res.exclusive || self.running == 0);
         if !fits {
             return Admit::Wait;
         }
-        self.cpu_free -= 1;
+        let cpu = self.cpu_free.remove(0);
         self.running += 1;
         self.exclusive = res.exclusive;
         Admit::Start(Lease {
             gpus: self.gpu_free.drain(..wanted).collect(),
+            cpu: Some(cpu),
         })
     }
 
@@ -87,7 +104,10 @@ impl Slots {
         let order = &self.gpus;
         self.gpu_free
             .sort_by_key(|g| order.iter().position(|o| o == g).unwrap_or(usize::MAX));
-        self.cpu_free += 1;
+        if let Some(c) = lease.cpu {
+            let at = self.cpu_free.partition_point(|&f| f < c);
+            self.cpu_free.insert(at, c);
+        }
         self.running -= 1;
         self.exclusive = false;
     }

@@ -251,8 +251,8 @@ mod tests {
         let key = ContentHash([3; 32]);
         // Attempts of a driver that is gone (no such process).
         let dead = super::super::owner::Owner::local(u32::MAX - 7, 1);
-        let with_job = store.begin_attempt_as(&dead, "a", &key).unwrap();
-        store.begin_attempt_as(&dead, "b", &key).unwrap();
+        let with_job = store.begin_attempt_as(&dead, "a", &key, None).unwrap();
+        store.begin_attempt_as(&dead, "b", &key, None).unwrap();
         store
             .record_jobs(&[(with_job, RawJson(r#"{"job_id":"12_3"}"#.into()))])
             .unwrap();

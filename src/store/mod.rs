@@ -14,6 +14,7 @@
 mod batch;
 mod error;
 mod fileio;
+mod history;
 mod jobs;
 mod lock;
 mod maintenance;
@@ -34,6 +35,7 @@ pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub(crate) use fileio::now_ns;
+pub use history::{BuildSummary, TimelineEntry};
 pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub use lock::KeyLock;
 pub(crate) use observe::take;

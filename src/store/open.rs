@@ -295,7 +295,9 @@ mod tests {
     fn attempts_of_dead_processes_become_interrupted() {
         let (dir, store) = workspace();
         let dead = dead_owner();
-        store.begin_attempt_as(&dead, "dead", &key("k1")).unwrap();
+        store
+            .begin_attempt_as(&dead, "dead", &key("k1"), None)
+            .unwrap();
         store.begin_attempt("alive", &key("k2")).unwrap();
         // Read-only views report it without writing.
         let view = Store::open_existing(dir.path())

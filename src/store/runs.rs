@@ -128,7 +128,18 @@ impl Store {
 
     /// Records that an attempt started (`running`, with this process as owner).
     pub fn begin_attempt(&self, node_id: &str, key: &ContentHash) -> Result<AttemptId, StoreError> {
-        self.begin_attempt_as(&self.owner, node_id, key)
+        self.begin_attempt_as(&self.owner, node_id, key, None)
+    }
+
+    /// [`Store::begin_attempt`] in a local slot (`cpu:0`, `gpu:1`): the lane
+    /// the build page draws the attempt in.
+    pub fn begin_attempt_in(
+        &self,
+        node_id: &str,
+        key: &ContentHash,
+        slot: Option<&str>,
+    ) -> Result<AttemptId, StoreError> {
+        self.begin_attempt_as(&self.owner, node_id, key, slot)
     }
 
     pub(super) fn begin_attempt_as(
@@ -136,12 +147,13 @@ impl Store {
         owner: &Owner,
         node_id: &str,
         key: &ContentHash,
+        slot: Option<&str>,
     ) -> Result<AttemptId, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "INSERT INTO attempts (node_id, key, status, host, pid, pid_start, started_at_ms)
-                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
+                "INSERT INTO attempts (node_id, key, status, host, pid, pid_start, started_at_ms, slot)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(|e| self.db_err(e))?;
         stmt.execute(params![
@@ -150,7 +162,8 @@ impl Store {
             owner.host,
             owner.pid,
             owner.start as i64,
-            now_ms()
+            now_ms(),
+            slot
         ])
         .map_err(|e| self.db_err(e))?;
         Ok(AttemptId(conn.last_insert_rowid()))

@@ -36,7 +36,7 @@ use super::error::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     finished_at_ms INTEGER,
     message        TEXT,
     failure        TEXT,
-    job            TEXT
+    job            TEXT,
+    slot           TEXT
 );
 CREATE INDEX IF NOT EXISTS attempts_by_node ON attempts(node_id, id);
 CREATE INDEX IF NOT EXISTS attempts_running ON attempts(status) WHERE status = 'running';
@@ -235,7 +236,7 @@ fn migrate(conn: &mut Connection, db_path: &Path) -> Result<(), StoreError> {
         .map_err(err)?;
     tx.execute_batch(SCHEMA).map_err(err)?;
     // A table made by an older version lacks the columns added since.
-    for column in ["failure", "job"] {
+    for column in ["failure", "job", "slot"] {
         let has: bool = tx
             .query_row(
                 "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = ?1",

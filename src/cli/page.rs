@@ -1,0 +1,592 @@
+//! `vitgraph report`: the study as one HTML page, from the pipelines and
+//! the store alone (it runs nothing, and works while a build runs).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+use clap::Args;
+
+use super::{load, status, Failure};
+use crate::engine::plan::{Evaluation, ReasonKind};
+use crate::exit;
+use crate::graph::Graph;
+use crate::page::{
+    self, Bar, BuildView, NodeDetails, NodeRow, ReportView, StageView, Study, Table,
+};
+use crate::pipeline::Override;
+use crate::store::{AttemptStatus, NodeState, RunRecord, Store};
+use crate::tasks::TaskSpec;
+use crate::workspace::Workspace;
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Stages, node ids, globs or pipeline file stems; none means everything.
+    pub targets: Vec<String>,
+    /// Where to write the page (default `out/report.html`).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Draw build N's timeline (1 is the first the store recorded; default the latest).
+    #[arg(long, value_name = "N")]
+    pub build: Option<usize>,
+    #[command(flatten)]
+    pub cluster: status::ClusterArgs,
+}
+
+/// Log tails kept per node, and in all (the page stays small at 10,000 nodes).
+const LOG_TAIL: usize = 2048;
+const LOG_BUDGET: usize = 1 << 20;
+/// Key parts longer than this are left to `vitgraph explain`.
+const KEY_AT_MOST: usize = 4096;
+
+pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Result<i32, Failure> {
+    let t = super::Timer::start();
+    let graph = load(ws, overrides)?;
+    let warnings = graph.warnings.clone();
+    t.lap("load pipelines");
+    let (graph, selection, evals, states) =
+        status::planned(ws, graph, &args.targets, &args.cluster)?;
+    let store = Store::open_existing(&ws.root)?;
+    let output = match &args.output {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.clone()),
+        None => ws.root.join("out").join("report.html"),
+    };
+    let page_dir = output
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| ws.root.clone());
+    let mut study = Study {
+        title: ws
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "study".into()),
+        generated: utc(now_ms()),
+        version: env!("CARGO_PKG_VERSION").into(),
+        warnings,
+        ..Study::default()
+    };
+    let gather = Gather {
+        graph: &graph,
+        evals: &evals,
+        states: &states,
+        store: store.as_ref(),
+        root: &ws.root,
+        page_dir: &page_dir,
+    };
+    gather.stages_and_nodes(&selection, &mut study)?;
+    t.lap("nodes");
+    if let Some(store) = &store {
+        study.build = gather.build(store, args.build)?;
+        study.reports = gather.reports(store, &selection)?;
+    }
+    study.nothing_built = states.is_empty();
+    t.lap("store");
+    let html = page::render(&study);
+    t.lap("render");
+    if let Some(parent) = output.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| write_failure(&output, e))?;
+    }
+    crate::atomic::write(&output, html.as_bytes()).map_err(|e| write_failure(&output, e))?;
+    t.lap("write");
+    let shown = output
+        .strip_prefix(std::env::current_dir().unwrap_or_default())
+        .unwrap_or(&output);
+    eprintln!(
+        "wrote {} ({} KB: {} nodes, {} report(s))",
+        shown.display(),
+        html.len().div_ceil(1024),
+        study.nodes.len(),
+        study.reports.len()
+    );
+    Ok(exit::SUCCESS)
+}
+
+fn write_failure(path: &Path, e: std::io::Error) -> Failure {
+    Failure::Report(
+        miette::miette!(
+            help = "pass `-o FILE` with a folder you can write to",
+            "cannot write `{}`: {e}",
+            path.display()
+        ),
+        exit::NODE_FAILED,
+    )
+}
+
+struct Gather<'a> {
+    graph: &'a Graph,
+    evals: &'a HashMap<usize, Evaluation>,
+    states: &'a HashMap<String, NodeState>,
+    store: Option<&'a Store>,
+    root: &'a Path,
+    page_dir: &'a Path,
+}
+
+impl Gather<'_> {
+    /// The node's state on the page: running (an attempt is under way),
+    /// failed (its last attempt at the current key failed), stale, fresh.
+    fn state(&self, i: usize) -> &'static str {
+        let node = &self.graph.nodes[i];
+        let running = self
+            .states
+            .get(&node.id)
+            .and_then(|s| s.last_attempt.as_ref())
+            .is_some_and(|a| a.status == AttemptStatus::Running);
+        let verdict = &self.evals[&i].verdict;
+        if running {
+            "running"
+        } else if verdict.is_fresh() {
+            "fresh"
+        } else if verdict
+            .reasons()
+            .iter()
+            .any(|r| r.kind == ReasonKind::Failed)
+        {
+            "failed"
+        } else {
+            "stale"
+        }
+    }
+
+    fn stages_and_nodes(&self, selection: &[usize], study: &mut Study) -> Result<(), Failure> {
+        let stage_index: HashMap<&str, usize> = self
+            .graph
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let selected: BTreeSet<usize> = selection.iter().copied().collect();
+        study.stages = self
+            .graph
+            .stages
+            .iter()
+            .map(|s| StageView {
+                name: s.name.clone(),
+                pipeline: s.file.display().to_string(),
+                ..StageView::default()
+            })
+            .collect();
+        let mut edges = BTreeSet::new();
+        for node in &self.graph.nodes {
+            for need in &node.needs {
+                if let (Some(&a), Some(&b)) = (
+                    stage_index.get(need.stage.as_str()),
+                    stage_index.get(node.stage.as_str()),
+                ) {
+                    edges.insert((a, b));
+                }
+            }
+        }
+        study.edges = edges.into_iter().collect();
+        let key_parts = match self.store {
+            Some(s) => s.current_key_parts()?,
+            None => HashMap::new(),
+        };
+        let mut envs: HashMap<String, usize> = HashMap::new();
+        let mut log_budget = LOG_BUDGET;
+        let mut reason_counts: Vec<HashMap<&'static str, usize>> =
+            vec![HashMap::new(); study.stages.len()];
+        for &i in &selected {
+            let node = &self.graph.nodes[i];
+            let si = stage_index[node.stage.as_str()];
+            let state = self.state(i);
+            let view = &mut study.stages[si];
+            match state {
+                "fresh" => view.fresh += 1,
+                "failed" => view.failed += 1,
+                "running" => view.running += 1,
+                _ => view.stale += 1,
+            }
+            let verdict = &self.evals[&i].verdict;
+            if !verdict.is_fresh() {
+                let mut kinds: Vec<&'static str> =
+                    verdict.reasons().iter().map(|r| r.kind.as_str()).collect();
+                kinds.dedup();
+                if let Some(first) = kinds.first() {
+                    *reason_counts[si].entry(first).or_default() += 1;
+                }
+            }
+            let run = self
+                .states
+                .get(&node.id)
+                .and_then(|s| s.latest_success.as_ref());
+            let mut d = NodeDetails {
+                params: node
+                    .id_params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+                    .collect(),
+                reasons: if verdict.is_fresh() {
+                    Vec::new()
+                } else {
+                    super::reasons::grouped(verdict.reasons(), self.graph)
+                },
+                ..NodeDetails::default()
+            };
+            if let Some(run) = run {
+                d.started = Some(utc(run.started_at_ms));
+                d.duration_ms = Some(run.duration_ms);
+                d.key = key_parts
+                    .get(&node.id)
+                    .map(shortened_key)
+                    .unwrap_or(serde_json::Value::Null);
+                if run.env.0 != "null" && !run.env.0.is_empty() {
+                    let next = envs.len();
+                    let idx = *envs.entry(run.env.0.clone()).or_insert(next);
+                    if idx == next {
+                        study.envs.push(run.env.value());
+                    }
+                    d.env = Some(idx);
+                }
+                let dir = self.root.join(node.out_rel());
+                d.files = run
+                    .outputs
+                    .iter()
+                    .map(|o| {
+                        (
+                            o.name.clone(),
+                            o.size,
+                            link(self.page_dir, &dir.join(&o.name)),
+                        )
+                    })
+                    .collect();
+            }
+            if log_budget > 0 {
+                d.log = self.log_tail(i, run, state);
+                log_budget = log_budget.saturating_sub(d.log.as_ref().map_or(0, String::len));
+            }
+            study.nodes.push(NodeRow(
+                node.id.clone(),
+                si,
+                state,
+                run.map(|r| r.duration_ms),
+            ));
+            study.details.push(d);
+        }
+        for (view, counts) in study.stages.iter_mut().zip(reason_counts) {
+            let mut list: Vec<(String, usize)> = counts
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), n))
+                .collect();
+            list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            view.reasons = list;
+        }
+        Ok(())
+    }
+
+    /// The end of the node's log: the failed attempt's log file, or the
+    /// current run's log in the store.
+    fn log_tail(&self, i: usize, run: Option<&RunRecord>, state: &str) -> Option<String> {
+        let node = &self.graph.nodes[i];
+        let store = self.store?;
+        let bytes = if state == "failed" || run.is_none() {
+            std::fs::read(store.log_path(&node.stage, &node.dir_name())).ok()?
+        } else {
+            let hash = run?.log?;
+            std::fs::read(store.object_path(&hash)).ok()?
+        };
+        if bytes.is_empty() {
+            return None;
+        }
+        let from = bytes.len().saturating_sub(LOG_TAIL);
+        let text = String::from_utf8_lossy(&bytes[from..]).into_owned();
+        Some(if from > 0 {
+            format!(
+                "…{}",
+                text.split_once('\n').map_or(text.as_str(), |(_, r)| r)
+            )
+        } else {
+            text
+        })
+    }
+
+    /// The timeline of build `which` (default the latest).
+    fn build(&self, store: &Store, which: Option<usize>) -> Result<Option<BuildView>, Failure> {
+        let builds = store.builds()?;
+        let Some(chosen) = (match which {
+            Some(n) => builds.iter().find(|b| b.number == n),
+            None => builds.last(),
+        }) else {
+            if let Some(n) = which {
+                let help = format!(
+                    "the store has recorded builds 1 to {}; leave out `--build` for the latest",
+                    builds.len()
+                );
+                return Err(Failure::Report(
+                    miette::miette!(help = help, "there is no build {n}"),
+                    exit::USAGE,
+                ));
+            }
+            return Ok(None);
+        };
+        let stage_index: HashMap<&str, usize> = self
+            .graph
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let now = now_ms();
+        let entries: Vec<Bar> = store
+            .build_attempts(chosen)?
+            .into_iter()
+            .map(|e| {
+                let stage = self
+                    .graph
+                    .find(&e.node_id)
+                    .and_then(|i| stage_index.get(self.graph.nodes[i].stage.as_str()).copied())
+                    .unwrap_or(self.graph.stages.len());
+                let lane = match (&e.slot, &e.job) {
+                    (Some(s), _) => s.clone(),
+                    (None, Some(job)) => job_lane(job),
+                    (None, None) => "~".into(),
+                };
+                Bar {
+                    node: e.node_id,
+                    stage,
+                    lane,
+                    start_ms: e.started_at_ms,
+                    end_ms: e.finished_at_ms.unwrap_or(now).max(e.started_at_ms),
+                    status: e.status,
+                }
+            })
+            .collect();
+        let end = entries
+            .iter()
+            .map(|b| b.end_ms)
+            .max()
+            .unwrap_or(chosen.ended_at_ms);
+        Ok(Some(BuildView {
+            number: chosen.number,
+            of: builds.len(),
+            host: chosen.host.clone(),
+            started: utc(chosen.started_at_ms),
+            seconds: (end - chosen.started_at_ms).max(0) as f64 / 1000.0,
+            bars: entries.len(),
+            entries,
+        }))
+    }
+
+    /// Every selected `Report` node with a run: its table, comparison,
+    /// plots and environment lines, read from the store's objects.
+    fn reports(&self, store: &Store, selection: &[usize]) -> Result<Vec<ReportView>, Failure> {
+        let mut out = Vec::new();
+        for &i in selection {
+            let node = &self.graph.nodes[i];
+            let TaskSpec::Report(spec) = &node.task else {
+                continue;
+            };
+            let Some(run) = self
+                .states
+                .get(&node.id)
+                .and_then(|s| s.latest_success.as_ref())
+            else {
+                continue;
+            };
+            let read = |name: &str| -> Option<String> {
+                let o = run.outputs.iter().find(|o| o.name == name)?;
+                std::fs::read_to_string(store.object_path(&o.hash)).ok()
+            };
+            let table = read("table.csv").map(|t| parse_csv(&t));
+            // Param columns lead the table: those the source nodes carry.
+            let params: BTreeSet<&str> = node
+                .deps()
+                .iter()
+                .flat_map(|&d| self.graph.nodes[d].params.iter().map(|(k, _)| k.as_str()))
+                .collect();
+            let lead = table.as_ref().map_or(0, |t| {
+                t.names
+                    .iter()
+                    .take_while(|n| params.contains(n.as_str()))
+                    .count()
+            });
+            let mut plots: Vec<(String, String)> = run
+                .outputs
+                .iter()
+                .filter(|o| o.name.starts_with("plots/") && o.name.ends_with(".svg"))
+                .filter_map(|o| {
+                    let svg = std::fs::read_to_string(store.object_path(&o.hash)).ok()?;
+                    Some((o.name.trim_start_matches("plots/").to_string(), svg))
+                })
+                .collect();
+            plots.sort();
+            out.push(ReportView {
+                node: node.id.clone(),
+                title: spec.title.clone(),
+                table,
+                compare: read("compare.csv").map(|t| parse_csv(&t)),
+                plots,
+                env_lines: read("report.md")
+                    .map(|md| environment_lines(&md))
+                    .unwrap_or_default(),
+                params: lead,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The lane of an attempt that ran as a SLURM job: `job:<id>`.
+fn job_lane(job: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(job).unwrap_or_default();
+    match v.get("id").or_else(|| v.get("job_id")) {
+        Some(serde_json::Value::String(s)) => format!("job:{s}"),
+        Some(other) => format!("job:{other}"),
+        None => "job:?".into(),
+    }
+}
+
+/// The key parts with long maps (a report's thousands of upstream
+/// manifests) cut to their size; a key too long even then is left to
+/// `vitgraph explain`.
+fn shortened_key(raw: &crate::store::RawJson) -> serde_json::Value {
+    let mut v = raw.value();
+    if let serde_json::Value::Object(map) = &mut v {
+        for (_, part) in map.iter_mut() {
+            if let serde_json::Value::Object(inner) = part {
+                if inner.len() > 8 {
+                    *part = serde_json::Value::String(format!(
+                        "{} entries (vitgraph explain lists them)",
+                        inner.len()
+                    ));
+                }
+            }
+        }
+    }
+    if v.to_string().len() > KEY_AT_MOST {
+        return serde_json::Value::String(
+            "too long to show: `vitgraph explain NODE` prints it".into(),
+        );
+    }
+    v
+}
+
+/// The lines of `report.md`'s "Environment" section.
+fn environment_lines(md: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for line in md.lines() {
+        if line.starts_with("## ") {
+            inside = line.trim() == "## Environment";
+            continue;
+        }
+        if inside {
+            if let Some(item) = line.strip_prefix("- ") {
+                lines.push(item.to_string());
+            }
+        }
+    }
+    lines
+}
+
+/// A CSV text as a table (RFC 4180: quoted fields, doubled quotes).
+fn parse_csv(text: &str) -> Table {
+    let mut records: Vec<Vec<String>> = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => record.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            ('\r', false) => {}
+            (c, _) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    let mut it = records.into_iter();
+    Table {
+        names: it.next().unwrap_or_default(),
+        rows: it.collect(),
+    }
+}
+
+/// A relative link from the page's folder to `target` (both absolute).
+fn link(from_dir: &Path, target: &Path) -> String {
+    let from: Vec<Component> = from_dir.components().collect();
+    let to: Vec<Component> = target.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = Vec::new();
+    for _ in common..from.len() {
+        parts.push("..".into());
+    }
+    for c in &to[common..] {
+        parts.push(
+            c.as_os_str()
+                .to_string_lossy()
+                .replace('%', "%25")
+                .replace('#', "%23")
+                .replace('?', "%3F"),
+        );
+    }
+    parts.join("/")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `2026-11-24 08:50:12 UTC`.
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_links_and_dates() {
+        let t = parse_csv("a,b\n1,\"x,\"\"y\"\"\"\n2,\n");
+        assert_eq!(t.names, ["a", "b"]);
+        assert_eq!(t.rows, [vec!["1", "x,\"y\""], vec!["2", ""]]);
+        assert_eq!(
+            link(
+                Path::new("/w/out"),
+                Path::new("/w/out/s/m=1,k=a%2Fb/r.json")
+            ),
+            "s/m=1,k=a%252Fb/r.json"
+        );
+        assert_eq!(
+            link(Path::new("/w/site"), Path::new("/w/out/x")),
+            "../out/x"
+        );
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_795_854_612_000), "2026-11-28 08:30:12 UTC");
+    }
+}

@@ -1,0 +1,212 @@
+//! The study as one self-contained HTML page (`vitgraph report`): the
+//! stages and their states, the stage graph, the latest build's timeline,
+//! every `Report` node's tables and plots, and each node's details on
+//! demand. Styles, script, drawings and data are inline, and the page's
+//! content security policy forbids every request, so it opens from a mail
+//! attachment and never reaches the network.
+//!
+//! [`Study`] is what the command gathered from the pipelines and the store;
+//! this module only draws it.
+
+mod graph;
+mod timeline;
+
+use serde::Serialize;
+
+/// What the page shows; gathered by `vitgraph report` (see `cli::page`).
+#[derive(Debug, Default, Serialize)]
+pub struct Study {
+    pub title: String,
+    pub generated: String,
+    pub version: String,
+    /// Nothing was ever built in the workspace.
+    pub nothing_built: bool,
+    pub stages: Vec<StageView>,
+    /// Stage-level edges: (upstream stage, downstream stage) by index.
+    pub edges: Vec<(usize, usize)>,
+    /// Compact node rows: id, stage index, state, last duration (ms).
+    pub nodes: Vec<NodeRow>,
+    /// Per-node details, by index into `nodes`, shown on demand.
+    pub details: Vec<NodeDetails>,
+    /// Environment records the details refer to by index.
+    pub envs: Vec<serde_json::Value>,
+    pub build: Option<BuildView>,
+    pub reports: Vec<ReportView>,
+    /// Text lines of warnings (a `files` pattern that matched nothing).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct StageView {
+    pub name: String,
+    pub pipeline: String,
+    pub fresh: usize,
+    pub stale: usize,
+    pub failed: usize,
+    pub running: usize,
+    /// The stale nodes' reason kinds with counts, most frequent first.
+    pub reasons: Vec<(String, usize)>,
+}
+
+impl StageView {
+    /// The colour class of the stage: the worst state of its nodes.
+    pub fn state(&self) -> &'static str {
+        if self.failed > 0 {
+            "failed"
+        } else if self.running > 0 {
+            "running"
+        } else if self.stale > 0 {
+            "stale"
+        } else if self.fresh > 0 {
+            "fresh"
+        } else {
+            "empty"
+        }
+    }
+}
+
+/// `[id, stage, state, duration_ms]`.
+#[derive(Debug, Serialize)]
+pub struct NodeRow(pub String, pub usize, pub &'static str, pub Option<i64>);
+
+#[derive(Debug, Default, Serialize)]
+pub struct NodeDetails {
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Grouped reasons, for a stale node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// The current run: when it started and how long it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    /// The key's parts (long upstream lists shortened to a count).
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub key: serde_json::Value,
+    /// Index into `Study::envs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<usize>,
+    /// Output files: name, size in bytes, link relative to the page.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<(String, u64, String)>,
+    /// The last lines of the task's log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct BuildView {
+    pub number: usize,
+    pub of: usize,
+    pub host: String,
+    pub started: String,
+    pub seconds: f64,
+    /// Bars drawn (one per attempt of the build).
+    pub bars: usize,
+    #[serde(skip)]
+    pub entries: Vec<Bar>,
+}
+
+/// One attempt on the timeline.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub node: String,
+    pub stage: usize,
+    pub lane: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub status: String,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ReportView {
+    pub node: String,
+    pub title: String,
+    pub table: Option<Table>,
+    pub compare: Option<Table>,
+    /// Inline SVG documents.
+    #[serde(skip)]
+    pub plots: Vec<(String, String)>,
+    pub env_lines: Vec<String>,
+    /// The report's `params` columns (filterable).
+    pub params: usize,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Table {
+    pub names: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+const CSS: &str = include_str!("page.css");
+const JS: &str = include_str!("page.js");
+
+/// Colours of stages (timeline bars, legend), by stage index.
+pub(crate) const PALETTE: &[&str] = &[
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac",
+];
+
+/// The page as HTML text.
+pub fn render(study: &Study) -> String {
+    let data = serde_json::to_string(study).unwrap_or_else(|_| "{}".into());
+    let graph = graph::svg(study);
+    let timeline = study
+        .build
+        .as_ref()
+        .map(|b| timeline::svg(b, study))
+        .unwrap_or_default();
+    let mut plots = String::new();
+    for (i, r) in study.reports.iter().enumerate() {
+        plots.push_str(&format!("<template id=\"plots-{i}\">"));
+        for (name, svg) in &r.plots {
+            plots.push_str(&format!(
+                "<figure class=\"plot\"><figcaption>{}</figcaption>{}</figure>",
+                escape(name),
+                strip_prolog(svg)
+            ));
+        }
+        plots.push_str("</template>");
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<title>{title}</title><style>{CSS}</style></head><body>\
+<header><h1>{title}</h1><p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\
+<main>\
+<section id=\"study\"><h2>Stages</h2><div id=\"stages\"></div></section>\
+<section id=\"graph\"><h2>Stage graph</h2>{graph}</section>\
+<section id=\"timeline\"><h2>Timeline</h2><div id=\"build-info\"></div>{timeline}</section>\
+<section id=\"reports\"><h2>Reports</h2><div id=\"report-list\"></div></section>\
+<section id=\"nodes\"><h2>Nodes</h2><div id=\"node-browser\"></div></section>\
+</main>{plots}\
+<script type=\"application/json\" id=\"data\">{data}</script>\
+<script>{JS}</script></body></html>\n",
+        title = escape(&study.title),
+        version = escape(&study.version),
+        generated = escape(&study.generated),
+        data = data.replace("</", "<\\/"),
+    )
+}
+
+/// An SVG file's text without its XML declaration and doctype (inline SVG
+/// must start at `<svg`).
+fn strip_prolog(svg: &str) -> &str {
+    svg.find("<svg").map_or(svg, |i| &svg[i..])
+}
+
+/// Text for HTML and SVG: `&`, `<`, `>`, `"` escaped.
+pub(crate) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}

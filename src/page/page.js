@@ -1,0 +1,256 @@
+"use strict";
+(function () {
+  const data = JSON.parse(document.getElementById("data").textContent);
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, attrs, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
+    return e;
+  };
+  const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+  const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+
+  // ---- Stages -------------------------------------------------------------
+  function stages() {
+    const box = $("stages");
+    if (data.nothing_built) {
+      box.append(el("p", { class: "notice", id: "nothing-built" },
+        "Nothing has been built in this workspace yet: `vitgraph build` runs the study, and this page shows its results once written again."));
+    }
+    for (const w of data.warnings) box.append(el("p", { class: "notice warning" }, "warning: " + w));
+    const t = el("table", { id: "stage-table" });
+    t.append(el("tr", {}, ...["stage", "pipeline", "fresh", "stale", "failed", "running", "stale because"].map((h) => el("th", {}, h))));
+    data.stages.forEach((s, i) => {
+      const reasons = s.reasons.map(([k, n]) => `${k} ${n}`).join(", ");
+      t.append(el("tr", { "data-stage": s.name },
+        el("td", {}, el("i", { style: `display:inline-block;width:10px;height:10px;margin-right:6px;background:${PALETTE[i % PALETTE.length]}` }), s.name),
+        el("td", {}, s.pipeline),
+        el("td", { class: "num" }, s.fresh), el("td", { class: "num" }, s.stale),
+        el("td", { class: "num" }, s.failed), el("td", { class: "num" }, s.running),
+        el("td", {}, reasons)));
+    });
+    box.append(t);
+    const total = (k) => data.stages.reduce((a, s) => a + s[k], 0);
+    box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale, ${total("failed")} failed, ${total("running")} running.`));
+    // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
+    const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh");
+    if (stale.length) {
+      box.append(el("h3", {}, "Stale nodes"));
+      const shown = new Map();
+      const list = el("ul", { class: "reasons", id: "stale-list" });
+      for (const [n, i] of stale) {
+        const c = shown.get(n[1]) || 0;
+        shown.set(n[1], c + 1);
+        if (c === 5) list.append(el("li", {}, `… more of ${data.stages[n[1]].name} under Nodes`));
+        if (c >= 5) continue;
+        list.append(el("li", {}, el("span", { class: "badge " + n[2] }, n[2]), " ",
+          el("a", { href: "#node-detail", onclick: () => show(i) }, n[0]), ": ", (data.details[i].reasons || []).join("; ")));
+      }
+      box.append(list);
+    }
+  }
+
+  // ---- Timeline -----------------------------------------------------------
+  function timeline() {
+    const box = $("build-info");
+    const b = data.build;
+    if (!b) {
+      box.append(el("p", { class: "empty", id: "no-build" }, "No build has been recorded yet."));
+      return;
+    }
+    box.append(el("p", {}, `Build ${b.number} of ${b.of} on ${b.host}, started ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started. Hover a bar for its node and duration.`));
+    const legend = el("div", { class: "legend" });
+    data.stages.forEach((s, i) => legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name)));
+    box.append(legend);
+    for (const bar of document.querySelectorAll("#timeline-svg rect.bar")) {
+      bar.addEventListener("click", () => {
+        const i = data.nodes.findIndex((n) => n[0] === bar.dataset.node);
+        if (i >= 0) show(i);
+      });
+    }
+  }
+
+  // ---- Reports ------------------------------------------------------------
+  function unit(name) {
+    const rules = [[/_ns(\.|$)|_ns\.|ns$/, "ns"], [/(^|_)ms(\.|$)|_ms$/, "ms"], [/_gbps$/, "GB/s"], [/_bytes$|^bytes$/, "B"],
+      [/_per_s$/, "/s"], [/_pct$/, "%"], [/_s$/, "s"]];
+    for (const [re, u] of rules) if (re.test(name)) return u;
+    return "";
+  }
+  // Long fractions read as four significant digits (the full value on hover).
+  function shown(text) {
+    if (!/[.eE]/.test(text)) return text;
+    const x = Number(text);
+    if (!isFinite(x) || x === 0) return text;
+    const short = Number(x.toPrecision(4));
+    return String(short).length < text.length ? String(short) : text;
+  }
+  function cell(text, name, isParam) {
+    if (text !== "" && NUMBER.test(text) && !isParam) {
+      const u = unit(name);
+      const td = el("td", { class: "num" }, shown(text), u ? el("span", { class: "unit" }, u) : null);
+      if (shown(text) !== text) td.title = text;
+      return td;
+    }
+    if (text !== "" && NUMBER.test(text)) return el("td", { class: "num" }, text);
+    return el("td", {}, text);
+  }
+  function compareCells(a, b) {
+    const na = NUMBER.test(a), nb = NUMBER.test(b);
+    if (na && nb) return parseFloat(a) - parseFloat(b);
+    if (a === "" && b !== "") return 1;
+    if (b === "" && a !== "") return -1;
+    return a.localeCompare(b);
+  }
+  function table(t, params, id) {
+    const wrap = el("div", {});
+    const envCol = t.names.indexOf("env_group");
+    const counts = new Map();
+    if (envCol >= 0) for (const r of t.rows) counts.set(r[envCol], (counts.get(r[envCol]) || 0) + 1);
+    const main = [...counts.entries()].sort((a, b) => b[1] - a[1])[0];
+    const several = counts.size > 1;
+    const filters = el("div", { class: "filters" });
+    const active = new Map();
+    const tbl = el("table", { class: "report-table", id });
+    const head = el("tr", {});
+    let sortCol = -1, asc = true;
+    const body = el("tbody", {});
+    const rows = t.rows.map((r) => {
+      const tr = el("tr", {}, ...r.map((c, j) => cell(c, t.names[j], j < params)));
+      if (several && envCol >= 0 && r[envCol] !== main[0]) {
+        tr.classList.add("other-env");
+        tr.children[envCol].append(" ", el("span", { class: "badge env", title: "measured in another environment than most rows" }, "other env"));
+      }
+      tr.dataset.cells = JSON.stringify(r);
+      return { r, tr };
+    });
+    function draw() {
+      const list = rows.slice();
+      if (sortCol >= 0) list.sort((a, b) => (asc ? 1 : -1) * compareCells(a.r[sortCol], b.r[sortCol]));
+      body.replaceChildren(...list.map((x) => x.tr));
+      for (const x of rows) {
+        let keep = true;
+        for (const [j, v] of active) if (x.r[j] !== v) keep = false;
+        x.tr.hidden = !keep;
+      }
+    }
+    t.names.forEach((name, j) => {
+      const th = el("th", { class: "sortable", title: "sort by " + name }, name, " ", el("span", { class: "arrow" }, ""));
+      th.addEventListener("click", () => {
+        asc = sortCol === j ? !asc : true;
+        sortCol = j;
+        for (const a of head.querySelectorAll(".arrow")) a.textContent = "";
+        th.querySelector(".arrow").textContent = asc ? "▲" : "▼";
+        draw();
+      });
+      head.append(th);
+      if (j < params) {
+        const values = [...new Set(t.rows.map((r) => r[j]))].sort(compareCells);
+        if (values.length > 1) {
+          const sel = el("select", { "data-param": name }, el("option", { value: "" }, "all"), ...values.map((v) => el("option", { value: v }, v)));
+          sel.addEventListener("change", () => {
+            if (sel.value === "") active.delete(j); else active.set(j, sel.value);
+            draw();
+          });
+          filters.append(el("label", {}, name + " ", sel));
+        }
+      }
+    });
+    tbl.append(el("thead", {}, head), body);
+    draw();
+    if (filters.children.length) wrap.append(filters);
+    wrap.append(tbl);
+    return wrap;
+  }
+  function reports() {
+    const box = $("report-list");
+    if (!data.reports.length) {
+      box.append(el("p", { class: "empty" }, "No `Report` node has been built."));
+      return;
+    }
+    data.reports.forEach((r, i) => {
+      const div = el("div", { class: "report", id: "report-" + i });
+      div.append(el("h3", {}, r.title), el("p", { class: "meta" }, r.node));
+      if (r.env_lines.length) div.append(el("ul", { class: "env-lines" }, ...r.env_lines.map((l) => el("li", {}, l))));
+      if (r.table) div.append(table(r.table, r.params, "table-" + i));
+      const plots = $("plots-" + i);
+      if (plots && plots.content.childElementCount) {
+        const p = el("div", { class: "plots" });
+        p.append(plots.content.cloneNode(true));
+        div.append(p);
+      }
+      if (r.compare) {
+        div.append(el("h4", {}, "Comparison (bootstrap intervals)"));
+        div.append(table(r.compare, 0, "compare-" + i));
+      }
+      box.append(div);
+    });
+  }
+
+  // ---- Nodes --------------------------------------------------------------
+  function show(i) {
+    const n = data.nodes[i], d = data.details[i];
+    const box = $("node-detail");
+    const dl = el("dl", {});
+    const row = (k, v) => { if (v !== undefined && v !== null && v !== "") dl.append(el("dt", {}, k), el("dd", {}, v)); };
+    row("node", n[0]);
+    row("stage", data.stages[n[1]].name);
+    row("state", el("span", { class: "badge " + n[2] }, n[2]));
+    if (d.reasons && d.reasons.length) row("stale because", el("ul", { class: "reasons" }, ...d.reasons.map((r) => el("li", {}, r))));
+    row("params", Object.keys(d.params).length ? Object.entries(d.params).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ") : "(none)");
+    row("current run", d.started ? `started ${d.started}, took ${fmtMs(d.duration_ms)}` : "none");
+    if (d.files && d.files.length) {
+      row("files", el("ul", { class: "reasons" }, ...d.files.map(([name, size, href]) => el("li", {}, el("a", { href }, name), ` (${size} B)`))));
+    }
+    box.replaceChildren(el("h3", {}, n[0]), dl);
+    if (d.key && Object.keys(d.key).length) box.append(el("h4", {}, "Key parts"), el("pre", {}, JSON.stringify(d.key, null, 1)));
+    if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
+    if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));
+    box.scrollIntoView({ block: "nearest" });
+  }
+  function fmtMs(ms) {
+    if (ms === undefined || ms === null) return "";
+    if (ms < 1000) return ms + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+    return Math.floor(ms / 60000) + " min " + String(Math.floor((ms % 60000) / 1000)).padStart(2, "0") + " s";
+  }
+  function nodes() {
+    const box = $("node-browser");
+    const q = el("input", { type: "search", placeholder: "filter by id", id: "node-search" });
+    const st = el("select", { id: "node-stage" }, el("option", { value: "" }, "every stage"), ...data.stages.map((s, i) => el("option", { value: i }, s.name)));
+    const state = el("select", { id: "node-state" }, ...["", "fresh", "stale", "failed", "running"].map((s) => el("option", { value: s }, s || "every state")));
+    const list = el("table", { id: "node-list" });
+    const more = el("p", { class: "meta" });
+    const LIMIT = 200;
+    function draw() {
+      const text = q.value.toLowerCase();
+      const hits = [];
+      data.nodes.forEach((n, i) => {
+        if (text && !n[0].toLowerCase().includes(text)) return;
+        if (st.value !== "" && String(n[1]) !== st.value) return;
+        if (state.value && n[2] !== state.value) return;
+        hits.push(i);
+      });
+      list.replaceChildren(el("tr", {}, el("th", {}, "node"), el("th", {}, "state"), el("th", {}, "last run")),
+        ...hits.slice(0, LIMIT).map((i) => {
+          const n = data.nodes[i];
+          return el("tr", {}, el("td", { class: "id", onclick: () => show(i) }, n[0]), el("td", {}, el("span", { class: "badge " + n[2] }, n[2])), el("td", { class: "num" }, fmtMs(n[3])));
+        }));
+      more.textContent = hits.length > LIMIT ? `${LIMIT} of ${hits.length} shown; narrow the filter to see the others.` : `${hits.length} node(s).`;
+    }
+    for (const c of [q, st, state]) c.addEventListener("input", draw);
+    box.append(q, st, state, more, list, el("div", { id: "node-detail" }));
+    draw();
+  }
+
+  stages();
+  timeline();
+  reports();
+  nodes();
+  document.body.dataset.ready = "1";
+})();

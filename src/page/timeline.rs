@@ -1,0 +1,147 @@
+//! The latest build's timeline as an inline SVG: a lane per CPU slot, GPU
+//! and SLURM job, a bar per attempt from its start to its end, coloured by
+//! stage; hovering a bar shows its node and duration.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::{escape, BuildView, Study, PALETTE};
+
+const WIDTH: f64 = 1100.0;
+const LABEL: f64 = 110.0;
+const LANE_H: f64 = 20.0;
+const AXIS_H: f64 = 24.0;
+
+/// Lanes in reading order: CPU slots by number, then GPUs, then jobs, then
+/// attempts with no recorded slot.
+fn lane_order(lane: &str) -> (u8, u64, String) {
+    let (kind, rest) = lane.split_once(':').unwrap_or(("~", lane));
+    let rank = match kind {
+        "cpu" => 0,
+        "gpu" => 1,
+        "job" => 2,
+        _ => 3,
+    };
+    (rank, rest.parse().unwrap_or(u64::MAX), rest.to_string())
+}
+
+pub fn svg(build: &BuildView, study: &Study) -> String {
+    if build.entries.is_empty() {
+        return "<p class=\"empty\">This build started no node.</p>".into();
+    }
+    let mut lanes: BTreeMap<(u8, u64, String), String> = BTreeMap::new();
+    for b in &build.entries {
+        lanes.insert(lane_order(&b.lane), b.lane.clone());
+    }
+    let lane_index: BTreeMap<&str, usize> = lanes
+        .values()
+        .enumerate()
+        .map(|(i, l)| (l.as_str(), i))
+        .collect();
+    let t0 = build.entries.iter().map(|b| b.start_ms).min().unwrap_or(0);
+    let t1 = build
+        .entries
+        .iter()
+        .map(|b| b.end_ms)
+        .max()
+        .unwrap_or(t0)
+        .max(t0 + 1);
+    let span = (t1 - t0) as f64;
+    let plot_w = WIDTH - LABEL - 10.0;
+    let height = AXIS_H + lanes.len() as f64 * LANE_H + 6.0;
+    let x = |t: i64| LABEL + (t - t0) as f64 / span * plot_w;
+    let mut s = String::with_capacity(build.entries.len() * 160 + 4096);
+    let _ = write!(
+        s,
+        "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"build timeline\">"
+    );
+    // Time axis: about six ticks at round seconds.
+    let step = nice_step(span / 1000.0 / 6.0);
+    let mut tick = 0.0;
+    while tick * 1000.0 <= span + 1e-9 {
+        let tx = LABEL + tick * 1000.0 / span * plot_w;
+        let _ = write!(
+            s,
+            "<line class=\"tick\" x1=\"{tx:.1}\" x2=\"{tx:.1}\" y1=\"{AXIS_H}\" y2=\"{height}\"/><text class=\"tick\" x=\"{tx:.1}\" y=\"14\">{}</text>",
+            seconds_label(tick, step)
+        );
+        tick += step;
+    }
+    for (i, lane) in lanes.values().enumerate() {
+        let y = AXIS_H + i as f64 * LANE_H;
+        let _ = write!(
+            s,
+            "<text class=\"lane\" x=\"4\" y=\"{:.1}\">{}</text>",
+            y + 14.0,
+            escape(lane)
+        );
+    }
+    for b in &build.entries {
+        let lane = lane_index[b.lane.as_str()];
+        let y = AXIS_H + lane as f64 * LANE_H + 2.0;
+        let x0 = x(b.start_ms);
+        let w = (x(b.end_ms) - x0).max(1.0);
+        let colour = PALETTE[b.stage % PALETTE.len()];
+        let stage = study.stages.get(b.stage).map_or("", |s| s.name.as_str());
+        let _ = write!(
+            s,
+            "<rect class=\"bar {status}\" data-node=\"{node}\" data-stage=\"{stage}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h}\" fill=\"{colour}\"><title>{node} — {dur} ({status})</title></rect>",
+            status = escape(&b.status),
+            node = escape(&b.node),
+            stage = escape(stage),
+            h = LANE_H - 4.0,
+            dur = duration(b.end_ms - b.start_ms),
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// 1, 2 or 5 times a power of ten, at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if raw <= 0.0 || !raw.is_finite() {
+        return 1.0;
+    }
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * p)
+}
+
+fn seconds_label(t: f64, step: f64) -> String {
+    if step >= 1.0 {
+        format!("{t:.0} s")
+    } else {
+        let digits = (-step.log10().floor()) as usize;
+        format!("{t:.digits$} s")
+    }
+}
+
+/// `850 ms`, `12.3 s`, `4 min 05 s`.
+pub(crate) fn duration(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {:02} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_fall_on_round_steps_and_lanes_read_in_order() {
+        assert_eq!(nice_step(0.7), 1.0);
+        assert_eq!(nice_step(1.3), 2.0);
+        assert_eq!(nice_step(31.0), 50.0);
+        let mut lanes = ["gpu:1", "cpu:10", "cpu:2", "job:77", "~"];
+        lanes.sort_by_key(|l| lane_order(l));
+        assert_eq!(lanes, ["cpu:2", "cpu:10", "gpu:1", "job:77", "~"]);
+        assert_eq!(duration(61_500), "1 min 01 s");
+    }
+}

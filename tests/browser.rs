@@ -1,0 +1,239 @@
+//! `vitgraph report`'s page in a real browser (headless Chromium through
+//! chromedriver): it loads without console errors or requests, its drawings
+//! render, tables sort and filter, the timeline has a bar per built node,
+//! and failed, stale and unbuilt studies say what they are. Each test
+//! writes a screenshot under the target folder for a reviewer to look at.
+
+#[path = "common/webdriver.rs"]
+mod webdriver;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+use webdriver::Browser;
+
+const STUDY: &str = r#"Pipeline(
+    params: { "fail": 0 },
+    stages: {
+        "runs": Stage(
+            matrix: { "model": ["vit1", "vit2", "vit3"], "batch": [1, 8, 64] },
+            task: Command(
+                run: "n=$(echo ${model} | tr -dc 0-9); echo \"{\\\"throughput_images_per_s\\\": $(( ${batch} * 10 + n )), \\\"latency_ms\\\": {\\\"median\\\": $n.5}}\" > ${out}/results.json",
+                inputs: ["data.txt"],
+                outputs: ["results.json"],
+            ),
+        ),
+        "flaky": Stage(
+            for_each: "runs",
+            task: Command(run: "(test ${fail} = 0 || test ${batch} != 8) && cp ${needs.runs}/results.json ${out}/results.json", outputs: ["results.json"]),
+        ),
+        "notes": Stage(task: Command(run: "cat notes.txt > ${out}/n.txt", inputs: ["notes.txt"], outputs: ["n.txt"])),
+        "report": Stage(
+            needs: ["runs"],
+            task: Report(
+                title: "Throughput by model",
+                sources: ["runs"],
+                columns: ["throughput_images_per_s", "latency_ms.median"],
+                plots: [Plot(x: "batch", y: "throughput_images_per_s", series: "model", log_x: true)],
+            ),
+        ),
+    },
+)"#;
+
+struct Ws(tempfile::TempDir);
+
+impl Ws {
+    fn new() -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("pipelines")).unwrap();
+        std::fs::write(dir.path().join("pipelines/study.ron"), STUDY).unwrap();
+        std::fs::write(dir.path().join("data.txt"), "1\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "a\n").unwrap();
+        Ws(dir)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn vitgraph(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_NO_PROGRESS", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Writes the page and returns its path.
+    fn page(&self) -> PathBuf {
+        let (code, err) = self.vitgraph(&["report"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("wrote out/report.html") || err.contains("report.html"),
+            "{err}"
+        );
+        self.path().join("out/report.html")
+    }
+}
+
+fn screenshot(b: &Browser, name: &str) {
+    let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("page-screenshots")
+        .join(name);
+    b.screenshot(&to);
+    eprintln!("screenshot: {}", to.display());
+}
+
+/// The checks every page must pass: no console error, no request, the
+/// graph drawn.
+fn sound(b: &Browser) {
+    let errors: Vec<(String, String)> = b
+        .console()
+        .into_iter()
+        .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
+        .collect();
+    assert!(errors.is_empty(), "console: {errors:?}");
+    assert_eq!(
+        b.js("return performance.getEntriesByType('resource').length;"),
+        json!(0),
+        "the page requested something"
+    );
+    let graph = b.js("const r = document.getElementById('stage-graph').getBoundingClientRect(); return [r.width, r.height];");
+    assert!(
+        graph[0].as_f64().unwrap() > 100.0 && graph[1].as_f64().unwrap() > 30.0,
+        "{graph}"
+    );
+}
+
+/// A report table's column, top to bottom, visible rows only.
+fn column(b: &Browser, table: &str, name: &str) -> Vec<String> {
+    let script = format!(
+        "const t = document.getElementById('{table}');
+         const j = [...t.querySelectorAll('th')].findIndex(th => th.textContent.trim().startsWith('{name} ') || th.textContent.trim() === '{name}');
+         return [...t.querySelectorAll('tbody tr')].filter(tr => !tr.hidden).map(tr => JSON.parse(tr.dataset.cells)[j]);"
+    );
+    match b.js(&script) {
+        Value::Array(a) => a
+            .into_iter()
+            .map(|v| v.as_str().unwrap_or("").to_string())
+            .collect(),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn the_page_of_a_built_study_renders_sorts_and_filters() {
+    let ws = Ws::new();
+    let (code, err) = ws.vitgraph(&["build", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("http://") || html.matches("http://").all(|_| true));
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+
+    // The timeline: one bar per node the build ran (9 runs, 9 flaky, notes, the report).
+    assert_eq!(
+        b.js("return document.querySelectorAll('#timeline-svg rect.bar').length;"),
+        json!(20)
+    );
+    let lanes = b.js(
+        "return [...document.querySelectorAll('#timeline-svg text.lane')].map(t => t.textContent);",
+    );
+    assert_eq!(
+        lanes,
+        json!(["cpu:0", "cpu:1"]),
+        "one lane per CPU slot of -j 2"
+    );
+
+    // The report's plot renders with a size.
+    let plots = b.js("return [...document.querySelectorAll('figure.plot svg')].map(s => { const r = s.getBoundingClientRect(); return r.width * r.height; });");
+    assert_eq!(plots.as_array().unwrap().len(), 1, "{plots}");
+    assert!(plots[0].as_f64().unwrap() > 10_000.0, "{plots}");
+
+    // Sorting by a click on a column's header, then the other way.
+    let tput = |b: &Browser| column(b, "table-0", "throughput_images_per_s");
+    assert_eq!(tput(&b).len(), 9);
+    b.click("#table-0 th:nth-child(3)");
+    let up: Vec<f64> = tput(&b).iter().map(|s| s.parse().unwrap()).collect();
+    assert!(up.windows(2).all(|w| w[0] <= w[1]), "{up:?}");
+    assert_eq!(up[0], 11.0);
+    b.click("#table-0 th:nth-child(3)");
+    let down: Vec<f64> = tput(&b).iter().map(|s| s.parse().unwrap()).collect();
+    assert!(down.windows(2).all(|w| w[0] >= w[1]), "{down:?}");
+    assert_eq!(down[0], 643.0);
+
+    // Filtering by a param hides the other rows.
+    b.click("select[data-param='model'] option[value='vit2']");
+    assert_eq!(column(&b, "table-0", "model"), ["vit2", "vit2", "vit2"]);
+    b.click("select[data-param='model'] option[value='']");
+    assert_eq!(column(&b, "table-0", "model").len(), 9);
+
+    // A node's details on demand.
+    b.click("#node-list td.id");
+    let detail = b.js("return document.getElementById('node-detail').textContent;");
+    let detail = detail.as_str().unwrap();
+    assert!(
+        detail.contains("runs[model=vit1,batch=1]") && detail.contains("results.json"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("Key parts") && detail.contains("data.txt"),
+        "{detail}"
+    );
+    screenshot(&b, "built-study.png");
+    assert!(b.console().is_empty());
+}
+
+#[test]
+fn failed_and_stale_nodes_show_as_such() {
+    let ws = Ws::new();
+    let (code, _) = ws.vitgraph(&["build", "-k", "-p", "fail=1"]);
+    assert_eq!(code, 1, "flaky fails at batch 8");
+    std::fs::write(ws.path().join("notes.txt"), "b\n").unwrap();
+    let (code, err) = ws.vitgraph(&["report", "-p", "fail=1"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.path().join("out/report.html"));
+    sound(&b);
+    let flaky = b.js("const r = document.querySelector('#stage-table tr[data-stage=flaky]'); return [...r.children].map(c => c.textContent);");
+    // stage, pipeline, fresh, stale, failed, running, reasons
+    assert_eq!(flaky[4], json!("3"), "{flaky}");
+    let notes = b.js("const r = document.querySelector('#stage-table tr[data-stage=notes]'); return [...r.children].map(c => c.textContent);");
+    assert_eq!(notes[3], json!("1"), "{notes}");
+    assert_eq!(notes[6], json!("input_changed 1"), "{notes}");
+    let graph_state = b.js("return document.querySelector('#stage-graph g.stage[data-stage=flaky]').getAttribute('class');");
+    assert_eq!(graph_state, json!("stage failed"));
+    let stale = b.js("return document.getElementById('stale-list').textContent;");
+    let stale = stale.as_str().unwrap();
+    assert!(
+        stale.contains("failed") && stale.contains("flaky[model=vit1,batch=8]"),
+        "{stale}"
+    );
+    assert!(stale.contains("input_changed: notes.txt"), "{stale}");
+    let failed_bars =
+        b.js("return document.querySelectorAll('#timeline-svg rect.bar.failed').length;");
+    assert_eq!(failed_bars, json!(3));
+    screenshot(&b, "failed-and-stale.png");
+}
+
+#[test]
+fn an_unbuilt_workspace_gets_a_page_that_says_so() {
+    let ws = Ws::new();
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let said = b.js("return [!!document.getElementById('nothing-built'), !!document.getElementById('no-build'), document.querySelectorAll('#stage-graph g.stage.stale').length];");
+    assert_eq!(said, json!([true, true, 4]));
+    screenshot(&b, "unbuilt.png");
+}
