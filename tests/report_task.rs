@@ -370,7 +370,7 @@ fn plots_are_written_as_svg_and_png_with_series_names() {
             .map(|m| m.len())
             .unwrap_or(0);
         let least = if file.starts_with("plots/") {
-            5000
+            2000
         } else {
             100
         };
@@ -382,8 +382,25 @@ fn plots_are_written_as_svg_and_png_with_series_names() {
         "series names missing"
     );
     assert!(svg.contains("dim (log scale)"));
+    // dim 192 to 768 on a log axis ticks at 200 and 500, nothing like 251.2.
+    let labels: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next())
+        .map(str::trim)
+        .collect();
+    assert!(
+        labels.contains(&"200") && labels.contains(&"500"),
+        "{labels:?}"
+    );
+    assert!(!labels.iter().any(|l| l.starts_with("251")), "{labels:?}");
     let png = std::fs::read(ctx.out.join("plots/gpu_utilization_vs_dim_by_patch.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    assert_eq!(
+        (size(16), size(20)),
+        (1800, 1120),
+        "PNG at twice the SVG's 900 × 560"
+    );
     assert!(read(&ctx.out, "report.md").contains("(plots/gpu_utilization_vs_dim_by_patch.svg)"));
 }
 

@@ -7,6 +7,8 @@ use std::process::Command;
 
 mod common;
 use common::Study;
+#[path = "common/webdriver.rs"]
+mod webdriver;
 
 trait BuildReport {
     fn build_report(&self, report: &str, params: &[&str]) -> (String, Vec<String>);
@@ -113,6 +115,67 @@ fn quickstart_runs_end_to_end_on_the_cpu() {
     );
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(md.contains("throughput_images_per_s"), "{md}");
+}
+
+/// The quickstart study's page (`vitgraph report`) in a real browser: no
+/// console error, no request, the graph and every plot drawn, a timeline
+/// bar per node the build ran. Its screenshot is the book's.
+#[test]
+fn the_quickstart_page_opens_in_a_browser() {
+    let study = Study::new();
+    let params = ["samples=8", "warmup=1", "batch=[1,4]", "-j", "2"];
+    let mut args = vec!["build", "quickstart"];
+    for p in &params[..3] {
+        args.extend(["-p", p]);
+    }
+    args.extend(&params[3..]);
+    study.ok(&args);
+    let mut report = vec!["report", "quickstart"];
+    for p in &params[..3] {
+        report.extend(["-p", p]);
+    }
+    study.ok(&report);
+    let page = study.dir.path().join("out/report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() < 5 << 20, "{} bytes", html.len());
+    let Some(b) = webdriver::Browser::start() else {
+        return;
+    };
+    b.open(&page);
+    let errors: Vec<_> = b
+        .console()
+        .into_iter()
+        .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        b.js("return performance.getEntriesByType('resource').length;"),
+        serde_json::json!(0)
+    );
+    // 6 runs, 6 analyses, 1 report.
+    assert_eq!(
+        b.js("return document.querySelectorAll('#timeline-svg rect.bar').length;"),
+        serde_json::json!(13)
+    );
+    let sizes = b.js("return [...document.querySelectorAll('#stage-graph, figure.plot svg')].map(s => { const r = s.getBoundingClientRect(); return r.width * r.height; });");
+    let sizes = sizes.as_array().unwrap();
+    assert_eq!(
+        sizes.len(),
+        3,
+        "the graph and the report's two plots: {sizes:?}"
+    );
+    assert!(
+        sizes.iter().all(|a| a.as_f64().unwrap() > 5_000.0),
+        "{sizes:?}"
+    );
+    let rows = b.js("return document.querySelectorAll('#table-0 tbody tr').length;");
+    assert_eq!(rows, serde_json::json!(6));
+    b.click("#node-list td.id");
+    let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("page-screenshots")
+        .join("quickstart.png");
+    b.screenshot(&to);
+    eprintln!("screenshot: {}", to.display());
 }
 
 /// `vitgraph torch-info` of an executable, as JSON.

@@ -68,7 +68,15 @@ pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Resul
         warnings,
         ..Study::default()
     };
+    // With targets, the stages they reach; else every stage (one whose
+    // `files` matched nothing too).
+    let shown: Vec<usize> = (0..graph.stages.len())
+        .filter(|&i| {
+            args.targets.is_empty() || graph.stages[i].nodes.iter().any(|n| selection.contains(n))
+        })
+        .collect();
     let gather = Gather {
+        shown: &shown,
         graph: &graph,
         evals: &evals,
         states: &states,
@@ -79,7 +87,14 @@ pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Resul
     gather.stages_and_nodes(&selection, &mut study)?;
     t.lap("nodes");
     if let Some(store) = &store {
-        study.build = gather.build(store, args.build)?;
+        let index: HashMap<&str, usize> = study
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.0.as_str(), i))
+            .collect();
+        let build = gather.build(store, args.build, &index)?;
+        study.build = build;
         study.reports = gather.reports(store, &selection)?;
     }
     study.nothing_built = states.is_empty();
@@ -116,6 +131,8 @@ fn write_failure(path: &Path, e: std::io::Error) -> Failure {
 }
 
 struct Gather<'a> {
+    /// The stages on the page, by index into the graph's.
+    shown: &'a [usize],
     graph: &'a Graph,
     evals: &'a HashMap<usize, Evaluation>,
     states: &'a HashMap<String, NodeState>,
@@ -125,6 +142,15 @@ struct Gather<'a> {
 }
 
 impl Gather<'_> {
+    /// A shown stage's position on the page, by name.
+    fn stage_index(&self) -> HashMap<&str, usize> {
+        self.shown
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| (self.graph.stages[i].name.as_str(), pos))
+            .collect()
+    }
+
     /// The node's state on the page: running (an attempt is under way),
     /// failed (its last attempt at the current key failed), stale, fresh.
     fn state(&self, i: usize) -> &'static str {
@@ -151,18 +177,12 @@ impl Gather<'_> {
     }
 
     fn stages_and_nodes(&self, selection: &[usize], study: &mut Study) -> Result<(), Failure> {
-        let stage_index: HashMap<&str, usize> = self
-            .graph
-            .stages
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
+        let stage_index = self.stage_index();
         let selected: BTreeSet<usize> = selection.iter().copied().collect();
         study.stages = self
-            .graph
-            .stages
+            .shown
             .iter()
+            .map(|&i| &self.graph.stages[i])
             .map(|s| StageView {
                 name: s.name.clone(),
                 pipeline: s.file.display().to_string(),
@@ -227,7 +247,7 @@ impl Gather<'_> {
                 ..NodeDetails::default()
             };
             if let Some(run) = run {
-                d.started = Some(utc(run.started_at_ms));
+                d.started = Some(run.started_at_ms / 1000);
                 d.duration_ms = Some(run.duration_ms);
                 d.key = key_parts
                     .get(&node.id)
@@ -304,7 +324,12 @@ impl Gather<'_> {
     }
 
     /// The timeline of build `which` (default the latest).
-    fn build(&self, store: &Store, which: Option<usize>) -> Result<Option<BuildView>, Failure> {
+    fn build(
+        &self,
+        store: &Store,
+        which: Option<usize>,
+        index: &HashMap<&str, usize>,
+    ) -> Result<Option<BuildView>, Failure> {
         let builds = store.builds()?;
         let Some(chosen) = (match which {
             Some(n) => builds.iter().find(|b| b.number == n),
@@ -322,13 +347,7 @@ impl Gather<'_> {
             }
             return Ok(None);
         };
-        let stage_index: HashMap<&str, usize> = self
-            .graph
-            .stages
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
+        let stage_index = self.stage_index();
         let now = now_ms();
         let entries: Vec<Bar> = store
             .build_attempts(chosen)?
@@ -338,13 +357,14 @@ impl Gather<'_> {
                     .graph
                     .find(&e.node_id)
                     .and_then(|i| stage_index.get(self.graph.nodes[i].stage.as_str()).copied())
-                    .unwrap_or(self.graph.stages.len());
+                    .unwrap_or(self.shown.len());
                 let lane = match (&e.slot, &e.job) {
                     (Some(s), _) => s.clone(),
                     (None, Some(job)) => job_lane(job),
                     (None, None) => "~".into(),
                 };
                 Bar {
+                    index: index.get(e.node_id.as_str()).copied(),
                     node: e.node_id,
                     stage,
                     lane,
@@ -439,29 +459,43 @@ fn job_lane(job: &str) -> String {
     }
 }
 
-/// The key parts with long maps (a report's thousands of upstream
-/// manifests) cut to their size; a key too long even then is left to
-/// `vitgraph explain`.
+/// The key parts as the page shows them: the params left out (the page
+/// shows them already), hashes cut to 12 hex digits, long maps (a report's
+/// thousands of upstream manifests) cut to their size; a key too long even
+/// then is left to `vitgraph explain`.
 fn shortened_key(raw: &crate::store::RawJson) -> serde_json::Value {
+    use serde_json::Value;
+    fn short(v: &mut Value) {
+        match v {
+            Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                s.truncate(12);
+            }
+            Value::Object(map) => map.values_mut().for_each(short),
+            Value::Array(items) => items.iter_mut().for_each(short),
+            _ => {}
+        }
+    }
     let mut v = raw.value();
-    if let serde_json::Value::Object(map) = &mut v {
-        for (_, part) in map.iter_mut() {
-            if let serde_json::Value::Object(inner) = part {
-                if inner.len() > 8 {
-                    *part = serde_json::Value::String(format!(
-                        "{} entries (vitgraph explain lists them)",
-                        inner.len()
-                    ));
+    let mut parts = match v.get_mut("parts").map(Value::take) {
+        Some(p) => p,
+        None => v,
+    };
+    if let Value::Object(map) = &mut parts {
+        map.retain(|_, part| !matches!(part, Value::Object(m) if m.is_empty()));
+        for name in ["inputs", "upstream"] {
+            if let Some(part) = map.get_mut(name) {
+                let n = part.as_object().map_or(0, |m| m.len());
+                if n > 8 {
+                    *part = Value::String(format!("{n} entries (vitgraph explain lists them)"));
                 }
             }
         }
     }
-    if v.to_string().len() > KEY_AT_MOST {
-        return serde_json::Value::String(
-            "too long to show: `vitgraph explain NODE` prints it".into(),
-        );
+    short(&mut parts);
+    if parts.to_string().len() > KEY_AT_MOST {
+        return Value::String("too long to show: `vitgraph explain NODE` prints it".into());
     }
-    v
+    parts
 }
 
 /// The lines of `report.md`'s "Environment" section.

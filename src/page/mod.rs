@@ -75,9 +75,9 @@ pub struct NodeDetails {
     /// Grouped reasons, for a stale node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
-    /// The current run: when it started and how long it took.
+    /// The current run: when it started (Unix seconds) and how long it took.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub started: Option<String>,
+    pub started: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<i64>,
     /// The key's parts (long upstream lists shortened to a count).
@@ -111,6 +111,8 @@ pub struct BuildView {
 #[derive(Debug, Clone)]
 pub struct Bar {
     pub node: String,
+    /// Its index into `Study::nodes`, when the page lists it.
+    pub index: Option<usize>,
     pub stage: usize,
     pub lane: String,
     pub start_ms: i64,

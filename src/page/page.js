@@ -65,14 +65,31 @@
     }
     box.append(el("p", {}, `Build ${b.number} of ${b.of} on ${b.host}, started ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started. Hover a bar for its node and duration.`));
     const legend = el("div", { class: "legend" });
-    data.stages.forEach((s, i) => legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name)));
+    const drawn = new Set([...document.querySelectorAll("#timeline-svg rect.bar")].map((r) => [...r.classList].find((c) => /^s\d+$/.test(c))));
+    data.stages.forEach((s, i) => {
+      if (drawn.has("s" + i)) legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name));
+    });
     box.append(legend);
-    for (const bar of document.querySelectorAll("#timeline-svg rect.bar")) {
-      bar.addEventListener("click", () => {
-        const i = data.nodes.findIndex((n) => n[0] === bar.dataset.node);
-        if (i >= 0) show(i);
-      });
-    }
+    // The node and duration of the bar under the pointer.
+    const tip = el("div", { id: "tip", class: "tip", hidden: "" });
+    document.body.append(tip);
+    const svg = $("timeline-svg");
+    svg.addEventListener("mousemove", (ev) => {
+      const bar = ev.target.closest && ev.target.closest("rect.bar");
+      if (!bar) { tip.hidden = true; return; }
+      const i = Number(bar.dataset.i);
+      const name = i >= 0 ? data.nodes[i][0] : "(a node no longer in the pipelines)";
+      const status = [...bar.classList].find((c) => ["failed", "interrupted", "running"].includes(c)) || "succeeded";
+      tip.textContent = `${name} — ${fmtMs(Number(bar.dataset.d))} (${status})`;
+      tip.style.left = ev.pageX + 12 + "px";
+      tip.style.top = ev.pageY + 12 + "px";
+      tip.hidden = false;
+    });
+    svg.addEventListener("mouseleave", () => { tip.hidden = true; });
+    svg.addEventListener("click", (ev) => {
+      const bar = ev.target.closest && ev.target.closest("rect.bar");
+      if (bar && Number(bar.dataset.i) >= 0) show(Number(bar.dataset.i));
+    });
   }
 
   // ---- Reports ------------------------------------------------------------
@@ -203,7 +220,7 @@
     row("state", el("span", { class: "badge " + n[2] }, n[2]));
     if (d.reasons && d.reasons.length) row("stale because", el("ul", { class: "reasons" }, ...d.reasons.map((r) => el("li", {}, r))));
     row("params", Object.keys(d.params).length ? Object.entries(d.params).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ") : "(none)");
-    row("current run", d.started ? `started ${d.started}, took ${fmtMs(d.duration_ms)}` : "none");
+    row("current run", d.started ? `started ${new Date(d.started * 1000).toISOString().replace("T", " ").slice(0, 19)} UTC, took ${fmtMs(d.duration_ms)}` : "none");
     if (d.files && d.files.length) {
       row("files", el("ul", { class: "reasons" }, ...d.files.map(([name, size, href]) => el("li", {}, el("a", { href }, name), ` (${size} B)`))));
     }

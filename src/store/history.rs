@@ -28,6 +28,8 @@ pub struct TimelineEntry {
     /// `running`, `succeeded`, `failed` or `interrupted`, as stored.
     pub status: String,
     pub started_at_ms: i64,
+    /// When its task ended (a succeeded attempt: when its run's task
+    /// ended, not when the run was committed); None while it runs.
     pub finished_at_ms: Option<i64>,
     /// `cpu:N` or `gpu:IDS` for a local attempt.
     pub slot: Option<String>,
@@ -91,8 +93,13 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT node_id, status, started_at_ms, finished_at_ms, slot, job
-                 FROM attempts WHERE host = ?1 AND pid = ?2 AND pid_start = ?3 ORDER BY id",
+                "SELECT a.node_id, a.status, a.started_at_ms,
+                        CASE WHEN a.status = 'succeeded' AND r.seq IS NOT NULL
+                             THEN MAX(a.started_at_ms, r.started_at_ms + r.duration_ms)
+                             ELSE a.finished_at_ms END,
+                        a.slot, a.job
+                 FROM attempts a LEFT JOIN runs r ON r.key = a.key
+                 WHERE a.host = ?1 AND a.pid = ?2 AND a.pid_start = ?3 ORDER BY a.id",
             )
             .map_err(|e| self.db_err(e))?;
         let entry = |r: &Row<'_>| {

@@ -40,9 +40,29 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Writes `plots/<stem>.svg` and `plots/<stem>.png` under `out`, drawing the
-/// lines [`series`] made.
-pub fn write_plot(plot: &Plot, series: &[Series], out: &Path) -> Result<(), TaskError> {
+/// Each series label's colour index, the same in every plot of a report:
+/// labels in the order the plots first show them.
+pub fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for series in plots {
+        for s in series {
+            if !labels.contains(&s.label) {
+                labels.push(s.label.clone());
+            }
+        }
+    }
+    labels
+}
+
+/// Writes `plots/<stem>.svg` and `plots/<stem>.png` (at twice the size, for
+/// sharp slides) under `out`, drawing the lines [`series`] made; `labels`
+/// fixes each series' colour across the report (see [`colour_indices`]).
+pub fn write_plot(
+    plot: &Plot,
+    series: &[Series],
+    labels: &[String],
+    out: &Path,
+) -> Result<(), TaskError> {
     let stem = plot.stem();
     let svg_path = out.join("plots").join(format!("{stem}.svg"));
     let png_path = out.join("plots").join(format!("{stem}.png"));
@@ -57,6 +77,8 @@ pub fn write_plot(plot: &Plot, series: &[Series], out: &Path) -> Result<(), Task
         SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(),
         plot,
         series,
+        labels,
+        1,
     )
     .map_err(|e| fail(&svg_path, e))?;
     write_atomic(&svg_path, svg.as_bytes())?;
@@ -67,9 +89,11 @@ pub fn write_plot(plot: &Plot, series: &[Series], out: &Path) -> Result<(), Task
     temp.push(".png");
     let temp = std::path::PathBuf::from(temp);
     draw(
-        BitMapBackend::new(&temp, SIZE).into_drawing_area(),
+        BitMapBackend::new(&temp, (SIZE.0 * 2, SIZE.1 * 2)).into_drawing_area(),
         plot,
         series,
+        labels,
+        2,
     )
     .map_err(|e| fail(&png_path, e))?;
     std::fs::rename(&temp, &png_path).map_err(|source| TaskError::WriteOutput {
@@ -219,16 +243,40 @@ fn range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
+/// A tick's label: the value (on a log axis, `10^value`) with four
+/// significant digits and no trailing zeros (`1`, `64`, `0.25`, `1e-06`).
 fn tick(value: f64, log: bool) -> String {
-    super::cell::format_sig(if log { 10f64.powf(value) } else { value })
+    let v = if log { 10f64.powf(value) } else { value };
+    let v = if (v - v.round()).abs() < 1e-9 * v.abs().max(1.0) {
+        v.round()
+    } else {
+        v
+    };
+    // Large round values read shorter in powers of ten: 5e8, 1e9, 2.5e6.
+    if v.abs() >= 1e5 {
+        let exp = v.abs().log10().floor() as i32;
+        let mantissa = v / 10f64.powi(exp);
+        let m = format!("{mantissa:.3}");
+        let m = m.trim_end_matches('0').trim_end_matches('.');
+        return format!("{m}e{exp}");
+    }
+    let text = super::cell::format_sig(v);
+    if text.contains('.') && !text.contains('e') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     plot: &Plot,
     series: &[Series],
+    labels: &[String],
+    scale: u32,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let px = |n: u32| n * scale;
     root.fill(&WHITE).map_err(err)?;
     let points = || series.iter().flat_map(|s| s.points.iter());
     let mut caption = match &plot.series {
@@ -246,54 +294,246 @@ fn draw<DB: DrawingBackend>(
     if series.is_empty() {
         caption = format!("{caption}: no data, the traces recorded no GPU");
     }
+    let (xr, yr) = (range(points().map(|p| p.0)), range(points().map(|p| p.1)));
+    let x_ticks = ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0));
+    let y_ticks = ticks(&yr, plot.log_y, points().all(|p| p.1.fract() == 0.0));
+    // The legend goes in a corner without data, or else beside the plot.
+    let corner = emptiest_corner(series, &xr, &yr);
+    let longest = series
+        .iter()
+        .map(|s| s.label.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    let outside_w = if corner.is_none() && !series.is_empty() {
+        px(56) + longest * px(8)
+    } else {
+        0
+    };
     let mut chart = ChartBuilder::on(&root)
-        .caption(caption, (FAMILY, 22))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
-        .build_cartesian_2d(range(points().map(|p| p.0)), range(points().map(|p| p.1)))
+        .caption(caption, (FAMILY, px(22)))
+        .margin(px(16))
+        .margin_right(px(16) + outside_w)
+        .x_label_area_size(px(48))
+        .y_label_area_size(px(80))
+        .build_cartesian_2d(
+            Ticked {
+                range: xr.clone(),
+                ticks: x_ticks,
+            },
+            Ticked {
+                range: yr.clone(),
+                ticks: y_ticks,
+            },
+        )
         .map_err(err)?;
-    let x_ticks = |v: &f64| tick(*v, plot.log_x);
-    let y_ticks = |v: &f64| tick(*v, plot.log_y);
+    let x_label = |v: &f64| tick(*v, plot.log_x);
+    let y_label = |v: &f64| tick(*v, plot.log_y);
     chart
         .configure_mesh()
         .x_desc(axis_title(&plot.x, plot.log_x))
         .y_desc(axis_title(&plot.y, plot.log_y))
-        .x_label_formatter(&x_ticks)
-        .y_label_formatter(&y_ticks)
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .label_style((FAMILY, px(14)))
+        .axis_desc_style((FAMILY, px(16)))
+        .bold_line_style(BLACK.mix(0.12).stroke_width(scale))
+        .axis_style(BLACK.stroke_width(scale))
         .draw()
         .map_err(err)?;
-    for (i, line) in series.iter().enumerate() {
+    for line in series {
+        let i = labels.iter().position(|l| *l == line.label).unwrap_or(0);
         let color = COLORS[i % COLORS.len()];
+        let width = px(2);
         chart
             .draw_series(LineSeries::new(
                 line.points.iter().copied(),
-                color.stroke_width(2),
+                color.stroke_width(width),
             ))
             .map_err(err)?
             .label(line.label.as_str())
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                PathElement::new(
+                    vec![(x, y), (x + 20 * scale as i32, y)],
+                    color.stroke_width(width),
+                )
             });
         chart
             .draw_series(
                 line.points
                     .iter()
-                    .map(|&p| Circle::new(p, 4, color.filled())),
+                    .map(|&p| Circle::new(p, px(4), color.filled())),
             )
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+    match corner {
+        Some(corner) => {
+            chart
+                .configure_series_labels()
+                .label_font((FAMILY, px(14)))
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK.stroke_width(scale))
+                .margin(px(10))
+                .legend_area_size(px(30))
+                .position(corner)
+                .draw()
+                .map_err(err)?;
+        }
+        None if !series.is_empty() => {
+            // Every corner has data: a legend of its own right of the plot.
+            let (w, _) = root.dim_in_pixel();
+            let x0 = (w - outside_w + px(8)) as i32;
+            let y0 = px(60) as i32;
+            let step = px(22) as i32;
+            let h = step * series.len() as i32 + px(12) as i32;
+            root.draw(&Rectangle::new(
+                [(x0, y0), (x0 + (outside_w - px(16)) as i32, y0 + h)],
+                BLACK.stroke_width(scale),
+            ))
+            .map_err(err)?;
+            for (k, line) in series.iter().enumerate() {
+                let i = labels.iter().position(|l| *l == line.label).unwrap_or(0);
+                let color = COLORS[i % COLORS.len()];
+                let y = y0 + px(17) as i32 + k as i32 * step;
+                let x = x0 + px(8) as i32;
+                root.draw(&PathElement::new(
+                    vec![(x, y), (x + px(20) as i32, y)],
+                    color.stroke_width(px(2)),
+                ))
+                .map_err(err)?;
+                root.draw(&Text::new(
+                    line.label.clone(),
+                    (x + px(28) as i32, y - px(7) as i32),
+                    (FAMILY, px(14)).into_font(),
+                ))
+                .map_err(err)?;
+            }
+        }
+        None => {}
+    }
     root.present().map_err(err)
+}
+
+/// A linear axis whose ticks are given (plotters picks its own otherwise).
+struct Ticked {
+    range: std::ops::Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let f = if span > 0.0 {
+            (value - self.range.start) / span
+        } else {
+            0.5
+        };
+        limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// Tick positions of one axis over `r` (in plotted units: `log10` of the
+/// values on a log axis). A log axis ticks at decades (and at 2 and 5 of
+/// each when it spans less than two); an axis of integers at integers; any
+/// other at 1, 2 or 5 times a power of ten, about six of them.
+fn ticks(r: &std::ops::Range<f64>, log: bool, integers: bool) -> Vec<f64> {
+    let (lo, hi) = (r.start, r.end);
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return vec![lo];
+    }
+    if log {
+        let decades: Vec<f64> = ((lo.ceil() as i64)..=(hi.floor() as i64))
+            .map(|k| k as f64)
+            .collect();
+        if decades.len() >= 3 {
+            return decades;
+        }
+        let mut t = Vec::new();
+        for k in (lo.floor() as i64)..=(hi.ceil() as i64) {
+            for m in [1.0f64, 2.0, 5.0] {
+                let v = k as f64 + m.log10();
+                if v >= lo && v <= hi {
+                    t.push(v);
+                }
+            }
+        }
+        return t;
+    }
+    let raw = (hi - lo) / 6.0;
+    let p = 10f64.powf(raw.log10().floor());
+    let mut step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * p);
+    if integers {
+        step = step.max(1.0).round();
+    }
+    let mut t = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 && t.len() < 50 {
+        t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        v += step;
+    }
+    t
+}
+
+/// A corner of the plot where the legend covers no data (upper left
+/// first); None when every corner has some.
+fn emptiest_corner(
+    series: &[Series],
+    xr: &std::ops::Range<f64>,
+    yr: &std::ops::Range<f64>,
+) -> Option<SeriesLabelPosition> {
+    let (w, h) = (xr.end - xr.start, yr.end - yr.start);
+    // The legend takes about 40 % of the width and 8 % of the height per line.
+    let lines = series.len().max(1) as f64;
+    let (fw, fh) = (0.4, (0.08 * lines + 0.04).min(0.9));
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::LowerLeft, false, false),
+        (SeriesLabelPosition::LowerRight, true, false),
+    ];
+    let inside = |&(x, y): &(f64, f64), right: bool, top: bool| {
+        let fx = (x - xr.start) / w;
+        let fy = (y - yr.start) / h;
+        let in_x = if right { fx >= 1.0 - fw } else { fx <= fw };
+        let in_y = if top { fy >= 1.0 - fh } else { fy <= fh };
+        in_x && in_y
+    };
+    // Points, and the lines between them sampled, near each corner.
+    let mut samples = Vec::new();
+    for s in series {
+        for pair in s.points.windows(2) {
+            for k in 0..8 {
+                let t = k as f64 / 8.0;
+                samples.push((
+                    pair[0].0 + t * (pair[1].0 - pair[0].0),
+                    pair[0].1 + t * (pair[1].1 - pair[0].1),
+                ));
+            }
+        }
+        samples.extend(s.points.iter().copied());
+    }
+    corners
+        .into_iter()
+        .find(|&(_, right, top)| !samples.iter().any(|p| inside(p, right, top)))
+        .map(|(pos, _, _)| pos)
 }
 
 fn axis_title(column: &str, log: bool) -> String {
@@ -369,6 +609,84 @@ mod tests {
         let typo: Plot = ron::from_str(r#"Plot(x: "n", y: "t", filter: {"kk": 1})"#).unwrap();
         let err = series(&table(), &typo).unwrap_err().to_string();
         assert!(err.contains("kk"), "{err}");
+    }
+
+    #[test]
+    fn ticks_are_integers_decades_or_round_steps() {
+        // batch 1, 8, 64 on a linear axis: integer ticks, labelled as such.
+        let r = range([1.0, 8.0, 64.0].into_iter());
+        let t = ticks(&r, false, true);
+        assert!(t.iter().all(|v| v.fract() == 0.0), "{t:?}");
+        assert_eq!(tick(t[1], false), format!("{}", t[1] as i64));
+        // The same on a log axis: 1, 2 and 5 of each decade (it spans less
+        // than three), no 1.585.
+        let r = range([1f64, 8.0, 64.0].iter().map(|v| v.log10()));
+        let t = ticks(&r, true, false);
+        let labels: Vec<String> = t.iter().map(|v| tick(*v, true)).collect();
+        assert_eq!(labels, ["1", "2", "5", "10", "20", "50"]);
+        let r = range([1f64, 10_000.0].iter().map(|v| v.log10()));
+        let labels: Vec<String> = ticks(&r, true, false)
+            .iter()
+            .map(|v| tick(*v, true))
+            .collect();
+        assert_eq!(labels, ["1", "10", "100", "1000", "10000"]);
+        // Less than a decade: 1, 2 and 5 of it.
+        let r = range([2f64, 9.0].iter().map(|v| v.log10()));
+        let labels: Vec<String> = ticks(&r, true, false)
+            .iter()
+            .map(|v| tick(*v, true))
+            .collect();
+        assert_eq!(labels, ["2", "5"]);
+        assert_eq!(tick(5e8, false), "5e8");
+        assert_eq!(tick(2.5e6f64.log10(), true), "2.5e6");
+        assert_eq!(tick(12_000.0, false), "12000");
+        // Fractions step at 1, 2 or 5 of a power of ten.
+        let t = ticks(&(0.0..1.0), false, false);
+        let labels: Vec<String> = t.iter().map(|v| tick(*v, false)).collect();
+        assert_eq!(labels, ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+    }
+
+    #[test]
+    fn the_legend_goes_to_the_emptiest_corner() {
+        // A line rising from lower left to upper right leaves the other two corners.
+        let up = Series {
+            label: "a".into(),
+            points: vec![(0.0, 0.0), (10.0, 10.0)],
+        };
+        let r = range([0.0, 10.0].into_iter());
+        let c = emptiest_corner(std::slice::from_ref(&up), &r, &r);
+        assert!(matches!(c, Some(SeriesLabelPosition::UpperLeft)), "{c:?}");
+        // A line along the top: the legend goes below.
+        let top = Series {
+            label: "b".into(),
+            points: vec![(0.0, 10.0), (5.0, 9.5), (10.0, 10.0)],
+        };
+        let r2 = range([0.0, 10.0].into_iter());
+        let c = emptiest_corner(
+            std::slice::from_ref(&top),
+            &r2,
+            &range([0.0, 10.0].into_iter()),
+        );
+        assert!(matches!(c, Some(SeriesLabelPosition::LowerLeft)), "{c:?}");
+        // Lines along the top and the bottom: no corner is free.
+        let bottom = Series {
+            label: "c".into(),
+            points: vec![(0.0, 0.0), (10.0, 0.5)],
+        };
+        let c = emptiest_corner(&[top, bottom], &r2, &range([0.0, 10.0].into_iter()));
+        assert!(c.is_none(), "{c:?}");
+    }
+
+    #[test]
+    fn a_label_keeps_its_colour_across_plots() {
+        let s = |l: &str| Series {
+            label: l.into(),
+            points: vec![],
+        };
+        let first = [s("m=2"), s("m=1")];
+        let second = [s("m=1"), s("m=3")];
+        let labels = colour_indices([&first[..], &second[..]]);
+        assert_eq!(labels, ["m=2", "m=1", "m=3"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::compare::compare;
 use super::markdown::render;
-use super::plot::{series, write_plot};
+use super::plot::{colour_indices, series, write_plot};
 use super::spec::{ReportSpec, COMPARE_CSV, REPORT_MD, TABLE_CSV, TABLE_PARQUET};
 use super::table::build_table;
 use super::write::{write_atomic, Grid};
@@ -38,8 +38,9 @@ pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
         }
         .write_csv(&ctx.out.join(COMPARE_CSV))?;
     }
+    let labels = colour_indices(plots.iter().map(|(_, lines)| lines.as_slice()));
     for (plot, lines) in &plots {
-        write_plot(plot, lines, &ctx.out)?;
+        write_plot(plot, lines, &labels, &ctx.out)?;
     }
     let md = render(spec, &table, comparison.as_ref());
     write_atomic(&ctx.out.join(REPORT_MD), md.as_bytes())
