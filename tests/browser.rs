@@ -237,3 +237,28 @@ fn an_unbuilt_workspace_gets_a_page_that_says_so() {
     assert_eq!(said, json!([true, true, 4]));
     screenshot(&b, "unbuilt.png");
 }
+
+#[test]
+fn the_timeline_shows_the_latest_build_an_earlier_one_or_a_span_of_time() {
+    let ws = Ws::new();
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    std::fs::write(ws.path().join("notes.txt"), "b\n").unwrap();
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    let bars = |args: &[&str]| {
+        let mut all = vec!["report"];
+        all.extend_from_slice(args);
+        let (code, err) = ws.vitgraph(&all);
+        assert_eq!(code, 0, "{err}");
+        let html = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap();
+        html.matches("<rect class=\"bar ").count()
+    };
+    assert_eq!(bars(&[]), 1, "the latest build ran `notes` alone");
+    assert_eq!(bars(&["--build", "1"]), 20);
+    assert_eq!(bars(&["--since", "1h"]), 21);
+    let (code, err) = ws.vitgraph(&["report", "--build", "3"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("there is no build 3") && err.contains("builds 1 to 2"),
+        "{err}"
+    );
+}

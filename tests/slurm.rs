@@ -191,6 +191,23 @@ fn a_study_builds_on_slurm_as_it_does_locally() {
         }),
         "job directories are removed once their runs are recorded"
     );
+    // The page's timeline draws each node in the lane of the SLURM job it ran as.
+    let page = ws.path().join("cache/page.html");
+    let o = ws.run(&["report", "-o", page.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let lanes: Vec<&str> = html
+        .split("<text class=\"lane\"")
+        .skip(1)
+        .filter_map(|t| {
+            t.split_once('>')
+                .and_then(|(_, r)| r.split_once('<'))
+                .map(|(l, _)| l)
+        })
+        .collect();
+    assert_eq!(lanes.len(), 2 * n + 1, "a lane per job: {lanes:?}");
+    assert!(lanes.iter().all(|l| l.starts_with("job:")), "{lanes:?}");
+    assert_eq!(html.matches("<rect class=\"bar ").count(), 2 * n + 1);
 }
 
 #[test]

@@ -26,8 +26,12 @@ pub struct ReportArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Draw build N's timeline (1 is the first the store recorded; default the latest).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "since")]
     pub build: Option<usize>,
+    /// Draw every attempt that started within this long before now (`90m`,
+    /// `12h`, `2d`), whichever build made it.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub since: Option<i64>,
     #[command(flatten)]
     pub cluster: status::ClusterArgs,
 }
@@ -93,7 +97,10 @@ pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Resul
             .enumerate()
             .map(|(i, n)| (n.0.as_str(), i))
             .collect();
-        let build = gather.build(store, args.build, &index)?;
+        let build = match args.since {
+            Some(age_ms) => gather.since(store, now_ms() - age_ms, &index)?,
+            None => gather.build(store, args.build, &index)?,
+        };
         study.build = build;
         study.reports = gather.reports(store, &selection)?;
     }
@@ -347,10 +354,56 @@ impl Gather<'_> {
             }
             return Ok(None);
         };
+        let entries = self.bars(store.build_attempts(chosen)?, index);
+        let end = entries
+            .iter()
+            .map(|b| b.end_ms)
+            .max()
+            .unwrap_or(chosen.ended_at_ms);
+        Ok(Some(BuildView {
+            number: chosen.number,
+            of: builds.len(),
+            host: chosen.host.clone(),
+            started: utc(chosen.started_at_ms),
+            seconds: (end - chosen.started_at_ms).max(0) as f64 / 1000.0,
+            bars: entries.len(),
+            since: None,
+            entries,
+        }))
+    }
+
+    /// Every attempt since `since_ms` as a timeline.
+    fn since(
+        &self,
+        store: &Store,
+        since_ms: i64,
+        index: &HashMap<&str, usize>,
+    ) -> Result<Option<BuildView>, Failure> {
+        let builds = store.builds()?;
+        let entries = self.bars(store.attempts_since(since_ms)?, index);
+        let end = entries.iter().map(|b| b.end_ms).max().unwrap_or(since_ms);
+        let start = entries.iter().map(|b| b.start_ms).min().unwrap_or(since_ms);
+        Ok(Some(BuildView {
+            number: 0,
+            of: builds.len(),
+            host: String::new(),
+            started: utc(start),
+            seconds: (end - start).max(0) as f64 / 1000.0,
+            bars: entries.len(),
+            since: Some(utc(since_ms)),
+            entries,
+        }))
+    }
+
+    /// Timeline bars of attempts: lane, stage and end of each.
+    fn bars(
+        &self,
+        attempts: Vec<crate::store::TimelineEntry>,
+        index: &HashMap<&str, usize>,
+    ) -> Vec<Bar> {
         let stage_index = self.stage_index();
         let now = now_ms();
-        let entries: Vec<Bar> = store
-            .build_attempts(chosen)?
+        attempts
             .into_iter()
             .map(|e| {
                 let stage = self
@@ -373,21 +426,7 @@ impl Gather<'_> {
                     status: e.status,
                 }
             })
-            .collect();
-        let end = entries
-            .iter()
-            .map(|b| b.end_ms)
-            .max()
-            .unwrap_or(chosen.ended_at_ms);
-        Ok(Some(BuildView {
-            number: chosen.number,
-            of: builds.len(),
-            host: chosen.host.clone(),
-            started: utc(chosen.started_at_ms),
-            seconds: (end - chosen.started_at_ms).max(0) as f64 / 1000.0,
-            bars: entries.len(),
-            entries,
-        }))
+            .collect()
     }
 
     /// Every selected `Report` node with a run: its table, comparison,
@@ -572,6 +611,29 @@ fn link(from_dir: &Path, target: &Path) -> String {
     parts.join("/")
 }
 
+/// `90s`, `30m`, `12h`, `2d` (or a bare number of hours) in milliseconds.
+fn parse_age(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let (num, unit) = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((t, "h"), |i| (&t[..i], &t[i..]));
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not an age such as `90m`, `12h` or `2d`"))?;
+    let ms = match unit {
+        "s" => 1e3,
+        "m" | "min" => 60e3,
+        "h" => 3600e3,
+        "d" => 86_400e3,
+        _ => {
+            return Err(format!(
+                "`{text}`: the unit is s, m, h or d (`90m`, `12h`, `2d`)"
+            ))
+        }
+    };
+    Ok((n * ms) as i64)
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -621,6 +683,10 @@ mod tests {
             "../out/x"
         );
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(parse_age("90m"), Ok(5_400_000));
+        assert_eq!(parse_age("2d"), Ok(172_800_000));
+        assert_eq!(parse_age("3"), Ok(10_800_000));
+        assert!(parse_age("3w").unwrap_err().contains("s, m, h or d"));
         assert_eq!(utc(1_795_854_612_000), "2026-11-28 08:30:12 UTC");
     }
 }

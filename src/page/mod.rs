@@ -103,6 +103,10 @@ pub struct BuildView {
     pub seconds: f64,
     /// Bars drawn (one per attempt of the build).
     pub bars: usize,
+    /// With `--since`: the moment the timeline starts from (every build's
+    /// attempts since then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
     #[serde(skip)]
     pub entries: Vec<Bar>,
 }

@@ -63,7 +63,10 @@
       box.append(el("p", { class: "empty", id: "no-build" }, "No build has been recorded yet."));
       return;
     }
-    box.append(el("p", {}, `Build ${b.number} of ${b.of} on ${b.host}, started ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started. Hover a bar for its node and duration.`));
+    const what = b.since
+      ? `Every attempt since ${b.since} (of ${b.of} build(s)): from ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started.`
+      : `Build ${b.number} of ${b.of} on ${b.host}, started ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started.`;
+    box.append(el("p", { id: "build-line" }, what + " Hover a bar for its node and duration."));
     const legend = el("div", { class: "legend" });
     const drawn = new Set([...document.querySelectorAll("#timeline-svg rect.bar")].map((r) => [...r.classList].find((c) => /^s\d+$/.test(c))));
     data.stages.forEach((s, i) => {

@@ -88,20 +88,36 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))
     }
 
+    /// Every attempt that started at or after `since_ms`, whichever build
+    /// made it, in the order they started.
+    pub fn attempts_since(&self, since_ms: i64) -> Result<Vec<TimelineEntry>, StoreError> {
+        self.timeline("a.started_at_ms >= ?1", rusqlite::params![since_ms])
+    }
+
     /// The attempts of one build, in the order they started.
     pub fn build_attempts(&self, build: &BuildSummary) -> Result<Vec<TimelineEntry>, StoreError> {
+        self.timeline(
+            "a.host = ?1 AND a.pid = ?2 AND a.pid_start = ?3",
+            rusqlite::params![build.host, build.pid, build.pid_start],
+        )
+    }
+
+    fn timeline(
+        &self,
+        filter: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<TimelineEntry>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT a.node_id, a.status, a.started_at_ms,
-                        CASE WHEN a.status = 'succeeded' AND r.seq IS NOT NULL
-                             THEN MAX(a.started_at_ms, r.started_at_ms + r.duration_ms)
-                             ELSE a.finished_at_ms END,
-                        a.slot, a.job
-                 FROM attempts a LEFT JOIN runs r ON r.key = a.key
-                 WHERE a.host = ?1 AND a.pid = ?2 AND a.pid_start = ?3 ORDER BY a.id",
-            )
-            .map_err(|e| self.db_err(e))?;
+        let sql = format!(
+            "SELECT a.node_id, a.status, a.started_at_ms,
+                    CASE WHEN a.status = 'succeeded' AND r.seq IS NOT NULL
+                         THEN MAX(a.started_at_ms, r.started_at_ms + r.duration_ms)
+                         ELSE a.finished_at_ms END,
+                    a.slot, a.job
+             FROM attempts a LEFT JOIN runs r ON r.key = a.key
+             WHERE {filter} ORDER BY a.id"
+        );
+        let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
         let entry = |r: &Row<'_>| {
             Ok(TimelineEntry {
                 node_id: r.get(0)?,
@@ -112,12 +128,7 @@ impl Store {
                 job: r.get(5)?,
             })
         };
-        let rows = stmt
-            .query_map(
-                rusqlite::params![build.host, build.pid, build.pid_start],
-                entry,
-            )
-            .map_err(|e| self.db_err(e))?;
+        let rows = stmt.query_map(params, entry).map_err(|e| self.db_err(e))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.db_err(e))
     }
@@ -168,5 +179,9 @@ mod tests {
             ]
         );
         assert!(latest[0].finished_at_ms.is_some() && latest[1].finished_at_ms.is_none());
+        // Since a moment: every build's attempts from then on.
+        let all = store.attempts_since(0).unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(store.attempts_since(i64::MAX).unwrap().is_empty());
     }
 }
