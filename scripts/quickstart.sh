@@ -18,4 +18,4 @@ fi
 "$vitgraph" build quickstart "${args[@]}" "$@"
 "$vitgraph" status quickstart "${args[@]}" "$@"
 echo
-echo "report: $(pwd)/out/quickstart_report/quickstart_report/report.md"
+echo "report: $(pwd)/out/quickstart_report/report.md"

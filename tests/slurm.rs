@@ -166,7 +166,7 @@ fn a_study_builds_on_slurm_as_it_does_locally() {
     let unique: std::collections::HashSet<&String> = ran.iter().collect();
     assert_eq!(unique.len(), 2 * n + 1);
     let expected: usize = (0..n).map(|i| 3 * i + 1).sum();
-    assert_eq!(ws.read("out/sum/sum/sum.txt").trim(), expected.to_string());
+    assert_eq!(ws.read("out/sum/sum.txt").trim(), expected.to_string());
     // Byte for byte what a local build makes.
     let local = Ws::new(&mixed(n));
     let o = local.run(&["build", "--gpus", "0,1,2,3"]);
@@ -378,7 +378,7 @@ fn a_driver_killed_at_any_moment_is_followed_by_one_that_reruns_nothing() {
             "trial {trial} (kill after {delay_ms} ms): a node ran twice"
         );
         assert_eq!(ran.len(), 2 * n + 1, "trial {trial}: {ran:?}");
-        assert_eq!(ws.read("out/all/all/v.txt").lines().count(), n);
+        assert_eq!(ws.read("out/all/v.txt").lines().count(), n);
         assert!(ws.queued().is_empty(), "trial {trial}");
         assert_eq!(ws.run(&["verify"]).status.code(), Some(0), "trial {trial}");
     }
@@ -488,7 +488,7 @@ fn without_sacct_on_path_everything_still_works() {
     }
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert_eq!(ws.read("out/ok/ok/v.txt"), "fine\n");
+    assert_eq!(ws.read("out/ok/v.txt"), "fine\n");
     let failed = events(&o)
         .into_iter()
         .find(|e| e["event"] == "failed")

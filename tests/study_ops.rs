@@ -449,7 +449,7 @@ fn report_plots_take_several_series_columns_and_a_filter() {
     )
     .expect("write a pipeline");
     study.ok(&["build", "zz_report"]);
-    let plots = study.dir.path().join("out/zz_report/zz_report/plots");
+    let plots = study.dir.path().join("out/zz_report/plots");
     let svg = |name: &str| std::fs::read_to_string(plots.join(name)).expect("read a plot");
     let multi = svg("by_m_dtype.svg");
     for label in [

@@ -30,7 +30,7 @@ impl BuildReport for Study {
             ok && status.contains(" 0 stale"),
             "after the build:\n{status}"
         );
-        let dir = self.dir.path().join("out").join(report).join(report);
+        let dir = self.dir.path().join("out").join(report);
         let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
         let csv = std::fs::read_to_string(dir.join("table.csv")).expect("table.csv");
         let rows = csv.lines().skip(1).map(str::to_owned).collect();
@@ -51,7 +51,7 @@ fn rq1_runs_end_to_end_on_the_cpu() {
     let (md, rows) = study.build_report("rq1_report", &params);
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(md.contains("recorded no GPU"), "{md}");
-    let plots = study.dir.path().join("out/rq1_report/rq1_report/plots");
+    let plots = study.dir.path().join("out/rq1_report/plots");
     assert!(plots.join("gpu_utilization_vs_dim_by_patch.svg").is_file());
     assert!(plots
         .join("throughput_images_per_s_vs_dim_by_patch.png")

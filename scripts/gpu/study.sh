@@ -112,7 +112,7 @@ rq1_demo() {
     } >>"$demo" 2>&1
     cp pipelines/rq1.ron.orig pipelines/rq1.ron 2>/dev/null || cp "$out/rq1.ron.orig" pipelines/rq1.ron
     mkdir -p "$out/rq1-edited"
-    cp -r out/rq1_report/rq1_report/. "$out/rq1-edited/"
+    cp -r out/rq1_report/. "$out/rq1-edited/"
 }
 
 targets=("$@")

@@ -400,10 +400,20 @@ impl<'a> Evaluator<'a> {
         let dest = self.root.join(node.out_rel());
         Ok(match store.check_outputs(run, &dest)? {
             OutputCheck::Intact => None,
-            OutputCheck::Missing(f) => Some(Reason::new(
-                ReasonKind::OutputMissing,
-                rel_display(&node.out_rel().join(f)),
-            )),
+            OutputCheck::Missing(f) => {
+                let mut detail = rel_display(&node.out_rel().join(&f));
+                // A workspace built before the output directory of a node
+                // without params moved up a level.
+                if let Some(old) = node.old_out_rel().map(|o| o.join(&f)) {
+                    if self.root.join(&old).is_file() {
+                        detail = format!(
+                            "{detail} (it is at {}, where earlier versions of vitgraph put it: `vitgraph build` restores it from the store at the new place and removes the old folder)",
+                            rel_display(&old)
+                        );
+                    }
+                }
+                Some(Reason::new(ReasonKind::OutputMissing, detail))
+            }
             OutputCheck::Modified(f) => Some(Reason::new(
                 ReasonKind::OutputModified,
                 rel_display(&node.out_rel().join(f)),

@@ -82,9 +82,22 @@ impl Node {
         s.replace('/', "%2F")
     }
 
-    /// `out/<stage>/<node>` relative to the workspace root.
+    /// The node's output directory relative to the workspace root:
+    /// `out/<stage>/<k1=v1,…>`, or `out/<stage>` for the one node of a stage
+    /// without params.
     pub fn out_rel(&self) -> PathBuf {
+        if self.id_params.is_empty() {
+            return PathBuf::from("out").join(&self.stage);
+        }
         PathBuf::from("out").join(&self.stage).join(self.dir_name())
+    }
+
+    /// Where earlier versions of vitgraph put the output directory of a node without
+    /// params (`out/<stage>/<stage>`), which `build` replaces.
+    pub fn old_out_rel(&self) -> Option<PathBuf> {
+        self.id_params
+            .is_empty()
+            .then(|| PathBuf::from("out").join(&self.stage).join(&self.stage))
     }
 }
 

@@ -76,7 +76,7 @@ fn files_come_change_and_go_and_exactly_their_nodes_follow() {
             "summary"
         ]
     );
-    let rows = |ws: &Ws| ws.read("out/summary/summary/rows.txt");
+    let rows = |ws: &Ws| ws.read("out/summary/rows.txt");
     assert_eq!(rows(&ws).lines().count(), 3);
 
     // A new file: one new node, never built; only its chain runs.

@@ -177,7 +177,7 @@ fn init_creates_a_workspace_that_builds() {
         String::from_utf8_lossy(&r.stderr)
     );
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("out/report/report/report.txt"))
+        std::fs::read_to_string(dir.path().join("out/report/report.txt"))
             .unwrap()
             .lines()
             .count(),
@@ -208,5 +208,54 @@ fn a_command_longer_than_the_kernels_argument_limit_runs() {
     )]);
     let r = ws.run(&["build"]);
     assert_eq!(r.code(), 0, "{}", r.stderr());
-    assert_eq!(ws.read("out/long/long/o.txt"), "ok\n");
+    assert_eq!(ws.read("out/long/o.txt"), "ok\n");
+}
+
+/// A workspace built when a node without params lived in
+/// `out/<stage>/<stage>/`: `status` says where its files are, `build`
+/// restores them at `out/<stage>/` without running anything and the old
+/// folder goes.
+#[test]
+fn outputs_of_the_old_layout_are_explained_then_moved_without_running() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+            "gen": Stage(matrix: { "i": [1, 2] }, task: Command(run: "echo gen >> side.log; echo ${i} > ${out}/v.txt", outputs: ["v.txt"])),
+            "sum": Stage(needs: ["gen"], task: Command(run: "echo sum >> side.log; cat ${needs.gen} > ${out}/s.txt 2>/dev/null; ls > ${out}/n.txt", outputs: ["n.txt"])),
+        })"#,
+    )]);
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    assert!(ws.path().join("out/sum/n.txt").is_file());
+    assert!(ws.path().join("out/gen/i=1/v.txt").is_file());
+    // The old layout: the node's folder one level down.
+    std::fs::create_dir(ws.path().join("out/sum/sum")).unwrap();
+    std::fs::rename(
+        ws.path().join("out/sum/n.txt"),
+        ws.path().join("out/sum/sum/n.txt"),
+    )
+    .unwrap();
+    std::fs::remove_file(ws.path().join("side.log")).unwrap();
+    let r = ws.reasons("sum", &[]);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, "output_missing");
+    assert!(
+        r[0].1.starts_with(
+            "out/sum/n.txt (it is at out/sum/sum/n.txt, where earlier versions of vitgraph put it"
+        ),
+        "{r:?}"
+    );
+    let b = ws.run(&["build", "--json"]);
+    assert_eq!(b.code(), 0, "{}", b.stderr());
+    assert!(
+        b.nodes_with("finished").is_empty(),
+        "nothing runs: {}",
+        b.stdout()
+    );
+    assert!(!ws.path().join("side.log").exists());
+    assert!(ws.path().join("out/sum/n.txt").is_file());
+    assert!(
+        !ws.path().join("out/sum/sum").exists(),
+        "the old folder is gone"
+    );
+    assert_eq!(ws.status(&[])["summary"]["stale"], 0);
 }

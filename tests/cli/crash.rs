@@ -79,7 +79,7 @@ fn kill_9_at_random_moments_never_loses_or_repeats_work() {
         let status = ws.status(&[]);
         assert_eq!(status["summary"]["stale"], 0, "trial {trial}: {status}");
         assert_eq!(
-            ws.read("out/total/total/sum.txt").trim(),
+            ws.read("out/total/sum.txt").trim(),
             (0..40).map(|i| i * 6).sum::<i64>().to_string()
         );
         for i in 0..40 {
