@@ -40,7 +40,7 @@ pub struct ImportStats {
 /// Converts the Kineto trace at `input` into a trace file at `output`.
 pub fn import(input: &Path, output: &Path) -> Result<ImportStats, TraceError> {
     let file = File::open(input).map_err(|e| TraceError::io(input, e))?;
-    let reader: Box<dyn Read> = if is_gzip(input) {
+    let reader: Box<dyn Read> = if is_gzip(input)? {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
     } else {
         Box::new(file)
@@ -51,10 +51,21 @@ pub fn import(input: &Path, output: &Path) -> Result<ImportStats, TraceError> {
     Ok(stats)
 }
 
-/// Whether `path` names a gzip file (`.gz`).
-pub fn is_gzip(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+/// Whether the file at `path` is gzip-compressed (by its first two bytes,
+/// whatever its name).
+pub fn is_gzip(path: &Path) -> Result<bool, TraceError> {
+    let mut magic = [0u8; 2];
+    let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let mut got = 0;
+    while got < 2 {
+        match f.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(TraceError::io(path, e)),
+        }
+    }
+    Ok(got == 2 && magic == [0x1f, 0x8b])
 }
 
 /// Streams the Kineto JSON of `src` into `writer`; `path` names it in errors.
@@ -285,6 +296,27 @@ fn raw_text(v: &RawValue) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gzipped_trace_is_read_whatever_its_name() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let json = br#"{"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+             "args": {"device": 0, "stream": 7, "correlation": 1}}
+        ]}"#;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(json).unwrap();
+        let input = dir.path().join("trace.bin");
+        std::fs::write(&input, gz.finish().unwrap()).unwrap();
+        assert!(is_gzip(&input).unwrap());
+        let stats = import(&input, &dir.path().join("t.sqlite")).unwrap();
+        assert_eq!(stats.events, 1);
+        let plain = dir.path().join("plain.json.gz");
+        std::fs::write(&plain, json).unwrap();
+        assert!(!is_gzip(&plain).unwrap(), "named .gz, but plain JSON");
+        assert!(import(&plain, &dir.path().join("u.sqlite")).is_ok());
+    }
 
     #[test]
     fn timestamps_keep_nanoseconds_exactly() {
