@@ -180,9 +180,18 @@ fn kineto_events_missing_fields_name_the_field() {
 
 #[test]
 fn gzip_that_is_not_gzip() {
-    let (path, err, _dir) = import_text("t.json.gz", "{\"traceEvents\": []}");
+    // Starts like gzip, then is not: the decoder's error names the file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json.gz");
+    std::fs::write(&path, b"\x1f\x8b\x08\x00garbage that inflates to nothing").unwrap();
+    let out = dir.path().join("out.sqlite");
+    let err = kineto::import(&path, &out).unwrap_err();
+    assert!(!out.exists(), "no output after a failed import");
     assert!(matches!(err, TraceError::Io { .. }), "{err:?}");
     assert_names_file(&err, &path);
+    // Named `.gz` but plain JSON: read as what it is.
+    std::fs::write(&path, "{\"traceEvents\": []}").unwrap();
+    assert!(kineto::import(&path, &out).is_ok());
 }
 
 #[test]

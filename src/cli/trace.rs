@@ -79,10 +79,13 @@ pub fn run(cmd: TraceCommand) -> miette::Result<i32> {
     Ok(exit::SUCCESS)
 }
 
-/// Loads a trace SQLite, or a Kineto JSON through a temporary SQLite.
+/// Loads a trace SQLite, or a Kineto JSON through a temporary SQLite (the
+/// kind told by the content, as `Export` tells it).
 fn load_any(file: &Path) -> Result<Trace, TraceError> {
-    if ExportFormat::from_path(file) != Some(ExportFormat::Kineto) {
-        return Trace::load(file);
+    match ExportFormat::from_content(file) {
+        Ok(ExportFormat::Kineto) => {}
+        // An unreadable or unknown file: the SQLite reader says what it is not.
+        _ => return Trace::load(file),
     }
     let tmp = std::env::temp_dir().join(format!("vitgraph-trace-{}.sqlite", std::process::id()));
     let result = kineto::import(file, &tmp).and_then(|_| Trace::load(&tmp));
