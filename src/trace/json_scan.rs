@@ -114,6 +114,27 @@ impl<R: Read> Scanner<R> {
         }
     }
 
+    /// Calls `f` on the next complete JSON value's text: straight from the
+    /// read buffer when the value lies within it (most do), else copied into
+    /// `out` first.
+    pub fn with_value<T>(
+        &mut self,
+        out: &mut Vec<u8>,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T, ScanError> {
+        if self.peek_non_ws()?.is_none() {
+            return Err(self.syntax("unexpected end of file, expected a value"));
+        }
+        let mut st = ValueState::default();
+        if let Some(n) = st.advance(&self.buf[self.pos..self.len]) {
+            let start = self.pos;
+            self.pos += n;
+            return Ok(f(&self.buf[start..start + n]));
+        }
+        self.value_into(out)?;
+        Ok(f(out))
+    }
+
     /// Copies the next complete JSON value (object, array, string, number or
     /// literal) into `out`, replacing its contents.
     pub fn value_into(&mut self, out: &mut Vec<u8>) -> Result<(), ScanError> {
@@ -159,14 +180,6 @@ static OUTSIDE: [u8; 256] = {
     t
 };
 
-/// Inside strings only a quote or a backslash matters.
-static INSIDE: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
 /// Where the scan of one value stands between chunks.
 #[derive(Default)]
 struct ValueState {
@@ -189,11 +202,10 @@ impl ValueState {
         }
         while i < n {
             if self.in_string {
-                while i < n && !INSIDE[chunk[i] as usize] {
-                    i += 1;
-                }
-                if i >= n {
-                    return None;
+                // Strings are the long stretches: skip them with memchr.
+                match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
+                    Some(k) => i += k,
+                    None => return None,
                 }
                 if chunk[i] == b'\\' {
                     if i + 1 >= n {

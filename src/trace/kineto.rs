@@ -197,8 +197,7 @@ fn read_events<R: Read>(
     }
     loop {
         let offset = scan.offset();
-        scan.value_into(value)?;
-        state.event(value, offset, writer)?;
+        scan.with_value(value, |json| state.event(json, offset, writer))??;
         if !scan.comma_or(b']')? {
             return Ok(());
         }

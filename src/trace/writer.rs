@@ -6,9 +6,19 @@
 //! one transaction, and renamed into place by [`TraceWriter::finish`]; a
 //! writer dropped before `finish` removes its temporary file, so a reader
 //! never sees a half-written trace.
+//!
+//! SQLite runs on a thread of its own: the producer (an importer parsing
+//! JSON, a CUPTI buffer callback) fills batches of rows and hands them over
+//! through a bounded queue, so parsing and inserting overlap. Statements run
+//! in the order they were queued; the first failure is reported by the next
+//! call after it, and at the latest by `finish`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection};
 
@@ -30,9 +40,70 @@ pub struct WriteSummary {
     pub gpus: u64,
 }
 
+/// Work for the SQLite thread.
+type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+
+/// The SQLite thread: it runs queued jobs until the queue closes, skipping
+/// the rest after the first failure, and hands back the connection and that
+/// failure.
+struct Sink {
+    tx: Option<SyncSender<Job>>,
+    thread: Option<JoinHandle<(Connection, rusqlite::Result<()>)>>,
+    /// Set by the thread at its first failure, so the producer stops early.
+    failed: Arc<AtomicBool>,
+}
+
+/// Batches queued ahead of the SQLite thread (each up to `BATCH_ROWS` rows).
+const QUEUE: usize = 8;
+
+impl Sink {
+    fn start(conn: Connection) -> Sink {
+        let (tx, rx) = sync_channel::<Job>(QUEUE);
+        let failed = Arc::new(AtomicBool::new(false));
+        let flag = failed.clone();
+        let thread = std::thread::spawn(move || {
+            let mut result = Ok(());
+            for job in rx {
+                if result.is_ok() {
+                    result = job(&conn);
+                    if result.is_err() {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            (conn, result)
+        });
+        Sink {
+            tx: Some(tx),
+            thread: Some(thread),
+            failed,
+        }
+    }
+
+    /// Queues a job; false once the thread has failed (or is gone).
+    fn send(&self, job: Job) -> bool {
+        !self.failed.load(Ordering::Relaxed)
+            && self.tx.as_ref().is_some_and(|tx| tx.send(job).is_ok())
+    }
+
+    /// Closes the queue and waits: the connection and the first failure
+    /// (None when the thread is gone: joined before, or it panicked).
+    fn join(&mut self) -> Option<(Connection, rusqlite::Result<()>)> {
+        drop(self.tx.take());
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+/// The error when the SQLite thread is gone without a failure of its own.
+fn thread_gone() -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(
+        "the trace writer's SQLite thread ended early",
+    )))
+}
+
 /// Writes one trace file. `create`, then `push_*` in any order, then `finish`.
 pub struct TraceWriter {
-    conn: Option<Connection>,
+    sink: Sink,
     dest: PathBuf,
     tmp: PathBuf,
     strings: HashMap<String, i64>,
@@ -69,19 +140,26 @@ impl Batch {
         self.cells.len() >= self.width * BATCH_ROWS
     }
 
-    fn flush(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+    /// The buffered rows as a job for the SQLite thread (None when empty).
+    fn take(&mut self) -> Option<Job> {
         if self.cells.is_empty() {
-            return Ok(());
+            return None;
         }
-        let mut st = conn.prepare_cached(self.sql)?;
-        for row in self.cells.chunks_exact(self.width) {
-            for (i, v) in row.iter().enumerate() {
-                st.raw_bind_parameter(i + 1, v)?;
+        let cells = std::mem::replace(
+            &mut self.cells,
+            Vec::with_capacity(self.width * BATCH_ROWS),
+        );
+        let (sql, width) = (self.sql, self.width);
+        Some(Box::new(move |conn: &Connection| {
+            let mut st = conn.prepare_cached(sql)?;
+            for row in cells.chunks_exact(width) {
+                for (i, v) in row.iter().enumerate() {
+                    st.raw_bind_parameter(i + 1, v)?;
+                }
+                st.raw_execute()?;
             }
-            st.raw_execute()?;
-        }
-        self.cells.clear();
-        Ok(())
+            Ok(())
+        }))
     }
 }
 
@@ -122,7 +200,7 @@ impl TraceWriter {
         .and_then(|_| conn.execute_batch("BEGIN"))
         .map_err(|e| TraceError::write(&dest, e))?;
         Ok(TraceWriter {
-            conn: Some(conn),
+            sink: Sink::start(conn),
             dest,
             tmp,
             strings: HashMap::new(),
@@ -135,13 +213,25 @@ impl TraceWriter {
         })
     }
 
-    fn conn(&self) -> &Connection {
-        // `conn` is only taken by `finish`, which consumes the writer.
-        self.conn.as_ref().expect("connection is open until finish")
-    }
-
     fn err(&self, e: rusqlite::Error) -> TraceError {
         TraceError::write(&self.dest, e)
+    }
+
+    /// Queues a job for the SQLite thread. Once the thread has failed, its
+    /// failure (the file is removed, and the writer is unusable).
+    fn run(&mut self, job: Job) -> Result<(), TraceError> {
+        if self.sink.send(job) {
+            return Ok(());
+        }
+        let error = match self.sink.join() {
+            Some((conn, result)) => {
+                drop(conn);
+                result.err().unwrap_or_else(thread_gone)
+            }
+            None => thread_gone(),
+        };
+        let _ = std::fs::remove_file(&self.tmp);
+        Err(self.err(error))
     }
 
     /// The `StringIds` id of `s`, inserting it on first use.
@@ -150,10 +240,12 @@ impl TraceWriter {
             return Ok(id);
         }
         let id = self.strings.len() as i64;
-        self.conn()
-            .prepare_cached(INSERT_STRING)
-            .and_then(|mut st| st.execute(params![id, s]))
-            .map_err(|e| self.err(e))?;
+        let value = s.to_owned();
+        self.run(Box::new(move |conn: &Connection| {
+            conn.prepare_cached(INSERT_STRING)
+                .and_then(|mut st| st.execute(params![id, value]))
+                .map(drop)
+        }))?;
         self.strings.insert(s.to_owned(), id);
         Ok(id)
     }
@@ -252,18 +344,21 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Inserts every buffered row.
+    /// Queues every buffered row.
     fn flush(&mut self) -> Result<(), TraceError> {
-        let Some(conn) = self.conn.as_ref() else {
-            return Ok(());
-        };
-        let result = self
-            .kernels
-            .flush(conn)
-            .and_then(|()| self.memcpys.flush(conn))
-            .and_then(|()| self.memsets.flush(conn))
-            .and_then(|()| self.runtime.flush(conn));
-        result.map_err(|e| TraceError::write(&self.dest, e))
+        let jobs: Vec<Job> = [
+            self.kernels.take(),
+            self.memcpys.take(),
+            self.memsets.take(),
+            self.runtime.take(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        for job in jobs {
+            self.run(job)?;
+        }
+        Ok(())
     }
 
     pub fn push_nvtx(&mut self, n: &Nvtx) -> Result<(), TraceError> {
@@ -276,19 +371,12 @@ impl TraceWriter {
         } else {
             schema::NVTX_MARK
         };
-        self.conn()
-            .prepare_cached(INSERT_NVTX)
-            .and_then(|mut st| {
-                st.execute(params![
-                    n.start,
-                    n.end,
-                    event_type,
-                    n.text,
-                    n.global_tid,
-                    domain
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        let (start, end, text, tid) = (n.start, n.end, n.text.clone(), n.global_tid);
+        self.run(Box::new(move |conn: &Connection| {
+            conn.prepare_cached(INSERT_NVTX)
+                .and_then(|mut st| st.execute(params![start, end, event_type, text, tid, domain]))
+                .map(drop)
+        }))?;
         self.summary.nvtx += 1;
         Ok(())
     }
@@ -300,26 +388,29 @@ impl TraceWriter {
             return Ok(id);
         }
         let id = self.domains.len() as i64 + 1;
-        self.conn()
-            .prepare_cached(INSERT_NVTX)
-            .and_then(|mut st| {
-                st.execute(params![
-                    at,
-                    None::<i64>,
-                    schema::NVTX_DOMAIN_CREATE,
-                    domain,
-                    tid,
-                    id
-                ])
-            })
-            .map_err(|e| self.err(e))?;
+        let name = domain.to_owned();
+        self.run(Box::new(move |conn: &Connection| {
+            conn.prepare_cached(INSERT_NVTX)
+                .and_then(|mut st| {
+                    st.execute(params![
+                        at,
+                        None::<i64>,
+                        schema::NVTX_DOMAIN_CREATE,
+                        name,
+                        tid,
+                        id
+                    ])
+                })
+                .map(drop)
+        }))?;
         self.domains.insert(domain.to_owned(), id);
         Ok(id)
     }
 
     pub fn push_gpu(&mut self, g: &Gpu) -> Result<(), TraceError> {
-        self.conn()
-            .execute(
+        let g = g.clone();
+        self.run(Box::new(move |conn: &Connection| {
+            conn.execute(
                 "INSERT INTO TARGET_INFO_GPU (vmId, id, name, busLocation, totalMemory, smCount, \
                  uuid, computeMajor, computeMinor, cuDevice) \
                  VALUES (0, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?1)",
@@ -334,7 +425,8 @@ impl TraceWriter {
                     g.compute_minor
                 ],
             )
-            .map_err(|e| self.err(e))?;
+            .map(drop)
+        }))?;
         self.summary.gpus += 1;
         Ok(())
     }
@@ -343,23 +435,22 @@ impl TraceWriter {
     /// Importers use it once the launching process is known.
     pub fn fill_missing_global_pid(&mut self, global_pid: i64) -> Result<(), TraceError> {
         self.flush()?;
-        for table in ["KERNEL", "MEMCPY", "MEMSET"] {
-            let sql = format!(
-                "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = ?1 WHERE globalPid IS NULL"
-            );
-            self.conn()
-                .execute(&sql, [global_pid])
-                .map_err(|e| self.err(e))?;
-        }
-        Ok(())
+        self.run(Box::new(move |conn: &Connection| {
+            for table in ["KERNEL", "MEMCPY", "MEMSET"] {
+                let sql = format!(
+                    "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = ?1 WHERE globalPid IS NULL"
+                );
+                conn.execute(&sql, [global_pid])?;
+            }
+            Ok(())
+        }))
     }
 
     /// Commits, closes and renames the file into place.
     pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
         self.flush()?;
-        let conn = self.conn.take().expect("finish runs once");
         let meta = schema::export_metadata();
-        let committed = (|| {
+        self.run(Box::new(move |conn: &Connection| {
             let mut st =
                 conn.prepare("INSERT INTO META_DATA_EXPORT (name, value) VALUES (?1, ?2)")?;
             for (name, value) in &meta {
@@ -367,7 +458,11 @@ impl TraceWriter {
             }
             drop(st);
             conn.execute_batch("COMMIT")
-        })();
+        }))?;
+        let Some((conn, committed)) = self.sink.join() else {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(self.err(thread_gone()));
+        };
         let result = committed
             .and_then(|()| conn.close().map_err(|(_, e)| e))
             .map_err(|e| self.err(e))
@@ -389,8 +484,9 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        // Unfinished: close the connection, then remove the partial file.
-        if let Some(conn) = self.conn.take() {
+        // Unfinished: stop the SQLite thread, close the connection, then
+        // remove the partial file.
+        if let Some((conn, _)) = self.sink.join() {
             drop(conn);
             let _ = std::fs::remove_file(&self.tmp);
         }
