@@ -40,7 +40,7 @@ pub struct ImportStats {
 /// Converts the Kineto trace at `input` into a trace file at `output`.
 pub fn import(input: &Path, output: &Path) -> Result<ImportStats, TraceError> {
     let file = File::open(input).map_err(|e| TraceError::io(input, e))?;
-    let reader: Box<dyn Read> = if is_gzip(input)? {
+    let reader: Box<dyn Read + Send> = if is_gzip(input)? {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
     } else {
         Box::new(file)
@@ -70,7 +70,7 @@ pub fn is_gzip(path: &Path) -> Result<bool, TraceError> {
 
 /// Streams the Kineto JSON of `src` into `writer`; `path` names it in errors.
 pub fn import_from(
-    src: impl Read,
+    src: impl Read + Send,
     path: &Path,
     writer: &mut TraceWriter,
 ) -> Result<ImportStats, TraceError> {
@@ -184,7 +184,21 @@ impl From<TraceError> for EventsError {
     }
 }
 
-fn read_events<R: Read>(
+/// Events handed from the scanning thread to the importing one at a time.
+const EVENTS_PER_BATCH: usize = 4096;
+
+/// A run of `traceEvents` elements: their texts back to back, each with its
+/// end in `text` and its offset in the file.
+#[derive(Default)]
+struct EventBatch {
+    text: Vec<u8>,
+    events: Vec<(usize, u64)>,
+}
+
+/// Reads the `traceEvents` array. One thread splits it into events (the
+/// JSON scan) while this one imports them, so the two overlap (and the
+/// trace writer inserts on a third).
+fn read_events<R: Read + Send>(
     scan: &mut Scanner<R>,
     value: &mut Vec<u8>,
     state: &mut events::Importer,
@@ -195,13 +209,48 @@ fn read_events<R: Read>(
         scan.expect(b']')?;
         return Ok(());
     }
-    loop {
-        let offset = scan.offset();
-        scan.with_value(value, |json| state.event(json, offset, writer))??;
-        if !scan.comma_or(b']')? {
-            return Ok(());
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<EventBatch, ScanError>>(4);
+    let (spare_tx, spare_rx) = std::sync::mpsc::channel::<EventBatch>();
+    std::thread::scope(|threads| {
+        threads.spawn(move || {
+            let mut batch = EventBatch::default();
+            loop {
+                let offset = scan.offset();
+                let step = scan
+                    .with_value(value, |json| batch.text.extend_from_slice(json))
+                    .and_then(|()| scan.comma_or(b']'));
+                let more = match step {
+                    Ok(more) => more,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                batch.events.push((batch.text.len(), offset));
+                if batch.events.len() == EVENTS_PER_BATCH || !more {
+                    let next = spare_rx.try_recv().unwrap_or_default();
+                    if tx.send(Ok(std::mem::replace(&mut batch, next))).is_err() {
+                        return; // the importer stopped at an error
+                    }
+                }
+                if !more {
+                    return;
+                }
+            }
+        });
+        for batch in rx {
+            let mut batch = batch?;
+            let mut start = 0;
+            for &(end, offset) in &batch.events {
+                state.event(&batch.text[start..end], offset, writer)?;
+                start = end;
+            }
+            batch.text.clear();
+            batch.events.clear();
+            let _ = spare_tx.send(batch);
         }
-    }
+        Ok(())
+    })
 }
 
 #[derive(Deserialize)]

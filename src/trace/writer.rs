@@ -145,10 +145,7 @@ impl Batch {
         if self.cells.is_empty() {
             return None;
         }
-        let cells = std::mem::replace(
-            &mut self.cells,
-            Vec::with_capacity(self.width * BATCH_ROWS),
-        );
+        let cells = std::mem::replace(&mut self.cells, Vec::with_capacity(self.width * BATCH_ROWS));
         let (sql, width) = (self.sql, self.width);
         Some(Box::new(move |conn: &Connection| {
             let mut st = conn.prepare_cached(sql)?;
