@@ -7,9 +7,9 @@
 //! window (clipped); the per-kernel and memory summaries and memcpy figures
 //! use whole activities, as `nsys stats` reports them.
 
-use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use super::intervals::union;
 use super::metrics::*;
@@ -40,22 +40,29 @@ impl Default for Options {
 /// Computes the metrics of every device of `trace`.
 pub fn compute(trace: &Trace, opts: &Options) -> Metrics {
     let (window, span) = find_window(&trace.nvtx, &opts.window);
-    let launches = LaunchIndex::new(&trace.runtime);
-    let devices: BTreeSet<u32> = trace
-        .kernels
-        .iter()
-        .map(|k| k.device)
-        .chain(trace.memcpys.iter().map(|m| m.device))
-        .chain(trace.memsets.iter().map(|m| m.device))
-        .collect();
-    let mut by_device: HashMap<u32, Vec<&KernelRow>> = HashMap::new();
-    for k in trace
-        .kernels
-        .iter()
-        .filter(|k| span.overlaps(k.start, k.end))
-    {
-        by_device.entry(k.device).or_default().push(k);
-    }
+    // The launch index (a hash of every runtime call) builds beside the
+    // grouping of kernels by device.
+    let (launches, (devices, mut by_device)) = rayon::join(
+        || LaunchIndex::new(&trace.runtime),
+        || {
+            let devices: BTreeSet<u32> = trace
+                .kernels
+                .iter()
+                .map(|k| k.device)
+                .chain(trace.memcpys.iter().map(|m| m.device))
+                .chain(trace.memsets.iter().map(|m| m.device))
+                .collect();
+            let mut by_device: HashMap<u32, Vec<&KernelRow>> = HashMap::new();
+            for k in trace
+                .kernels
+                .iter()
+                .filter(|k| span.overlaps(k.start, k.end))
+            {
+                by_device.entry(k.device).or_default().push(k);
+            }
+            (devices, by_device)
+        },
+    );
     let devices = devices
         .into_iter()
         .map(|d| {
@@ -112,6 +119,55 @@ fn device_metrics(
     memsets: &[&MemsetRow],
     launches: &LaunchIndex,
 ) -> DeviceMetrics {
+    // The launch join and the per-kernel summary run beside the unions.
+    let ((launch, summary), intervals) = rayon::join(
+        || {
+            rayon::join(
+                || launch_figures(kernels, launches),
+                || kernel_summary(trace, kernels),
+            )
+        },
+        || unions(span, kernels, memcpys, memsets),
+    );
+    let (launch_latency_ns, cpu_api) = launch;
+    let (kernel_time_sum, clipped_kernels, busy, busy_all) = intervals;
+    DeviceMetrics {
+        device,
+        kernel_count: kernels.len() as u64,
+        kernel_time_sum_ns: kernel_time_sum,
+        span_ns: busy.span,
+        busy_ns: busy.busy,
+        gpu_utilization: ratio(busy.busy as f64, busy.span as f64),
+        busy_all_ns: busy_all.busy,
+        span_all_ns: busy_all.span,
+        gpu_utilization_all: ratio(busy_all.busy as f64, busy_all.span as f64),
+        kernel_time_ratio: ratio(kernel_time_sum as f64, busy.span as f64),
+        idle_time_ns: busy.span - busy.busy,
+        gaps: gaps(busy.gaps),
+        launch_latency_ns,
+        memcpy: memcpy_directions(memcpys),
+        kernels: summary,
+        clipped_kernels,
+        streams: kernels
+            .iter()
+            .map(|k| k.stream)
+            .collect::<BTreeSet<_>>()
+            .len() as u64,
+        cpu_api,
+        memset: transfer(memsets.iter().map(|m| (1, m.bytes, m.end - m.start))),
+        memory_time: memory_summary(memcpys, memsets, |m| m.1, |s| s.1, true),
+        memory_size: memory_summary(memcpys, memsets, |m| m.0, |s| s.0, false),
+    }
+}
+
+/// Σ clipped kernel time, the clipped kernels, and the unions of kernels
+/// and of everything (kernels, copies, sets) in the window.
+fn unions(
+    span: Span,
+    kernels: &[&KernelRow],
+    memcpys: &[&MemcpyRow],
+    memsets: &[&MemsetRow],
+) -> (i64, u64, super::intervals::Union, super::intervals::Union) {
     let mut kernel_iv: Vec<(i64, i64)> =
         kernels.iter().map(|k| span.clip(k.start, k.end)).collect();
     let clipped_kernels = kernels
@@ -131,34 +187,7 @@ fn device_metrics(
     others.sort_unstable_by_key(|i| i.0);
     let mut all_iv = merge_sorted(&kernel_iv, &others);
     let busy_all = union(&mut all_iv);
-    let (launch_latency_ns, cpu_api) = launch_figures(kernels, launches);
-    DeviceMetrics {
-        device,
-        kernel_count: kernels.len() as u64,
-        kernel_time_sum_ns: kernel_time_sum,
-        span_ns: busy.span,
-        busy_ns: busy.busy,
-        gpu_utilization: ratio(busy.busy as f64, busy.span as f64),
-        busy_all_ns: busy_all.busy,
-        span_all_ns: busy_all.span,
-        gpu_utilization_all: ratio(busy_all.busy as f64, busy_all.span as f64),
-        kernel_time_ratio: ratio(kernel_time_sum as f64, busy.span as f64),
-        idle_time_ns: busy.span - busy.busy,
-        gaps: gaps(busy.gaps),
-        launch_latency_ns,
-        memcpy: memcpy_directions(memcpys),
-        kernels: kernel_summary(trace, kernels),
-        clipped_kernels,
-        streams: kernels
-            .iter()
-            .map(|k| k.stream)
-            .collect::<BTreeSet<_>>()
-            .len() as u64,
-        cpu_api,
-        memset: transfer(memsets.iter().map(|m| (1, m.bytes, m.end - m.start))),
-        memory_time: memory_summary(memcpys, memsets, |m| m.1, |s| s.1, true),
-        memory_size: memory_summary(memcpys, memsets, |m| m.0, |s| s.0, false),
-    }
+    (kernel_time_sum, clipped_kernels, busy, busy_all)
 }
 
 /// Two lists sorted by start, merged into one.
@@ -205,7 +234,7 @@ pub(crate) struct LaunchIndex<'a> {
     by_process: IdMap<(i64, u32), &'a RuntimeRow>,
     /// By correlation id alone, for kernels without `globalPid` (Kineto
     /// imports of several processes); `None` where two processes share the id.
-    by_correlation: OnceCell<HashMap<u32, Option<&'a RuntimeRow>>>,
+    by_correlation: OnceLock<HashMap<u32, Option<&'a RuntimeRow>>>,
 }
 
 impl<'a> LaunchIndex<'a> {
@@ -217,7 +246,7 @@ impl<'a> LaunchIndex<'a> {
         LaunchIndex {
             runtime,
             by_process,
-            by_correlation: OnceCell::new(),
+            by_correlation: OnceLock::new(),
         }
     }
 

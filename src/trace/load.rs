@@ -17,25 +17,28 @@ impl Trace {
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let main = TraceFile::open(path)?;
         let side = TraceFile::open(path)?;
+        // Two threads of about equal work: the kernels (the widest table),
+        // and the runtime calls with the copies and sets.
         let (runtime, rest) = std::thread::scope(|s| {
             let runtime = s.spawn(move || -> Result<_, TraceError> {
                 let mut names = NameTable::default();
                 let rows = read_runtime(&side, &mut names)?;
-                Ok((rows, names.resolve(&side)?))
+                let names = names.resolve(&side)?;
+                Ok((rows, names, read_memcpys(&side)?, read_memsets(&side)?))
             });
             let rest = (|| -> Result<_, TraceError> {
                 let mut names = NameTable::default();
                 let kernels = read_kernels(&main, &mut names)?;
                 let names = names.resolve(&main)?;
-                Ok((kernels, names, read_memcpys(&main)?, read_memsets(&main)?))
+                Ok((kernels, names))
             })();
             (runtime.join(), rest)
         });
-        let (mut runtime, runtime_names) = match runtime {
+        let (mut runtime, runtime_names, memcpys, memsets) = match runtime {
             Ok(r) => r?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        let (kernels, mut names, memcpys, memsets) = rest?;
+        let (kernels, mut names) = rest?;
         // Runtime names follow the kernel names in the shared table.
         let offset = names.len() as u32;
         for r in &mut runtime {
@@ -68,6 +71,22 @@ fn pid_col(file: &TraceFile, table: &str) -> String {
     file.col_or(table, "globalPid", "NULL")
 }
 
+/// An integer cell: read directly when SQLite holds an integer that fits
+/// (every cell of an nsys export's big tables), through rusqlite's checked
+/// conversion otherwise (which names the column on a mismatch).
+#[inline]
+fn int<T: rusqlite::types::FromSql + TryFrom<i64>>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
+    if let Ok(rusqlite::types::ValueRef::Integer(v)) = r.get_ref(i) {
+        if let Ok(t) = T::try_from(v) {
+            return Ok(t);
+        }
+    }
+    r.get(i)
+}
+
 pub(crate) fn read_kernels(
     file: &TraceFile,
     names: &mut NameTable,
@@ -89,13 +108,13 @@ pub(crate) fn read_kernels(
     );
     file.rows(KERNEL, &sql, |r| {
         Ok(KernelRow {
-            start: r.get(0)?,
-            end: r.get(1)?,
-            device: r.get(2)?,
-            stream: r.get(3)?,
+            start: int(r, 0)?,
+            end: int(r, 1)?,
+            device: int(r, 2)?,
+            stream: int(r, 3)?,
             correlation: r.get::<_, Option<u32>>(4)?.unwrap_or(0),
-            global_pid: r.get(5)?,
-            name: names.intern(r.get(6)?),
+            global_pid: int(r, 5)?,
+            name: names.intern(int(r, 6)?),
         })
     })
 }
@@ -116,12 +135,12 @@ pub(crate) fn read_memcpys(file: &TraceFile) -> Result<Vec<MemcpyRow>, TraceErro
     );
     file.rows(MEMCPY, &sql, |r| {
         Ok(MemcpyRow {
-            start: r.get(0)?,
-            end: r.get(1)?,
-            device: r.get(2)?,
-            stream: r.get(3)?,
-            bytes: r.get::<_, i64>(4)?.max(0) as u64,
-            copy_kind: r.get(5)?,
+            start: int(r, 0)?,
+            end: int(r, 1)?,
+            device: int(r, 2)?,
+            stream: int(r, 3)?,
+            bytes: int::<i64>(r, 4)?.max(0) as u64,
+            copy_kind: int(r, 5)?,
             src_kind: r.get::<_, Option<u32>>(6)?.unwrap_or(7),
             dst_kind: r.get::<_, Option<u32>>(7)?.unwrap_or(7),
             copy_count: r.get::<_, Option<u32>>(8)?.unwrap_or(1).max(1),
@@ -137,11 +156,11 @@ pub(crate) fn read_memsets(file: &TraceFile) -> Result<Vec<MemsetRow>, TraceErro
     let sql = format!("SELECT start, end, deviceId, streamId, bytes FROM {MEMSET}");
     file.rows(MEMSET, &sql, |r| {
         Ok(MemsetRow {
-            start: r.get(0)?,
-            end: r.get(1)?,
-            device: r.get(2)?,
-            stream: r.get(3)?,
-            bytes: r.get::<_, i64>(4)?.max(0) as u64,
+            start: int(r, 0)?,
+            end: int(r, 1)?,
+            device: int(r, 2)?,
+            stream: int(r, 3)?,
+            bytes: int::<i64>(r, 4)?.max(0) as u64,
         })
     })
 }
@@ -160,11 +179,11 @@ pub(crate) fn read_runtime(
     );
     file.rows(RUNTIME, &sql, |r| {
         Ok(RuntimeRow {
-            start: r.get(0)?,
-            end: r.get(1)?,
+            start: int(r, 0)?,
+            end: int(r, 1)?,
             global_tid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
             correlation: r.get::<_, Option<u32>>(3)?.unwrap_or(0),
-            name: names.intern(r.get(4)?),
+            name: names.intern(int(r, 4)?),
         })
     })
 }
