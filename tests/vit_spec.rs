@@ -59,6 +59,21 @@ fn model_string_and_explicit_fields_resolve_with_defaults() {
 }
 
 #[test]
+fn trace_batches_default_to_the_timed_batches_and_stay_out_of_the_key_unless_given() {
+    let plain = spec(r#"(model: "vit16x12x768", batch: 4, samples: 10, trace: Cupti)"#);
+    assert_eq!(plain.resolve().unwrap().trace_batches, 3);
+    assert!(!serde_json::to_string(&plain)
+        .unwrap()
+        .contains("trace_batches"));
+    let given =
+        spec(r#"(model: "vit16x12x768", batch: 4, samples: 10, trace: Cupti, trace_batches: 7)"#);
+    assert_eq!(given.resolve().unwrap().trace_batches, 7);
+    assert!(serde_json::to_string(&given)
+        .unwrap()
+        .contains("\"trace_batches\":7"));
+}
+
+#[test]
 fn unknown_fields_are_rejected() {
     let err = ron::from_str::<VitSpec>(r#"(model: "vit16x12x768", batchsize: 8)"#)
         .expect_err("unknown field");
@@ -100,6 +115,14 @@ fn bad_configs_fail_with_a_message_naming_the_field() {
         (
             r#"(model: "vit16x12x768", pipeline: Async(queue: 0, workers: 2))"#,
             "`pipeline`: Async needs `queue` and `workers` of at least 1",
+        ),
+        (
+            r#"(model: "vit16x12x768", trace_batches: 4)"#,
+            "`trace_batches` is for `trace: Cupti`",
+        ),
+        (
+            r#"(model: "vit16x12x768", trace: Cupti, trace_batches: 0)"#,
+            "`trace_batches` must be at least 1",
         ),
     ];
     let dir = tempfile::tempdir().expect("temp dir");

@@ -157,6 +157,58 @@ fn a_tiny_cpu_run_writes_every_normative_field() {
     }
 }
 
+/// A traced run times its batches untraced (the `timing` range), then
+/// records `trace_batches` more (the `measure` range the analysis reads),
+/// each set exactly once and in that order.
+#[test]
+fn a_traced_run_times_untraced_batches_then_traces_its_own() {
+    let _rng = rng();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = r#"(model: "vit8x2x64", image_size: 32, num_classes: 10, batch: 2, warmup: 3, samples: 8, device: "cpu", trace: Cupti, trace_batches: 3)"#;
+    vit::run(&spec(text), &context(dir.path())).expect("tiny traced run succeeds");
+    let r = read_json(&dir.path().join("results.json"));
+    assert_eq!(
+        r["latency_samples_ms"].as_array().unwrap().len(),
+        4,
+        "the 4 timed batches"
+    );
+    assert_eq!(r["trace"]["traced_batches"], 3);
+    assert!(r["trace"]["window"]
+        .as_str()
+        .unwrap()
+        .contains("apart from the timed ones"));
+    let conn = rusqlite::Connection::open(dir.path().join("trace.sqlite")).unwrap();
+    let ranges: Vec<(String, i64, i64)> = conn
+        .prepare("SELECT text, start, end FROM NVTX_EVENTS WHERE text IS NOT NULL AND end IS NOT NULL ORDER BY start, end DESC")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let phases: Vec<&str> = ranges
+        .iter()
+        .map(|r| r.0.as_str())
+        .filter(|n| ["warmup", "timing", "trace_warmup", "measure"].contains(n))
+        .collect();
+    assert_eq!(phases, ["warmup", "timing", "trace_warmup", "measure"]);
+    let inside = |phase: &str| {
+        let p = ranges.iter().find(|r| r.0 == phase).unwrap();
+        ranges
+            .iter()
+            .filter(|r| r.0.starts_with("batch ") && r.1 >= p.1 && r.2 <= p.2)
+            .count()
+    };
+    assert_eq!(
+        (
+            inside("warmup"),
+            inside("timing"),
+            inside("trace_warmup"),
+            inside("measure")
+        ),
+        (3, 4, 2, 3)
+    );
+}
+
 #[test]
 fn cuda_without_a_gpu_is_a_clear_error() {
     if tch::Cuda::is_available() {

@@ -81,6 +81,14 @@ for v in sorted(by, key=lambda v: (v != "untraced", v)):
     fast, p10, med = row(by[v])
     d = lambda x, b: f"{100 * (x / b - 1):+.1f} %"
     print(f"| {v} | {len(by[v])} | {fast:.3f} | {d(fast, base[0])} | {p10:.3f} | {d(p10, base[1])} | {med:.3f} | {d(med, base[2])} |")
+kpf = []
+for name in sorted(os.listdir(runs)):
+    p = os.path.join(runs, name, "results.json")
+    if name.startswith("cupti_r") and os.path.exists(p):
+        t = json.load(open(p)).get("trace") or {}
+        kpf.append((name, t.get("kernels_per_forward"), t.get("traced_batches")))
+if kpf:
+    print("\nKernels per forward pass in the traced batches (`trace.kernels_per_forward`; traced batches):", ", ".join(f"{n}: {k} ({b})" for n, k, b in kpf))
 for variant in ("cupti", "cupti-activity-calls"):
     db = os.path.join(runs, f"{variant}_r1", "trace.sqlite")
     if not os.path.exists(db):

@@ -184,6 +184,33 @@ fn trace_error(what: &str) -> impl Fn(result::CuptiError) -> TaskError + '_ {
     }
 }
 
+/// CUPTI's clock, in ns, for timing NVTX ranges on the trace's time base;
+/// usable before recording starts. Fails with a clear error where libcupti
+/// cannot be loaded.
+pub fn clock() -> Result<Box<dyn Fn() -> u64 + Send>, TaskError> {
+    let loaded = std::panic::catch_unwind(|| {
+        let mut ts = 0u64;
+        // SAFETY: writes one u64 through a valid pointer.
+        unsafe { result::get_timestamp(&mut ts) }
+    });
+    match loaded {
+        Err(_) => Err(TaskError::unavailable(
+            "cupti",
+            "`trace: Cupti` needs libcupti.so.13, which could not be loaded",
+            "put PyTorch's `nvidia/cu13/lib` on LD_LIBRARY_PATH, or use `trace: None`",
+        )),
+        Ok(r) => {
+            r.map_err(trace_error("reading CUPTI's clock"))?;
+            Ok(Box::new(|| {
+                let mut ts = 0u64;
+                // SAFETY: writes one u64 through a valid pointer.
+                let _ = unsafe { result::get_timestamp(&mut ts) };
+                ts
+            }))
+        }
+    }
+}
+
 impl Recorder {
     /// Enables activity recording. Fails with a clear error where libcupti
     /// cannot be loaded (cudarc panics then; the panic is caught here).

@@ -139,7 +139,20 @@ impl Drop for InferenceMode {
 }
 
 /// Runs warm-up and measured batches and returns the timings.
-pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskError> {
+/// Batches run after tracing starts and before the traced ones, so the
+/// recording's own start-up is not in the traced window.
+const TRACE_WARMUP: usize = 2;
+
+/// Runs the model: warm-up, then the timed batches (the `measure` range),
+/// all untraced. With `start_trace` (a traced run), the timed batches are
+/// the `timing` range instead; then `start_trace` starts the recording, and
+/// `trace_batches` more batches run as the `measure` range, recorded but
+/// never timed, so tracing cannot slow the timing figures.
+pub fn measure(
+    config: &VitConfig,
+    nvtx: &mut Nvtx,
+    start_trace: Option<&mut dyn FnMut() -> Result<(), TaskError>>,
+) -> Result<Measurement, TaskError> {
     let device = device(config)?;
     let kind = kind(config.dtype);
     let _guard = tch::no_grad_guard();
@@ -173,11 +186,27 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
     runner.batch_ms.clear();
     runner.stage_sum_ms = [0.0; 4];
     runner.forward_ms.clear();
+    let timed = if start_trace.is_some() {
+        "timing"
+    } else {
+        "measure"
+    };
     let start = Instant::now();
-    nvtx.range("measure", |nvtx| {
+    nvtx.range(timed, |nvtx| {
         runner.run_batches(config.batches as usize, nvtx, true)
     })?;
     let window_s = start.elapsed().as_secs_f64();
+    let mut traced_batches = 0;
+    if let Some(start_trace) = start_trace {
+        start_trace()?;
+        nvtx.range("trace_warmup", |nvtx| {
+            runner.run_batches(TRACE_WARMUP.min(config.warmup as usize), nvtx, false)
+        })?;
+        nvtx.range("measure", |nvtx| {
+            runner.run_batches(config.trace_batches as usize, nvtx, false)
+        })?;
+        traced_batches = config.trace_batches;
+    }
     let peak_memory_bytes = match (runner.peak_memory, baseline) {
         (Some(peak), Some(base)) => Some(peak.saturating_sub(base)),
         _ if !device.is_cuda() => cuda::host_peak_memory(),
@@ -193,6 +222,7 @@ pub fn measure(config: &VitConfig, nvtx: &mut Nvtx) -> Result<Measurement, TaskE
         forward_ms: runner.forward_ms,
         peak_memory_bytes,
         copy_stream: runner.copy_stream,
+        traced_batches,
     })
 }
 

@@ -22,7 +22,9 @@ use super::error::TaskError;
 use super::TaskContext;
 
 /// Bumped when the task's measurement or output changes meaning.
-pub const VERSION: u32 = 1;
+/// 2: with `trace: Cupti`, the timing figures come from untraced batches
+/// and the trace from `trace_batches` more.
+pub const VERSION: u32 = 2;
 
 /// The files a `Vit` node creates.
 pub fn outputs(spec: &VitSpec) -> Vec<String> {
@@ -54,14 +56,32 @@ fn run_config(config: &VitConfig, ctx: &TaskContext) -> Result<(), TaskError> {
     use super::{env, nvtx::Nvtx};
     use crate::tasks::cupti::{Activity, Recorder};
     let before = env::probe();
-    // On the CPU there is no CUDA activity to record: `trace: Cupti` then
-    // writes the NVTX ranges alone, so the pipeline's analyses still run.
-    let tracer = match config.trace {
-        Trace::Cupti if config.device.is_cuda() => Some(Recorder::start()?),
-        _ => None,
+    // `trace: Cupti` records its own batches after the timed ones (see
+    // `measure`): the recording starts between the two. On the CPU there is
+    // no CUDA activity to record: it then writes the NVTX ranges alone, so
+    // the pipeline's analyses still run.
+    let cupti = config.trace == Trace::Cupti;
+    let on_gpu = cupti && config.device.is_cuda();
+    let clock: Option<Box<dyn Fn() -> u64 + Send>> = if on_gpu {
+        Some(crate::tasks::cupti::clock()?)
+    } else if cupti {
+        // No CUPTI on the CPU: the ranges on a monotonic clock of their own.
+        let zero = std::time::Instant::now();
+        Some(Box::new(move || zero.elapsed().as_nanos() as u64))
+    } else {
+        None
     };
-    let mut nvtx = Nvtx::new(tracer.as_ref().map(|t| t.clock()));
-    let measurement = measure::measure(config, &mut nvtx)?;
+    let mut nvtx = Nvtx::new(clock);
+    let mut tracer: Option<Recorder> = None;
+    let mut start = || -> Result<(), TaskError> {
+        if on_gpu {
+            tracer = Some(Recorder::start()?);
+        }
+        Ok(())
+    };
+    let start_trace: Option<&mut dyn FnMut() -> Result<(), TaskError>> =
+        if cupti { Some(&mut start) } else { None };
+    let measurement = measure::measure(config, &mut nvtx, start_trace)?;
     let path = ctx.out.join("trace.sqlite");
     let trace = match (tracer, config.trace) {
         (Some(tracer), _) => Some(tracer.finish(nvtx.take_ranges(), &path)?.summary()),
@@ -75,6 +95,18 @@ fn run_config(config: &VitConfig, ctx: &TaskContext) -> Result<(), TaskError> {
         }
         (None, _) => None,
     };
+    let trace = trace.map(|mut t| {
+        // The trace's metrics come from batches apart from the timed ones.
+        if let serde_json::Value::Object(map) = &mut t {
+            map.insert("traced_batches".into(), measurement.traced_batches.into());
+            map.insert(
+                "window".into(),
+                "measure: traced batches, after and apart from the timed ones (the `timing` range)"
+                    .into(),
+            );
+        }
+        t
+    });
     let after = env::probe();
     let mut results = results::VitResults::new(config, before, after, &measurement);
     results.trace = trace;

@@ -30,6 +30,8 @@ pub struct Measurement {
     pub peak_memory_bytes: Option<u64>,
     /// Batches reached the GPU through copy streams (the async flow).
     pub copy_stream: bool,
+    /// Batches run while tracing, after the timed ones (0 untraced).
+    pub traced_batches: u32,
 }
 
 /// Mean time per batch of each stage, in ms.

@@ -81,6 +81,15 @@ pub struct VitSpec {
     pub preprocess: Preprocess,
     #[serde(default)]
     pub trace: Trace,
+    /// With `trace: Cupti`: the batches recorded, after (and apart from) the
+    /// timed ones, so tracing never slows the timing figures. Default: as
+    /// many as are timed. Left out of the key when not given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bare_some"
+    )]
+    pub trace_batches: Option<u32>,
     /// Run under `numactl --cpunodebind=N --membind=N`.
     #[serde(default)]
     pub numa: Option<u32>,
@@ -319,6 +328,9 @@ pub struct VitConfig {
     pub pipeline: Pipeline,
     pub preprocess: Preprocess,
     pub trace: Trace,
+    /// Batches recorded by `trace: Cupti`, apart from the timed ones.
+    #[serde(default)]
+    pub trace_batches: u32,
     pub numa: Option<u32>,
     pub seed: u64,
 }
@@ -398,6 +410,17 @@ impl VitSpec {
         if self.samples == 0 {
             return Err("`samples` must be at least 1".to_owned());
         }
+        if let Some(n) = self.trace_batches {
+            if self.trace != Trace::Cupti {
+                return Err(
+                    "`trace_batches` is for `trace: Cupti` (the batches recorded apart from the timed ones); remove it or set `trace: Cupti`"
+                        .to_owned(),
+                );
+            }
+            if n == 0 {
+                return Err("`trace_batches` must be at least 1".to_owned());
+            }
+        }
         let dtype = Dtype::parse(&self.dtype).ok_or_else(|| {
             format!(
                 "`dtype` {:?} is unknown; use \"f32\", \"f16\" or \"bf16\"",
@@ -437,6 +460,9 @@ impl VitSpec {
             pipeline: self.pipeline,
             preprocess: self.preprocess,
             trace: self.trace,
+            trace_batches: self
+                .trace_batches
+                .unwrap_or(self.samples.div_ceil(self.batch)),
             numa: self.numa,
             seed: self.seed,
         })
