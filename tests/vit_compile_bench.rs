@@ -302,6 +302,7 @@ fn task_results() -> Value {
         forward_ms: vec![150.0, 155.0, 165.0],
         peak_memory_bytes: Some(1 << 20),
         copy_stream: false,
+        traced_batches: 0,
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes")
@@ -331,6 +332,7 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
             forward_ms: vec![0.7, 0.7],
             peak_memory_bytes: None,
             copy_stream,
+            traced_batches: 0,
         };
         let v = serde_json::to_value(results::VitResults::new(
             &config,
