@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quickstart study, end to end: builds vitgraph (with libtorch, set up on
 # first use), runs pipelines/quickstart.ron — a small ViT inference sweep,
-# traced, analysed and reported with plots — and prints where the report is.
+# traced, analysed and reported with plots — writes the study's page
+# (`vitgraph report`) and prints where the report and the page are.
 # On a machine with an NVIDIA GPU the runs use it; otherwise the CPU.
 # Extra arguments go to `vitgraph build` (e.g. `-p samples=200`).
 set -euo pipefail
@@ -17,5 +18,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 fi
 "$vitgraph" build quickstart "${args[@]}" "$@"
 "$vitgraph" status quickstart "${args[@]}" "$@"
+"$vitgraph" report quickstart "${args[@]}" "$@"
 echo
 echo "report: $(pwd)/out/quickstart_report/report.md"
+echo "page:   $(pwd)/out/report.html (open it in a browser)"
