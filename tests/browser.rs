@@ -95,11 +95,7 @@ fn screenshot(b: &Browser, name: &str) {
 /// The checks every page must pass: no console error, no request, the
 /// graph drawn.
 fn sound(b: &Browser) {
-    let errors: Vec<(String, String)> = b
-        .console()
-        .into_iter()
-        .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
-        .collect();
+    let errors = b.problems();
     assert!(errors.is_empty(), "console: {errors:?}");
     assert_eq!(
         b.js("return performance.getEntriesByType('resource').length;"),

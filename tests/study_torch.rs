@@ -142,11 +142,7 @@ fn the_quickstart_page_opens_in_a_browser() {
         return;
     };
     b.open(&page);
-    let errors: Vec<_> = b
-        .console()
-        .into_iter()
-        .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
-        .collect();
+    let errors = b.problems();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(
         b.js("return performance.getEntriesByType('resource').length;"),

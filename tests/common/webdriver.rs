@@ -201,6 +201,14 @@ impl Browser {
             .collect()
     }
 
+    /// The console's errors and warnings since the last look.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        self.console()
+            .into_iter()
+            .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
+            .collect()
+    }
+
     /// A PNG of the whole page (the window grown to the page's height).
     pub fn screenshot(&self, to: &Path) {
         let h = self
