@@ -15,6 +15,7 @@ commands. For each tool it measures, in the same run:
   peak RSS   of the cold build and of the no-op build (/usr/bin/time -v)
 
 Usage: scripts/bench_engine.py [--n 3333] [--repeat 7] [--vitgraph target/release/vitgraph]
+                               [--tools vitgraph,ninja,make]
 Prints a markdown table.
 """
 
@@ -141,6 +142,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3333)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--tools", default="vitgraph,ninja,make", help="comma-separated subset of vitgraph,ninja,make")
     ap.add_argument("--vitgraph", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "vitgraph"))
     args = ap.parse_args()
     vg = os.path.abspath(args.vitgraph)
@@ -159,6 +161,8 @@ def main():
             "ninja": (ninja_ws, ["ninja", "-j", "1"], ["ninja", "-n"]),
             "make": (make_ws, ["make", "-j", "1"], ["make", "-q"]),
         }
+        wanted = args.tools.split(",")
+        tools = {k: v for k, v in tools.items() if k in wanted}
         for name, (setup, build, status) in tools.items():
             root = os.path.join(base, name)
             os.makedirs(root)
