@@ -233,3 +233,15 @@ fn a_spec_with_unset_optional_fields_survives_the_job_file_round_trip() {
     let back: TaskSpec = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
     assert_eq!(back, task);
 }
+
+#[test]
+fn only_traced_runs_are_keyed_by_how_tracing_measures() {
+    let facets = |text: &str| TaskSpec::Vit(spec(text)).tool_facets();
+    let traced = facets(r#"(model: "vit16x12x768", trace: Cupti)"#);
+    assert_eq!(
+        traced.get("const.vit_cupti").map(String::as_str),
+        Some(vit::CUPTI_METHOD)
+    );
+    assert!(!facets(r#"(model: "vit16x12x768")"#).contains_key("const.vit_cupti"));
+    assert!(!facets(r#"(model: "vit16x12x768", trace: Nsys)"#).contains_key("const.vit_cupti"));
+}

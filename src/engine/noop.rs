@@ -189,8 +189,9 @@ fn facets(graph: &Graph, env: &dyn EnvProbe) -> Option<Facets> {
         tools.extend(n.task.tool_facets());
     }
     let nsys = tools.remove("nsys");
-    // The diagnostic switches are part of the token.
-    tools.retain(|k, _| !k.starts_with("diag."));
+    // The diagnostic switches are part of the token; constants of this
+    // vitgraph (`const.…`) are covered by the token's executable identity.
+    tools.retain(|k, _| !k.starts_with("diag.") && !k.starts_with("const."));
     if !tools.is_empty() {
         return None;
     }

@@ -158,7 +158,16 @@ impl TaskSpec {
                     f.insert("nsys".to_string(), v);
                 }
             }
-            TaskSpec::Vit(_) | TaskSpec::OpBench(_) => f.extend(diagnostics::key_facets()),
+            TaskSpec::Vit(v) => {
+                f.extend(diagnostics::key_facets());
+                // Traced runs changed meaning (their timing comes from
+                // untraced batches since then): only they are keyed anew,
+                // so untraced experiments are not run again.
+                if v.trace == vit::Trace::Cupti {
+                    f.insert("const.vit_cupti".to_string(), vit::CUPTI_METHOD.to_string());
+                }
+            }
+            TaskSpec::OpBench(_) => f.extend(diagnostics::key_facets()),
             _ => {}
         }
         f

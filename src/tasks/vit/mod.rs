@@ -22,9 +22,12 @@ use super::error::TaskError;
 use super::TaskContext;
 
 /// Bumped when the task's measurement or output changes meaning.
-/// 2: with `trace: Cupti`, the timing figures come from untraced batches
+pub const VERSION: u32 = 1;
+
+/// How a `trace: Cupti` run measures, in the key of traced runs only (a key
+/// facet): since this method, the timing figures come from untraced batches
 /// and the trace from `trace_batches` more.
-pub const VERSION: u32 = 2;
+pub const CUPTI_METHOD: &str = "timed untraced, then traced apart";
 
 /// The files a `Vit` node creates.
 pub fn outputs(spec: &VitSpec) -> Vec<String> {
