@@ -166,6 +166,24 @@ fn the_quickstart_page_opens_in_a_browser() {
     );
     let rows = b.js("return document.querySelectorAll('#table-0 tbody tr').length;");
     assert_eq!(rows, serde_json::json!(6));
+    // Sorting by a header click reorders the rows; a param's selector hides the others.
+    let column = |name: &str| -> Vec<String> {
+        let script = format!(
+            "const t = document.getElementById('table-0');
+             const j = [...t.querySelectorAll('th')].findIndex(th => th.textContent.trim() === '{name}' || th.textContent.trim().startsWith('{name} '));
+             return [...t.querySelectorAll('tbody tr')].filter(tr => !tr.hidden).map(tr => JSON.parse(tr.dataset.cells)[j]);"
+        );
+        serde_json::from_value(b.js(&script)).unwrap()
+    };
+    b.click("#table-0 th:nth-child(3)");
+    let up: Vec<f64> = column("throughput_images_per_s")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(up.windows(2).all(|w| w[0] <= w[1]), "{up:?}");
+    b.click("select[data-param='model'] option[value='vit32x4x192']");
+    assert_eq!(column("model"), ["vit32x4x192", "vit32x4x192"]);
+    b.click("select[data-param='model'] option[value='']");
     b.click("#node-list td.id");
     let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("page-screenshots")
