@@ -135,7 +135,15 @@ pub fn run(manifest: &Path) -> Result<i32, String> {
     });
     // SLURM stopped the job (a time limit, `scancel`, preemption): it
     // signals every process of the job, the task as well as this one. No
-    // result: the driver asks SLURM why.
+    // result: the driver asks SLURM why. The signals arrive one process at
+    // a time, so a task whose shell ended with 128 + SIGTERM (or SIGKILL)
+    // may end before this process hears its own: give it a moment.
+    let died_of_a_signal = matches!(&result, Err(f) if matches!(f.exit_code, Some(143 | 137)));
+    if died_of_a_signal && !interrupt.is_set() {
+        runtime.block_on(async {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), interrupt.wait()).await;
+        });
+    }
     let stopped =
         matches!(&result, Err(f) if matches!(f.signal, Some(libc::SIGTERM | libc::SIGKILL)));
     if interrupt.is_set() || stopped {
