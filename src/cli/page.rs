@@ -47,9 +47,8 @@ pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Resul
     let graph = load(ws, overrides)?;
     let warnings = graph.warnings.clone();
     t.lap("load pipelines");
-    let (graph, selection, evals, states) =
+    let (graph, selection, evals, states, store) =
         status::planned(ws, graph, &args.targets, &args.cluster)?;
-    let store = Store::open_existing(&ws.root)?;
     let output = match &args.output {
         Some(p) if p.is_absolute() => p.clone(),
         Some(p) => std::env::current_dir()

@@ -61,13 +61,15 @@ struct NodeStatus<'a> {
     reasons: &'a [Reason],
 }
 
-/// The graph, the selection, each selected node's verdict, and the
-/// recorded states they were judged against.
+/// The graph, the selection, each selected node's verdict, the recorded
+/// states they were judged against, and the store they came from (None
+/// before the first build).
 pub(super) type Planned = (
     Graph,
     Vec<usize>,
     HashMap<usize, Evaluation>,
     HashMap<String, NodeState>,
+    Option<Store>,
 );
 
 /// Loads the store and plans the selection of `graph`.
@@ -105,7 +107,7 @@ pub(super) fn planned(
         let _ = s.flush_stat_cache();
     }
     t.lap("flush stat cache");
-    Ok((graph, selection, evals, states))
+    Ok((graph, selection, evals, states, store))
 }
 
 /// The environment of a cluster build, when the nodes are judged as one.
@@ -179,7 +181,7 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
     let t = super::Timer::start();
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
-    let (graph, selection, evals, _) = planned(ws, graph, &args.targets, &args.cluster)?;
+    let (graph, selection, evals, _, _) = planned(ws, graph, &args.targets, &args.cluster)?;
     let fresh = selection
         .iter()
         .filter(|i| evals[i].verdict.is_fresh())
@@ -276,8 +278,7 @@ fn print_stages(
 }
 
 /// The key parts recorded with a run, fetched from the store.
-fn store_parts(ws: &Workspace, run: &crate::store::RunRecord) -> Option<RecordedParts> {
-    let store = Store::open_existing(&ws.root).ok()??;
+fn store_parts(store: &Store, run: &crate::store::RunRecord) -> Option<RecordedParts> {
     store.key_parts(run).ok()?.parse()
 }
 
@@ -291,12 +292,11 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
         };
         return Err(usage(format!("unknown node `{}`", args.node), help));
     };
-    let (graph, _, evals, states) =
+    let (graph, _, evals, states, store) =
         planned(ws, graph, std::slice::from_ref(&args.node), &args.cluster)?;
     let node = &graph.nodes[idx];
     let env_source = if node.task.measures_hardware() {
         let host = HostEnv::new();
-        let store = Store::open_existing(&ws.root)?;
         let cluster = judged_on_cluster(ws, &graph, &args.cluster, &host, store.as_ref())?;
         Some(match &cluster {
             Some(c) => c.source_of(node),
@@ -307,7 +307,7 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     };
     let e = &evals[&idx];
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
-    let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(ws, r));
+    let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(store.as_ref()?, r));
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
         _ => "stale",

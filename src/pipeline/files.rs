@@ -445,7 +445,7 @@ impl Walker<'_> {
                         self.matched(rel, bound);
                     }
                 } else if meta.is_dir() {
-                    self.enter(&rel, &meta, |w| w.descend(&rel, seg + 1, bound))?;
+                    self.enter(&meta, |w| w.descend(&rel, seg + 1, bound))?;
                 }
             }
             Segment::Match(toks) => {
@@ -471,7 +471,7 @@ impl Walker<'_> {
                         let Ok(meta) = fs::metadata(self.root.join(&rel)) else {
                             continue;
                         };
-                        self.enter(&rel, &meta, |w| w.descend(&rel, seg + 1, &now))?;
+                        self.enter(&meta, |w| w.descend(&rel, seg + 1, &now))?;
                     }
                 }
             }
@@ -490,7 +490,7 @@ impl Walker<'_> {
                     let Ok(meta) = fs::metadata(self.root.join(&rel)) else {
                         continue;
                     };
-                    self.enter(&rel, &meta, |w| w.descend(&rel, seg, bound))?;
+                    self.enter(&meta, |w| w.descend(&rel, seg, bound))?;
                 }
             }
         }
@@ -501,7 +501,6 @@ impl Walker<'_> {
     /// (a link that loops).
     fn enter(
         &mut self,
-        _rel: &str,
         meta: &fs::Metadata,
         f: impl FnOnce(&mut Self) -> Result<(), String>,
     ) -> Result<(), String> {
