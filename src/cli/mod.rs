@@ -286,7 +286,12 @@ impl Timer {
 
 /// Loads the workspace's pipelines.
 pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Failure> {
-    let graph = crate::pipeline::load(&ws.root, overrides)?;
+    let loaded = crate::pipeline::cache::load(&ws.root, overrides)?;
+    if std::env::var_os("VITGRAPH_TIMINGS").is_some() {
+        let how = if loaded.from_cache { "hit" } else { "miss" };
+        eprintln!("timing: graph cache {how}");
+    }
+    let graph = loaded.graph;
     for w in &graph.warnings {
         eprintln!("warning: {w}");
     }

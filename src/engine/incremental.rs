@@ -282,7 +282,7 @@ pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
     };
     let done = &build.done;
     let known = |d: NodeIdx| match done.get(&d) {
-        Some(Done::Ok(run)) => Some(run.manifest_hash()),
+        Some(Done::Ok(manifest)) => Some(*manifest),
         _ => None,
     };
     let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, &known) else {

@@ -54,36 +54,7 @@ pub fn token(root: &Path, overrides: &[Override]) -> Option<Token> {
 fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
     let mut h = blake3::Hasher::new();
     h.update(b"vitgraph-noop-token-v1\0");
-    h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    h.update(&[0]);
-    let meta = fs::metadata(exe).ok()?;
-    for n in [
-        meta.len(),
-        meta.mtime() as u64,
-        meta.mtime_nsec() as u64,
-        // Not settable: a binary copied over in place with its mtime kept still misses.
-        meta.ctime() as u64,
-        meta.ctime_nsec() as u64,
-        meta.ino(),
-        meta.dev(),
-    ] {
-        h.update(&n.to_le_bytes());
-    }
-    for rel in crate::pipeline::pipeline_files(root).ok()? {
-        let bytes = fs::read(root.join(&rel)).ok()?;
-        let name = rel.to_string_lossy();
-        h.update(&(name.len() as u64).to_le_bytes());
-        h.update(name.as_bytes());
-        h.update(&(bytes.len() as u64).to_le_bytes());
-        h.update(&bytes);
-    }
-    h.update(b"\0overrides\0");
-    for o in overrides {
-        for part in [&o.key, &o.value] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
-    }
+    crate::pipeline::cache::hash_sources(&mut h, exe, root, overrides)?;
     // The diagnostic switches enter the keys of the experiments they change.
     for name in crate::tasks::diagnostics::VARS {
         if let Some(v) = std::env::var_os(name) {

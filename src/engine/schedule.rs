@@ -98,7 +98,10 @@ pub struct Incremental {
 /// `Ok`, and a box each would only add an allocation per node.)
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Done {
-    Ok(RunRecord),
+    /// Its run's manifest hash: all that dependents' keys read of it (the
+    /// run itself is in the store; a build of 100,000 nodes would otherwise
+    /// hold every record it wrote).
+    Ok(ContentHash),
     /// Fresh by an incremental build's snapshot; its run was not loaded, as
     /// no node being judged depends on it.
     Fresh,
@@ -152,7 +155,7 @@ impl<'a> Builder<'a> {
 pub(super) struct Build<'b, 'a> {
     b: &'b Builder<'a>,
     selection: &'b [NodeIdx],
-    /// Recorded states, as loaded (updated with this build's runs).
+    /// Recorded states, as loaded (what judging a node reads of its own past).
     states: HashMap<String, NodeState>,
     /// Nodes the up-front plan found fresh, with their runs.
     fresh_now: HashMap<NodeIdx, RunRecord>,
@@ -298,7 +301,7 @@ impl<'b, 'a> Build<'b, 'a> {
         let b = self.b;
         let node = &b.graph.nodes[i];
         let known = match self.fresh_now.remove(&i) {
-            Some(run) => Some(Done::Ok(run)),
+            Some(run) => Some(Done::Ok(run.manifest_hash())),
             None => self.fresh_only.contains(&i).then_some(Done::Fresh),
         };
         if let Some(done) = known {
@@ -325,7 +328,7 @@ impl<'b, 'a> Build<'b, 'a> {
             .iter()
             .map(|&d| {
                 let h = match self.done.get(&d) {
-                    Some(Done::Ok(run)) => Some(run.manifest_hash()),
+                    Some(Done::Ok(manifest)) => Some(*manifest),
                     _ => None,
                 };
                 (b.graph.nodes[d].id.clone(), h)
@@ -364,7 +367,7 @@ impl<'b, 'a> Build<'b, 'a> {
         };
         match evaluation.verdict {
             Verdict::Fresh(run) if !forced => {
-                self.cached(i, Done::Ok(run), reporter);
+                self.cached(i, Done::Ok(run.manifest_hash()), reporter);
                 false
             }
             Verdict::Restore(run, _) if !forced => {
@@ -400,7 +403,20 @@ impl<'b, 'a> Build<'b, 'a> {
     /// Starts every queued node whose slots are free.
     fn start_queued(&mut self, reporter: &mut dyn Reporter) {
         let mut waiting = VecDeque::new();
-        while let Some(p) = self.queue.pop_front() {
+        loop {
+            // Nothing more can start: leave the rest queued as it is (a
+            // sweep queues thousands of nodes, and this runs at every event).
+            let cluster_full = self
+                .b
+                .cluster
+                .as_ref()
+                .is_none_or(|c| self.on_cluster.len() >= c.slots);
+            if self.slots.full() && cluster_full {
+                break;
+            }
+            let Some(p) = self.queue.pop_front() else {
+                break;
+            };
             if let Some(cluster) = self.b.cluster.as_ref().filter(|c| c.placed[p.idx]) {
                 if self.on_cluster.len() < cluster.slots {
                     self.start(p, Lease::default(), reporter);
@@ -425,7 +441,9 @@ impl<'b, 'a> Build<'b, 'a> {
                 }
             }
         }
-        self.queue = waiting;
+        while let Some(p) = waiting.pop_back() {
+            self.queue.push_front(p);
+        }
     }
 
     /// Hands one node to the executor.
@@ -591,20 +609,19 @@ impl<'b, 'a> Build<'b, 'a> {
                 // Its outputs are in `out/`: dependents may start (their
                 // runs wait for this one's commit, see `job`).
                 self.staged.insert(idx);
-                self.finish_node(idx, Done::Ok(run));
+                self.finish_node(idx, Done::Ok(run.manifest_hash()));
             }
             Progress::Restored { idx, result } => {
                 self.running.remove(&idx);
                 match result {
                     Ok(run) => {
-                        self.remember(idx, &run);
                         reporter.event(&Event::Cached {
                             node: self.b.graph.nodes[idx].id.clone(),
                             restored: true,
                             reused_from: None,
                         });
                         self.counts.cached += 1;
-                        self.finish_node(idx, Done::Ok(run));
+                        self.finish_node(idx, Done::Ok(run.manifest_hash()));
                     }
                     Err(failure) => self.fail(idx, failure, 0, reporter),
                 }
@@ -701,8 +718,7 @@ impl<'b, 'a> Build<'b, 'a> {
                 return;
             }
         };
-        self.remember(idx, &run);
-        self.end(idx, Done::Ok(run), released);
+        self.end(idx, Done::Ok(run.manifest_hash()), released);
     }
 
     /// Marks a node done; its dependents are released unless they already
@@ -713,11 +729,6 @@ impl<'b, 'a> Build<'b, 'a> {
         } else {
             self.finish_node(idx, done);
         }
-    }
-
-    fn remember(&mut self, idx: NodeIdx, run: &RunRecord) {
-        let id = &self.b.graph.nodes[idx].id;
-        self.states.entry(id.clone()).or_default().latest_success = Some(run.clone());
     }
 
     /// A node is fresh (or was restored) without running.

@@ -72,6 +72,12 @@ impl Slots {
         self.cpu_free.len()
     }
 
+    /// Whether no node could start now, whatever it needs: every node takes
+    /// a CPU slot, and none are free (or an exclusive node runs).
+    pub fn full(&self) -> bool {
+        self.exclusive || self.cpu_free.is_empty()
+    }
+
     /// Takes the slots a node with `res` needs, if they are free.
     pub fn admit(&mut self, res: &Resources) -> Admit {
         let wanted = res.gpus as usize;

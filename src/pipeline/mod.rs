@@ -6,6 +6,7 @@
 //! node's task through [`de`], which substitutes params. Every error is a
 //! [`PipelineError`] that underlines the place in the file and says what to do.
 
+pub mod cache;
 pub mod de;
 mod error;
 mod expand;

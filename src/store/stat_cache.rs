@@ -94,7 +94,8 @@ impl Store {
 
     /// Writes the entries learned since the last flush, in one transaction.
     pub fn flush_stat_cache(&self) -> Result<(), StoreError> {
-        let dirty = std::mem::take(&mut self.stat_cache()?.dirty);
+        // Nothing loaded, nothing noted: nothing to write (and no reason to load it).
+        let dirty = std::mem::take(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()).dirty);
         if dirty.is_empty() || self.read_only {
             return Ok(());
         }

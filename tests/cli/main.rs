@@ -8,6 +8,7 @@ mod archive;
 mod commands;
 mod crash;
 mod freshness;
+mod graph_cache;
 mod noop;
 mod pipeline_errors;
 mod runtime_errors;
