@@ -12,7 +12,8 @@ commands. For each tool it measures, in the same run:
   status     `vitgraph status` (make -q / ninja -n as the closest peers)
   one-input  the rebuild after one experiment's input file changed
              (four commands re-run)
-  peak RSS   of the cold build and of the no-op build (/usr/bin/time -v)
+  peak RSS   of the cold build (the same run as its time) and of a no-op
+             build (/usr/bin/time -v)
 
 Usage: scripts/bench_engine.py [--n 3333] [--repeat 7] [--vitgraph target/release/vitgraph]
                                [--tools vitgraph,ninja,make]
@@ -38,12 +39,21 @@ def sh(cmd, cwd, env=None):
     return dt
 
 
-def peak_rss_mb(cmd, cwd):
-    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def peak_rss_mb(cmd, cwd, env=None):
+    return timed_rss(cmd, cwd, env)[1]
+
+
+def timed_rss(cmd, cwd, env=None):
+    """Runs `cmd` under /usr/bin/time -v: (wall seconds, peak RSS in MB)."""
+    t = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {cmd}\n{r.stderr.decode()[-2000:]}")
     for line in r.stderr.decode().splitlines():
         if "Maximum resident set size" in line:
-            return int(line.split(":")[1]) / 1024
-    return float("nan")
+            return dt, int(line.split(":")[1]) / 1024
+    return dt, float("nan")
 
 
 def median(f, repeat):
@@ -167,8 +177,8 @@ def main():
             root = os.path.join(base, name)
             os.makedirs(root)
             setup(root, n)
-            cold = sh(build, root, env)
-            rss_cold = float("nan")
+            # The cold build once, timed and with its peak memory.
+            cold, rss_cold = timed_rss(build, root, env)
             noop = median(lambda: sh(build, root, env), args.repeat)
             st_cmd = status if name == "vitgraph" else None
             stat = median(lambda: sh(st_cmd, root, env), args.repeat) if st_cmd else float("nan")
@@ -180,14 +190,12 @@ def main():
                 return sh(build, root, env)
 
             one = median(one_input, args.repeat)
-            rss_noop = peak_rss_mb(build, root)
-            rows[name] = dict(cold=cold, overhead_ms=(cold - t_cmds) / nodes * 1000, noop=noop, status=stat, one=one, rss_noop=rss_noop)
-            # Peak memory of a cold build, in a fresh copy.
-            root2 = os.path.join(base, name + "-rss")
-            os.makedirs(root2)
-            setup(root2, n)
-            rows[name]["rss_cold"] = peak_rss_mb(build, root2)
-            shutil.rmtree(root2)
+            # The one-input rebuild left a fresh workspace: settle, then a no-op.
+            sh(build, root, env)
+            rss_noop = peak_rss_mb(build, root, env)
+            rows[name] = dict(cold=cold, overhead_ms=(cold - t_cmds) / nodes * 1000, noop=noop, status=stat, one=one,
+                              rss_noop=rss_noop, rss_cold=rss_cold)
+            shutil.rmtree(root, ignore_errors=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

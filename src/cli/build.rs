@@ -194,8 +194,9 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
     }
     drop(builder);
-    drop(graph);
-    t.lap("free the graph");
+    // The process ends here: freeing 100,000 nodes one by one would cost
+    // 50–130 ms for nothing.
+    std::mem::forget(graph);
     Ok(status_code(status))
 }
 

@@ -206,7 +206,10 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // `status` reads every run once per process: map the file instead of
     // copying each page through the page cache, and keep the pages read.
     conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
-    conn.pragma_update(None, "cache_size", -65536)?;
+    // Reads go through the map; the page cache holds what a write
+    // transaction changes (16 MB: at 64 MB a 100,000-node build kept 47 MB
+    // of pages per connection).
+    conn.pragma_update(None, "cache_size", -16384)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
