@@ -16,16 +16,23 @@ use std::collections::{HashMap, HashSet};
 use super::plan::{Evaluator, Verdict};
 use super::schedule::{Build, Builder, Done, Incremental};
 use crate::graph::NodeIdx;
-use crate::store::{NodeState, RunRecord, StoreError};
+use crate::hash::ContentHash;
+use crate::store::{NodeState, StoreError};
 
-/// Recorded states, and the change counter they were read at.
-type Loaded = (HashMap<String, NodeState>, i64);
+/// What an incremental build reads: the judged nodes' recorded states, the
+/// manifests of their upstream nodes that are not judged, and the change
+/// counter both were read at.
+struct Loaded {
+    states: HashMap<String, NodeState>,
+    manifests: HashMap<String, ContentHash>,
+    generation: i64,
+}
 
 /// What a build starts from.
 pub(super) struct Start {
     pub states: HashMap<String, NodeState>,
-    /// Fresh now, with their runs.
-    pub fresh_now: HashMap<NodeIdx, RunRecord>,
+    /// Fresh now, with their runs' manifest hashes.
+    pub fresh_now: HashMap<NodeIdx, ContentHash>,
     /// Fresh by the snapshot, runs not loaded.
     pub fresh_only: HashSet<NodeIdx>,
     pub snapshot: SnapshotPlan,
@@ -60,9 +67,12 @@ pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, Sto
         Some(inc) => load_incremental(b, inc)?,
         None => None,
     };
-    let (mut states, generation) = match partial {
-        Some((states, generation)) => (states, Some(generation)),
-        None => b.store.load_states_at()?,
+    let (states, mut manifests, generation) = match partial {
+        Some(l) => (l.states, l.manifests, Some(l.generation)),
+        None => {
+            let (states, generation) = b.store.load_states_at()?;
+            (states, HashMap::new(), generation)
+        }
     };
     let own_at_load = b.store.own_generation();
     let incremental = b
@@ -77,17 +87,13 @@ pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, Sto
     let fresh_now = if let Some(inc) = incremental {
         snapshot.refresh = Some(Refresh::Incremental);
         // Every node the change cannot reach is fresh with its latest run;
-        // moved, not copied: such a node is never judged, so its state is
-        // not read again. Those without a loaded run are fresh without one
-        // (nothing being judged depends on them).
+        // those upstream of a judged node come with their manifests. The
+        // others are fresh without one (nothing being judged depends on them).
         let mut runs = HashMap::new();
         for &i in selection.iter().filter(|i| !inc.dirty.contains(i)) {
-            match states
-                .get_mut(&b.graph.nodes[i].id)
-                .and_then(|s| s.latest_success.take())
-            {
-                Some(run) => {
-                    runs.insert(i, run);
+            match manifests.remove(&b.graph.nodes[i].id) {
+                Some(manifest) => {
+                    runs.insert(i, manifest);
                 }
                 None => {
                     fresh_only.insert(i);
@@ -100,6 +106,7 @@ pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, Sto
         snapshot.refresh = after_full(b, selection, &fresh, generation).map(Refresh::AfterFull);
         fresh
     };
+    drop(manifests);
     Ok(Start {
         states,
         fresh_now,
@@ -113,7 +120,7 @@ fn plan_up_front(
     b: &Builder<'_>,
     selection: &[NodeIdx],
     states: &HashMap<String, NodeState>,
-) -> HashMap<NodeIdx, RunRecord> {
+) -> HashMap<NodeIdx, ContentHash> {
     let ev = Evaluator {
         root: &b.root,
         store: Some(&b.store),
@@ -124,7 +131,9 @@ fn plan_up_front(
         Ok(p) => p
             .into_iter()
             .filter_map(|(i, e)| match e.verdict {
-                Verdict::Fresh(run) if !b.options.force.contains(&i) => Some((i, run)),
+                Verdict::Fresh(run) if !b.options.force.contains(&i) => {
+                    Some((i, run.manifest_hash()))
+                }
                 _ => None,
             })
             .collect(),
@@ -142,7 +151,7 @@ fn plan_up_front(
 fn after_full(
     b: &Builder<'_>,
     selection: &[NodeIdx],
-    fresh: &HashMap<NodeIdx, RunRecord>,
+    fresh: &HashMap<NodeIdx, ContentHash>,
     generation: Option<i64>,
 ) -> Option<Incremental> {
     let snapshot = b.noop?;
@@ -178,12 +187,13 @@ fn after_full(
 /// direct upstream's) and the change counter, read in one transaction; None
 /// when the store moved since the snapshot.
 fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>, StoreError> {
-    let mut needed: HashSet<NodeIdx> = inc.dirty.clone();
+    let mut upstream: HashSet<NodeIdx> = HashSet::new();
     for &i in &inc.dirty {
-        needed.extend(b.graph.nodes[i].deps());
+        upstream.extend(b.graph.nodes[i].deps());
     }
-    let ids: Vec<&str> = needed
+    let upstream_ids: Vec<&str> = upstream
         .iter()
+        .filter(|i| !inc.dirty.contains(i))
         .map(|&i| b.graph.nodes[i].id.as_str())
         .collect();
     // Only the dirty nodes' files are looked at: their stat-cache entries,
@@ -213,8 +223,13 @@ fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>
             .iter()
             .map(|&i| b.graph.nodes[i].id.as_str())
             .collect();
-        let states = b.store.load_states_with_attempts_of(&ids, &judged)?;
-        Ok(Some((states, inc.generation)))
+        let states = b.store.load_states_with_attempts_of(&judged, &judged)?;
+        let manifests = b.store.manifests_of(&upstream_ids)?;
+        Ok(Some(Loaded {
+            states,
+            manifests,
+            generation: inc.generation,
+        }))
     })();
     if !matches!(read, Ok(Some(_))) {
         // The full plan that follows looks at every file.

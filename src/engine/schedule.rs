@@ -158,7 +158,7 @@ pub(super) struct Build<'b, 'a> {
     /// Recorded states, as loaded (what judging a node reads of its own past).
     states: HashMap<String, NodeState>,
     /// Nodes the up-front plan found fresh, with their runs.
-    fresh_now: HashMap<NodeIdx, RunRecord>,
+    fresh_now: HashMap<NodeIdx, ContentHash>,
     /// Nodes an incremental build knows fresh without their runs.
     fresh_only: HashSet<NodeIdx>,
     selected: HashSet<NodeIdx>,
@@ -301,7 +301,7 @@ impl<'b, 'a> Build<'b, 'a> {
         let b = self.b;
         let node = &b.graph.nodes[i];
         let known = match self.fresh_now.remove(&i) {
-            Some(run) => Some(Done::Ok(run.manifest_hash())),
+            Some(manifest) => Some(Done::Ok(manifest)),
             None => self.fresh_only.contains(&i).then_some(Done::Fresh),
         };
         if let Some(done) = known {

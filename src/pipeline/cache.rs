@@ -35,7 +35,9 @@ use crate::graph::{Graph, Listing, Need, Node, Stage};
 use crate::tasks::TaskSpec;
 use crate::value::Value;
 
-const MAGIC: &[u8; 8] = b"VGGRAPH1";
+const MAGIC: &[u8; 8] = b"VGGRAPH2";
+/// Nodes per independently decoded chunk.
+const CHUNK: usize = 2048;
 const FILE: &str = "graph.bin";
 
 /// A folder's mtime must be this much older than its stat for the stat to
@@ -200,38 +202,15 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
     for s in &specs {
         w.str(s);
     }
+    // Nodes in chunks, each prefixed with its length, so they decode in parallel.
     w.u64(graph.nodes.len() as u64);
-    for (n, spec) in graph.nodes.iter().zip(node_spec) {
-        w.str(&n.id);
-        w.u64(
-            stage_index
-                .get(n.stage.as_str())
-                .copied()
-                .unwrap_or(u64::MAX),
-        );
-        w.params(&n.id_params);
-        w.params(&n.params);
-        w.u64(spec);
-        w.u64(n.needs.len() as u64);
-        for need in &n.needs {
-            w.u64(
-                stage_index
-                    .get(need.stage.as_str())
-                    .copied()
-                    .unwrap_or(u64::MAX),
-            );
-            w.u64(need.nodes.len() as u64);
-            for &d in &need.nodes {
-                w.u64(d as u64);
-            }
+    for (nodes, specs) in graph.nodes.chunks(CHUNK).zip(node_spec.chunks(CHUNK)) {
+        let mut c = Writer(Vec::with_capacity(nodes.len() * 96));
+        for (n, &spec) in nodes.iter().zip(specs) {
+            c.node(n, spec, &stage_index);
         }
-        match &n.file {
-            Some(f) => {
-                w.0.push(1);
-                w.str(f);
-            }
-            None => w.0.push(0),
-        }
+        w.u64(c.0.len() as u64);
+        w.0.extend_from_slice(&c.0);
     }
     w.0
 }
@@ -294,42 +273,25 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
             .collect::<Option<Vec<_>>>()?
     };
     let n = r.len()?;
-    let mut nodes = Vec::with_capacity(n);
-    for i in 0..n {
-        let id = r.str()?.to_string();
-        let stage = stages.get(r.u64()? as usize)?.name.clone();
-        let id_params = r.params()?;
-        let params = r.params()?;
-        let task = specs.get(r.u64()? as usize)?.clone();
-        let mut needs = Vec::new();
-        for _ in 0..r.len()? {
-            let stage = stages.get(r.u64()? as usize)?.name.clone();
-            let mut up = Vec::new();
-            for _ in 0..r.len()? {
-                let d = r.u64()? as usize;
-                // Upstream nodes come first: the graph stays topologically ordered.
-                if d >= i {
-                    return None;
-                }
-                up.push(d);
-            }
-            needs.push(Need { stage, nodes: up });
-        }
-        let file = match r.take(1)?[0] {
-            0 => None,
-            1 => Some(r.str()?.to_string()),
-            _ => return None,
-        };
-        nodes.push(Node {
-            id,
-            stage,
-            id_params,
-            params,
-            task,
-            needs,
-            file,
-        });
+    let mut chunks = Vec::with_capacity(n / CHUNK + 1);
+    for first in (0..n).step_by(CHUNK) {
+        let len = r.u64()? as usize;
+        chunks.push((first, (n - first).min(CHUNK), r.take(len)?));
     }
+    let nodes: Vec<Node> = {
+        use rayon::prelude::*;
+        let decoded = chunks
+            .par_iter()
+            .map(|&(first, count, bytes)| {
+                let mut c = Reader(bytes);
+                let nodes = (first..first + count)
+                    .map(|i| c.node(i, &stages, &specs))
+                    .collect::<Option<Vec<Node>>>()?;
+                c.0.is_empty().then_some(nodes)
+            })
+            .collect::<Option<Vec<Vec<Node>>>>()?;
+        decoded.into_iter().flatten().collect()
+    };
     if !r.0.is_empty() || stages.iter().flat_map(|s| &s.nodes).any(|&i| i >= n) {
         return None;
     }
@@ -342,6 +304,39 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
 struct Writer(Vec<u8>);
 
 impl Writer {
+    fn node(&mut self, n: &Node, spec: u64, stage_index: &HashMap<&str, u64>) {
+        self.str(&n.id);
+        self.u64(
+            stage_index
+                .get(n.stage.as_str())
+                .copied()
+                .unwrap_or(u64::MAX),
+        );
+        self.params(&n.id_params);
+        self.params(&n.params);
+        self.u64(spec);
+        self.u64(n.needs.len() as u64);
+        for need in &n.needs {
+            self.u64(
+                stage_index
+                    .get(need.stage.as_str())
+                    .copied()
+                    .unwrap_or(u64::MAX),
+            );
+            self.u64(need.nodes.len() as u64);
+            for &d in &need.nodes {
+                self.u64(d as u64);
+            }
+        }
+        match &n.file {
+            Some(f) => {
+                self.0.push(1);
+                self.str(f);
+            }
+            None => self.0.push(0),
+        }
+    }
+
     fn u64(&mut self, n: u64) {
         // LEB128: most numbers here are small.
         let mut n = n;
@@ -398,6 +393,43 @@ impl Writer {
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
+    /// Node `i` (its upstream nodes must come before it).
+    fn node(&mut self, i: usize, stages: &[Stage], specs: &[TaskSpec]) -> Option<Node> {
+        let id = self.str()?.to_string();
+        let stage = stages.get(self.u64()? as usize)?.name.clone();
+        let id_params = self.params()?;
+        let params = self.params()?;
+        let task = specs.get(self.u64()? as usize)?.clone();
+        let mut needs = Vec::new();
+        for _ in 0..self.len()? {
+            let stage = stages.get(self.u64()? as usize)?.name.clone();
+            let mut up = Vec::new();
+            for _ in 0..self.len()? {
+                let d = self.u64()? as usize;
+                // Upstream nodes come first: the graph stays topologically ordered.
+                if d >= i {
+                    return None;
+                }
+                up.push(d);
+            }
+            needs.push(Need { stage, nodes: up });
+        }
+        let file = match self.take(1)?[0] {
+            0 => None,
+            1 => Some(self.str()?.to_string()),
+            _ => return None,
+        };
+        Some(Node {
+            id,
+            stage,
+            id_params,
+            params,
+            task,
+            needs,
+            file,
+        })
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         crate::store::take(&mut self.0, n)
     }

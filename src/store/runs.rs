@@ -105,6 +105,31 @@ impl Store {
         Ok(states)
     }
 
+    /// The manifest hash of each of `ids`' latest successful run: all that a
+    /// judged node reads of an upstream node that is not judged itself (an
+    /// incremental build's report over 33,333 analyses needs no more of
+    /// them). Nodes without a run are left out.
+    pub fn manifests_of(&self, ids: &[&str]) -> Result<HashMap<String, ContentHash>, StoreError> {
+        let conn = self.conn();
+        let ids_json = serde_json::to_string(ids).unwrap_or_default();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT n.node_id, r.outputs FROM node_runs n JOIN runs r ON r.seq = n.run_seq
+                 WHERE n.node_id IN (SELECT value FROM json_each(?1))",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([&ids_json]).map_err(|e| self.db_err(e))?;
+        let mut out = HashMap::with_capacity(ids.len());
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let id: String = row.get(0).map_err(|e| self.db_err(e))?;
+            let bytes: Vec<u8> = row.get(1).map_err(|e| self.db_err(e))?;
+            let outputs =
+                decode_outputs(&bytes).ok_or_else(|| self.damaged("an output list".into()))?;
+            out.insert(id, super::record::manifest_hash(&outputs));
+        }
+        Ok(out)
+    }
+
     /// The key parts recorded with `run` (loaded on demand when `load_states`
     /// left them out).
     pub fn key_parts(&self, run: &RunRecord) -> Result<RawJson, StoreError> {
