@@ -32,6 +32,9 @@ pub struct BuildArgs {
     /// Print what would run and why; run nothing.
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// With `-n`: list every node that would run, not ten per stage.
+    #[arg(short = 'v', long, requires = "dry_run")]
+    pub verbose: bool,
     /// Run the targeted nodes even if they are fresh.
     #[arg(long)]
     pub force: bool,
@@ -151,9 +154,23 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         let store = Store::open_existing(&ws.root)?;
         if slurm {
             let cenv = super::slurm::stored_env(&graph, &file, &args.slurm, &env, store.as_ref())?;
-            return dry_run(&ws.root, store.as_ref(), &graph, &selection, &cenv);
+            return dry_run(
+                &ws.root,
+                store.as_ref(),
+                &graph,
+                &selection,
+                &cenv,
+                args.verbose,
+            );
         }
-        return dry_run(&ws.root, store.as_ref(), &graph, &selection, &env);
+        return dry_run(
+            &ws.root,
+            store.as_ref(),
+            &graph,
+            &selection,
+            &env,
+            args.verbose,
+        );
     }
     let store = Arc::new(match opened {
         Some(store) => store,
@@ -339,13 +356,18 @@ pub(super) fn is_slurm(
 }
 
 /// `build -n`: the static plan, printed.
+/// `build -n`: a line per stage (fresh, to run and to restore, by first
+/// reason), then the nodes that would run or be restored with their
+/// reasons grouped, ten per stage unless `verbose`.
 fn dry_run(
     root: &std::path::Path,
     store: Option<&Store>,
     graph: &crate::graph::Graph,
     selection: &[usize],
     env: &dyn EnvProbe,
+    verbose: bool,
 ) -> Result<i32, Failure> {
+    use super::reasons::{counted, grouped};
     let states = match store {
         Some(s) => s.load_states()?,
         None => Default::default(),
@@ -357,27 +379,67 @@ fn dry_run(
         env,
     };
     let planned = plan(&ev, graph, selection)?;
-    let mut would_run = 0;
-    let mut would_restore = 0;
-    for &i in selection {
-        let e = &planned[&i];
-        let reasons = e
-            .verdict
-            .reasons()
+    let selected: HashSet<usize> = selection.iter().copied().collect();
+    let stages: Vec<(&str, Vec<usize>)> = graph
+        .stages
+        .iter()
+        .map(|s| {
+            let nodes = s.nodes.iter().copied().filter(|i| selected.contains(i));
+            (s.name.as_str(), nodes.collect::<Vec<_>>())
+        })
+        .filter(|(_, nodes)| !nodes.is_empty())
+        .collect();
+    let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+    let (mut would_run, mut would_restore) = (0, 0);
+    for (stage, nodes) in &stages {
+        let planned = &planned;
+        let first = |restore: bool| {
+            nodes.iter().filter_map(move |i| match &planned[i].verdict {
+                Verdict::Restore(_, r) if restore => r.first(),
+                Verdict::Stale(r) if !restore => r.first(),
+                _ => None,
+            })
+        };
+        let fresh = nodes
             .iter()
-            .map(|r| format!("{}: {}", r.kind.as_str(), r.detail))
-            .collect::<Vec<_>>()
-            .join("; ");
-        match &e.verdict {
-            Verdict::Fresh(_) => {}
-            Verdict::Restore(..) => {
-                would_restore += 1;
-                println!("restore {}  ({reasons})", graph.nodes[i].id);
+            .filter(|i| planned[i].verdict.is_fresh())
+            .count();
+        let mut line = format!("{fresh} fresh");
+        for (restore, what, count) in [
+            (false, "to run", &mut would_run),
+            (true, "to restore", &mut would_restore),
+        ] {
+            if let Some((n, detail)) = counted(first(restore)) {
+                *count += n;
+                line.push_str(&format!(", {n} {what} ({detail})"));
             }
-            Verdict::Stale(_) => {
-                would_run += 1;
-                println!("run     {}  ({reasons})", graph.nodes[i].id);
-            }
+        }
+        println!("{stage:width$}  {line}");
+    }
+    let limit = if verbose { usize::MAX } else { 10 };
+    if would_run + would_restore > 0 {
+        println!();
+    }
+    for (stage, nodes) in &stages {
+        let acting: Vec<usize> = nodes
+            .iter()
+            .copied()
+            .filter(|i| !planned[i].verdict.is_fresh())
+            .collect();
+        for &i in acting.iter().take(limit) {
+            let verdict = &planned[&i].verdict;
+            let what = match verdict {
+                Verdict::Restore(..) => "restore",
+                _ => "run    ",
+            };
+            let reasons = grouped(verdict.reasons(), graph).join("; ");
+            println!("{what}  {}  {reasons}", graph.nodes[i].id);
+        }
+        if acting.len() > limit {
+            println!(
+                "         … and {} more in `{stage}` (use -v to list all)",
+                acting.len() - limit
+            );
         }
     }
     println!(

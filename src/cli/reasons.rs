@@ -86,24 +86,33 @@ pub fn stage_summary<'a>(
     fresh: usize,
     stale_first_reasons: impl Iterator<Item = &'a Reason>,
 ) -> String {
+    match counted(stale_first_reasons) {
+        None => format!("{fresh} fresh"),
+        Some((stale, detail)) => format!("{fresh} fresh, {stale} stale ({detail})"),
+    }
+}
+
+/// How many reasons, and their kinds counted, most first (`never_built 26,
+/// interrupted 1`); None for none.
+pub fn counted<'a>(reasons: impl Iterator<Item = &'a Reason>) -> Option<(usize, String)> {
     let mut kinds: Vec<(ReasonKind, usize)> = Vec::new();
-    let mut stale = 0;
-    for r in stale_first_reasons {
-        stale += 1;
+    let mut total = 0;
+    for r in reasons {
+        total += 1;
         match kinds.iter_mut().find(|(k, _)| *k == r.kind) {
             Some((_, n)) => *n += 1,
             None => kinds.push((r.kind, 1)),
         }
     }
-    if stale == 0 {
-        return format!("{fresh} fresh");
+    if total == 0 {
+        return None;
     }
     kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
     let detail: Vec<String> = kinds
         .iter()
         .map(|(k, n)| format!("{} {n}", k.as_str()))
         .collect();
-    format!("{fresh} fresh, {stale} stale ({})", detail.join(", "))
+    Some((total, detail.join(", ")))
 }
 
 #[cfg(test)]

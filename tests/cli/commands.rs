@@ -36,8 +36,11 @@ fn dry_run_lists_what_would_run_and_runs_nothing() {
     assert_eq!(r.code(), 0);
     assert_eq!(
         r.stdout(),
-        "run     gen[i=2]  (never_built: no successful run recorded)\n\
-         run     double[i=2]  (never_built: no successful run recorded; upstream_changed: gen[i=2] (stale))\n\
+        "gen     0 fresh, 1 to run (never_built 1)\n\
+         double  0 fresh, 1 to run (never_built 1)\n\
+         \n\
+         run      gen[i=2]  never_built: no successful run recorded\n\
+         run      double[i=2]  never_built: no successful run recorded; upstream_changed: gen[i=2] (stale)\n\
          2 to run, 0 to restore, 0 fresh\n"
     );
     assert!(!ws.path().join("cache").exists(), "-n creates no store");

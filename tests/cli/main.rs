@@ -12,3 +12,4 @@ mod graph_cache;
 mod noop;
 mod pipeline_errors;
 mod runtime_errors;
+mod status_text;
