@@ -25,9 +25,9 @@ impl Queries for Study {
         self.ok(&args).lines().map(str::to_owned).collect()
     }
 
-    /// The nodes `vitgraph build -n TARGET` would run.
+    /// The nodes `vitgraph build -n -v TARGET` would run.
     fn planned(&self, target: &str) -> BTreeSet<String> {
-        self.ok(&["build", "-n", target])
+        self.ok(&["build", "-n", "-v", target])
             .lines()
             .filter_map(|l| l.strip_prefix("run"))
             .filter_map(|l| l.split_whitespace().next())
