@@ -40,9 +40,9 @@ const MAGIC: &[u8; 8] = b"VGGRAPH2";
 const CHUNK: usize = 2048;
 const FILE: &str = "graph.bin";
 
-/// A folder's mtime must be this much older than its stat for the stat to
-/// vouch that nothing in it changed since (the stat cache's rule).
-const RACY_WINDOW_NS: i64 = 1_000_000_000;
+// A folder's mtime must be RACY_WINDOW_NS older than its stat for the stat
+// to vouch that nothing in it changed since (the stat cache's rule).
+use crate::store::RACY_WINDOW_NS;
 
 /// A graph, and whether it came from the cache.
 pub struct Loaded {
@@ -139,11 +139,10 @@ fn unchanged(root: &Path, l: &Listing) -> bool {
     let Ok(m) = fs::metadata(root.join(&l.rel)) else {
         return false;
     };
+    let now = super::files::listing_stat(&m, 0);
     m.is_dir()
-        && m.size() == l.size
-        && m.mtime() * 1_000_000_000 + m.mtime_nsec() == l.mtime_ns
-        && m.ctime() * 1_000_000_000 + m.ctime_nsec() == l.ctime_ns
-        && m.ino() == l.inode
+        && (now.size, now.mtime_ns, now.ctime_ns, now.inode)
+            == (l.size, l.mtime_ns, l.ctime_ns, l.inode)
 }
 
 // ---------------------------------------------------------------- encoding

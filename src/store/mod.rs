@@ -45,3 +45,4 @@ pub use record::{
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
     NodeState, OutputCheck, OutputEntry, RawJson, RunRecord,
 };
+pub(crate) use stat_cache::RACY_WINDOW_NS;

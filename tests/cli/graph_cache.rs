@@ -63,6 +63,13 @@ fn hits(ws: &Ws, args: &[&str], ids: &[&str]) {
     assert_eq!(got, ids);
 }
 
+/// Asserts the next `ls ARGS` expands the pipelines again (`why`) and lists `ids`.
+fn misses(ws: &Ws, args: &[&str], ids: &[&str], why: &str) {
+    let (got, hit) = ls(ws, args);
+    assert!(!hit, "{why}");
+    assert_eq!(got, ids, "{why}");
+}
+
 #[test]
 fn unchanged_pipelines_are_read_from_the_cache_with_the_same_answer() {
     let ws = built();
@@ -79,9 +86,12 @@ fn unchanged_pipelines_are_read_from_the_cache_with_the_same_answer() {
     assert_eq!(expanded["summary"]["fresh"], 4);
     // A damaged cache file is a miss, never an error.
     std::fs::write(ws.path().join(CACHE), b"VGGRAPH1 and then nothing useful").unwrap();
-    let (ids, hit) = ls(&ws, &["gen"]);
-    assert!(!hit);
-    assert_eq!(ids, ["gen[i=1]", "gen[i=2]"]);
+    misses(
+        &ws,
+        &["gen"],
+        &["gen[i=1]", "gen[i=2]"],
+        "a damaged cache file is a miss",
+    );
     hits(&ws, &["gen"], &["gen[i=1]", "gen[i=2]"]);
 }
 
@@ -90,31 +100,41 @@ fn a_pipeline_edit_misses_the_cache() {
     let ws = built();
     hits(&ws, &["gen"], &["gen[i=1]", "gen[i=2]"]);
     ws.write("pipelines/chain.ron", &CHAIN.replace("[1, 2]", "[1, 2, 3]"));
-    let (ids, hit) = ls(&ws, &["gen"]);
-    assert!(!hit, "an edited pipeline file expands again");
-    assert_eq!(ids, ["gen[i=1]", "gen[i=2]", "gen[i=3]"]);
+    misses(
+        &ws,
+        &["gen"],
+        &["gen[i=1]", "gen[i=2]", "gen[i=3]"],
+        "an edited pipeline file expands again",
+    );
     hits(&ws, &["gen"], &["gen[i=1]", "gen[i=2]", "gen[i=3]"]);
     // The same size, one byte different.
     ws.write("pipelines/chain.ron", &CHAIN.replace("[1, 2]", "[1, 4]"));
-    let (ids, hit) = ls(&ws, &["gen"]);
-    assert!(!hit);
-    assert_eq!(ids, ["gen[i=1]", "gen[i=4]"]);
+    misses(
+        &ws,
+        &["gen"],
+        &["gen[i=1]", "gen[i=4]"],
+        "a same-size edit expands again",
+    );
 }
 
 #[test]
 fn an_override_misses_the_cache() {
     let ws = built();
     hits(&ws, &["gen"], &["gen[i=1]", "gen[i=2]"]);
-    let (ids, hit) = ls(&ws, &["-p", "i=[7]", "gen"]);
-    assert!(!hit, "a -p expands again");
-    assert_eq!(ids, ["gen[i=7]"]);
+    misses(
+        &ws,
+        &["-p", "i=[7]", "gen"],
+        &["gen[i=7]"],
+        "a -p expands again",
+    );
     hits(&ws, &["-p", "i=[7]", "gen"], &["gen[i=7]"]);
-    let (ids, hit) = ls(&ws, &["-p", "i=[8]", "gen"]);
-    assert!(!hit, "another value of the same -p");
-    assert_eq!(ids, ["gen[i=8]"]);
-    let (ids, hit) = ls(&ws, &["gen"]);
-    assert!(!hit, "no -p after one");
-    assert_eq!(ids, ["gen[i=1]", "gen[i=2]"]);
+    misses(
+        &ws,
+        &["-p", "i=[8]", "gen"],
+        &["gen[i=8]"],
+        "another value of the same -p",
+    );
+    misses(&ws, &["gen"], &["gen[i=1]", "gen[i=2]"], "no -p after one");
 }
 
 #[test]
@@ -129,9 +149,12 @@ fn a_new_pipeline_file_misses_the_cache() {
         "pipelines/sub/more.ron",
         r#"Pipeline(stages: { "extra": Stage(task: Command(run: "true")) })"#,
     );
-    let (ids, hit) = ls(&ws, &["extra"]);
-    assert!(!hit, "a new file under pipelines/ expands again");
-    assert_eq!(ids, ["extra"]);
+    misses(
+        &ws,
+        &["extra"],
+        &["extra"],
+        "a new file under pipelines/ expands again",
+    );
     hits(&ws, &["extra"], &["extra"]);
     std::fs::remove_file(ws.path().join("pipelines/sub/more.ron")).unwrap();
     let (ids, hit) = ls(&ws, &[]);
@@ -192,31 +215,31 @@ fn a_changed_include_or_exclude_misses_the_cache() {
         "pipelines/grid.ron",
         &EXCLUDING.replace(r#""a": 2, "b": "y""#, r#""a": 1, "b": "y""#),
     );
-    let (ids, hit) = ls(&ws, &["grid"]);
-    assert!(!hit, "a changed exclude expands again");
-    assert_eq!(
-        ids,
-        [
+    misses(
+        &ws,
+        &["grid"],
+        &[
             "grid[a=1,b=x]",
             "grid[a=2,b=x]",
             "grid[a=2,b=y]",
-            "grid[a=3,b=z]"
-        ]
+            "grid[a=3,b=z]",
+        ],
+        "a changed exclude expands again",
     );
     ws.write(
         "pipelines/grid.ron",
         &EXCLUDING.replace(r#""a": 3, "b": "z""#, r#""a": 4, "b": "z""#),
     );
-    let (ids, hit) = ls(&ws, &["grid"]);
-    assert!(!hit, "a changed include expands again");
-    assert_eq!(
-        ids,
-        [
+    misses(
+        &ws,
+        &["grid"],
+        &[
             "grid[a=1,b=x]",
             "grid[a=1,b=y]",
             "grid[a=2,b=x]",
-            "grid[a=4,b=z]"
-        ]
+            "grid[a=4,b=z]",
+        ],
+        "a changed include expands again",
     );
 }
 
@@ -245,9 +268,12 @@ fn files_coming_and_going_under_a_files_stage_miss_the_cache() {
     ws.write("traces/r1/skip.txt", "1");
     std::fs::create_dir_all(ws.path().join("cache")).unwrap();
     // Folders written just now cannot vouch for their content: no cache yet.
-    let (ids, hit) = ls(&ws, &["conv"]);
-    assert!(!hit);
-    assert_eq!(ids, ["conv[run=r1,name=a]"]);
+    misses(
+        &ws,
+        &["conv"],
+        &["conv[run=r1,name=a]"],
+        "nothing cached yet",
+    );
     assert!(
         !ws.path().join(CACHE).exists(),
         "unsettled listings are not cached"
@@ -258,9 +284,12 @@ fn files_coming_and_going_under_a_files_stage_miss_the_cache() {
     hits(&ws, &["conv"], &["conv[run=r1,name=a]"]);
     // A file in a listed folder.
     ws.write("traces/r1/b.txt", "2");
-    let (ids, hit) = ls(&ws, &["conv"]);
-    assert!(!hit, "a new file expands again");
-    assert_eq!(ids, ["conv[run=r1,name=a]", "conv[run=r1,name=b]"]);
+    misses(
+        &ws,
+        &["conv"],
+        &["conv[run=r1,name=a]", "conv[run=r1,name=b]"],
+        "a new file expands again",
+    );
     // A new folder under a listed one.
     settle(&ws);
     let _ = ls(&ws, &["conv"]);
@@ -278,9 +307,12 @@ fn files_coming_and_going_under_a_files_stage_miss_the_cache() {
     let _ = ls(&ws, &["conv"]);
     assert!(ls(&ws, &["conv"]).1);
     std::fs::remove_file(ws.path().join("traces/r1/a.txt")).unwrap();
-    let (ids, hit) = ls(&ws, &["conv"]);
-    assert!(!hit, "a removed file expands again");
-    assert_eq!(ids, ["conv[run=r1,name=b]", "conv[run=r2,name=c]"]);
+    misses(
+        &ws,
+        &["conv"],
+        &["conv[run=r1,name=b]", "conv[run=r2,name=c]"],
+        "a removed file expands again",
+    );
     // The files' contents are inputs, not part of the graph: an edit keeps the cache.
     settle(&ws);
     let _ = ls(&ws, &["conv"]);
