@@ -7,7 +7,10 @@
 # plus libcudart and libcupti in `nvidia/cu13/lib` beside `torch/` (the layout
 # of a pip install, so the same LD_LIBRARY_PATH works on the GPU hosts).
 # libtorch_cuda is left out: it is 1 GB, and the binary dlopens it at start-up
-# on a GPU host, where PyTorch is installed.
+# on a GPU host, where PyTorch is installed. The CUDA runtime's headers and
+# the `crt/` headers they include (`nvidia/cu13/include`, from the runtime and
+# crt wheels) are kept for the CUDA-graph shim, which is compiled against
+# libtorch's CUDA headers and loaded on a GPU host only.
 #
 # Cached outside the repository in $VITGRAPH_LIBTORCH_CACHE (default
 # ~/.cache/vitgraph/libtorch-2.11.0); a second run reuses it. Idempotent: the
@@ -26,15 +29,9 @@ print_env() {
     echo "export LD_LIBRARY_PATH=$cache/torch/lib:$cache/nvidia/cu13/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 }
 
-if [[ -f "$cache/.complete" ]]; then
-    print_env
-    exit 0
-fi
-
-mkdir -p "$(dirname "$cache")"
-staging="$(mktemp -d "$cache.partial.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
-wheels="$staging/wheels"
+runtime="nvidia-cuda-runtime==13.0.96.*"
+crt="nvidia-cuda-crt==13.0.88.*"
+headers="nvidia/cu13/include/crt/host_config.h"
 
 download() {
     "$python" -m pip download --quiet --no-deps --only-binary=:all: \
@@ -43,20 +40,49 @@ download() {
         --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$wheels" "$@" >&2
 }
 
+if [[ -f "$cache/.complete" && -f "$cache/$headers" ]]; then
+    print_env
+    exit 0
+fi
+
+mkdir -p "$(dirname "$cache")"
+if [[ -f "$cache/.complete" ]]; then
+    # A cache from before the CUDA headers were kept: add them alone.
+    staging="$(mktemp -d "$cache.headers.XXXXXX")"
+    trap 'rm -rf "$staging"' EXIT
+    wheels="$staging/wheels"
+    echo "setup-libtorch: adding the CUDA runtime headers to $cache" >&2
+    download "$runtime" "$crt"
+    for wheel in "$wheels"/nvidia_cuda_runtime-*.whl "$wheels"/nvidia_cuda_crt-*.whl; do
+        unzip -q -o "$wheel" -d "$staging" 'nvidia/cu13/include/*'
+    done
+    rm -rf "$cache/nvidia/cu13/include"
+    mv "$staging/nvidia/cu13/include" "$cache/nvidia/cu13/include"
+    print_env
+    exit 0
+fi
+
+staging="$(mktemp -d "$cache.partial.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+wheels="$staging/wheels"
+
 echo "setup-libtorch: downloading torch==$version (about 0.5 GB) into $staging" >&2
 download "torch==$version"
 torch_wheel="$(ls "$wheels"/torch-"$version"-*.whl)"
 
 # torch 2.11.0 requires cuda-toolkit==13.0.2, whose `cudart`, `cupti` and `nvtx`
 # extras pin these (read off its metadata).
-echo "setup-libtorch: downloading the CUDA 13.0 runtime, CUPTI and NVTX wheels" >&2
-download "nvidia-cuda-runtime==13.0.96.*" "nvidia-cuda-cupti==13.0.85.*" "nvidia-nvtx==13.0.85.*"
+echo "setup-libtorch: downloading the CUDA 13.0 runtime, CUPTI, NVTX and crt (headers) wheels" >&2
+download "$runtime" "$crt" "nvidia-cuda-cupti==13.0.85.*" "nvidia-nvtx==13.0.85.*"
 
 echo "setup-libtorch: unpacking" >&2
 unzip -q -o "$torch_wheel" -d "$staging" 'torch/include/*' 'torch/lib/libc10.so' \
     'torch/lib/libtorch_cpu.so' 'torch/lib/libtorch.so' 'torch/lib/libgomp*' 'torch/version.py'
-for wheel in "$wheels"/nvidia_*.whl; do
+for wheel in "$wheels"/nvidia_cuda_runtime-*.whl "$wheels"/nvidia_cuda_cupti-*.whl "$wheels"/nvidia_nvtx-*.whl; do
     unzip -q -o "$wheel" -d "$staging" 'nvidia/cu13/lib/*'
+done
+for wheel in "$wheels"/nvidia_cuda_runtime-*.whl "$wheels"/nvidia_cuda_crt-*.whl; do
+    unzip -q -o "$wheel" -d "$staging" 'nvidia/cu13/include/*'
 done
 # torch-sys checks this file against the version it binds.
 echo "$version" >"$staging/torch/build-version"

@@ -303,6 +303,7 @@ fn task_results() -> Value {
         peak_memory_bytes: Some(1 << 20),
         copy_stream: false,
         traced_batches: 0,
+        cuda_graph: None,
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes")
@@ -333,6 +334,7 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
             peak_memory_bytes: None,
             copy_stream,
             traced_batches: 0,
+            cuda_graph: None,
         };
         let v = serde_json::to_value(results::VitResults::new(
             &config,
@@ -343,6 +345,60 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
         .expect("serializes");
         assert_eq!(v["h2d_on"], said);
     }
+}
+
+#[test]
+fn results_say_whether_a_cuda_graph_was_replayed_and_what_its_capture_cost() {
+    use vitgraph::tasks::vit::{formula, Graph, VitSpec};
+    let plain = task_results();
+    assert_eq!(plain["config"]["graph"], "None");
+    assert!(
+        plain.get("cuda_graph").is_none(),
+        "no graph, no account of one"
+    );
+    let spec: VitSpec = ron::from_str(
+        r#"(model: "vit16x1x64", image_size: 32, batch: 2, samples: 4, device: "cuda", graph: Cuda)"#,
+    )
+    .expect("parses");
+    let config = spec.resolve().expect("valid");
+    assert_eq!(config.graph, Graph::Cuda);
+    let env = vitgraph::tasks::env::probe();
+    let m = results::Measurement {
+        params: formula::params(&config),
+        flops_per_image: formula::flops_per_image(&config),
+        images: 4,
+        window_s: 0.1,
+        batch_ms: vec![1.0, 1.0],
+        stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
+        forward_ms: vec![0.7, 0.7],
+        peak_memory_bytes: None,
+        copy_stream: false,
+        traced_batches: 0,
+        cuda_graph: Some(results::CudaGraphUse {
+            replayed: true,
+            side_stream_warmup: 2,
+            side_stream_warmup_ms: 3.5,
+            capture_ms: 12.25,
+        }),
+    };
+    let v = serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
+        .expect("serializes");
+    assert_eq!(v["config"]["graph"], "Cuda");
+    assert_eq!(
+        v["cuda_graph"],
+        serde_json::json!({"replayed": true, "side_stream_warmup": 2,
+            "side_stream_warmup_ms": 3.5, "capture_ms": 12.25})
+    );
+    let back = results::check(&v).expect("passes the schema check");
+    assert_eq!(back.cuda_graph.map(|g| g.capture_ms), Some(12.25));
+    // Files from before the field (no `graph` in config) still read.
+    let mut old = plain.clone();
+    old["config"]
+        .as_object_mut()
+        .expect("config")
+        .remove("graph");
+    let back = results::check(&old).expect("old results pass");
+    assert_eq!(back.config.graph, Graph::None);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The `Vit` spec as pipeline files write it: RON forms, defaults, and the
 //! messages bad configs fail with (each names its field).
 
-use vitgraph::tasks::vit::{self, Pipeline, Preprocess, Trace, VitSpec};
+use vitgraph::tasks::vit::{self, Graph, Pipeline, Preprocess, Trace, VitSpec};
 use vitgraph::tasks::{TaskContext, TaskError, TaskSpec};
 
 fn spec(ron_text: &str) -> VitSpec {
@@ -124,6 +124,14 @@ fn bad_configs_fail_with_a_message_naming_the_field() {
             r#"(model: "vit16x12x768", trace: Cupti, trace_batches: 0)"#,
             "`trace_batches` must be at least 1",
         ),
+        (
+            r#"(model: "vit16x12x768", device: "cpu", graph: Cuda)"#,
+            "`graph: Cuda` captures the forward pass into a CUDA graph, which needs a GPU, but `device` is \"cpu\"",
+        ),
+        (
+            r#"(model: "vit16x12x768", device: "cpu", graph: Cuda, trace: Cupti)"#,
+            "set `device: \"cuda\"` or remove `graph`",
+        ),
     ];
     let dir = tempfile::tempdir().expect("temp dir");
     for (text, expected) in cases {
@@ -244,4 +252,73 @@ fn only_traced_runs_are_keyed_by_how_tracing_measures() {
     );
     assert!(!facets(r#"(model: "vit16x12x768")"#).contains_key("const.vit_cupti"));
     assert!(!facets(r#"(model: "vit16x12x768", trace: Nsys)"#).contains_key("const.vit_cupti"));
+}
+
+#[test]
+fn graph_parses_as_a_variant_or_a_string_and_stays_out_of_the_key_when_none() {
+    for (text, want) in [
+        ("graph: Cuda", Graph::Cuda),
+        ("graph: None", Graph::None),
+        ("", Graph::None),
+    ] {
+        let s = spec(&format!(r#"(model: "vit16x12x768", {text})"#));
+        assert_eq!(s.graph, want, "{text}");
+        assert_eq!(s.resolve().expect("valid").graph, want, "{text}");
+        // A spec without a graph serializes (and so keys) as before the field.
+        let json = serde_json::to_string(&s).expect("serializes");
+        assert_eq!(json.contains("graph"), want == Graph::Cuda, "{json}");
+        let back: VitSpec = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back, s);
+    }
+    let err = ron::from_str::<VitSpec>(r#"(model: "vit16x12x768", graph: Cudagraph)"#)
+        .expect_err("unknown")
+        .to_string();
+    assert!(
+        err.contains("unknown `graph` \"Cudagraph\"; use `None`, `Cuda`, \"none\" or \"cuda\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn graph_sweeps_as_a_matrix_axis_of_strings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("pipelines")).expect("pipelines/");
+    let bad = r#"Pipeline(stages: { "runs": Stage(matrix: { "g": ["none", "yes"] },
+        task: Vit((model: "vit32x6x384", graph: "${g}"))) })"#;
+    std::fs::write(dir.path().join("pipelines/sweep.ron"), bad).expect("write");
+    let err = vitgraph::pipeline::load(dir.path(), &[])
+        .expect_err("unknown graph")
+        .to_string();
+    assert!(
+        err.contains("unknown `graph` \"yes\"; use `None`, `Cuda`, \"none\" or \"cuda\""),
+        "{err}"
+    );
+    let text = r#"Pipeline(stages: { "runs": Stage(matrix: { "g": ["none", "CUDA"] },
+        task: Vit((model: "vit32x6x384", graph: "${g}"))) })"#;
+    std::fs::write(dir.path().join("pipelines/sweep.ron"), text).expect("write");
+    let graph = vitgraph::pipeline::load(dir.path(), &[]).expect("loads");
+    let got: Vec<(String, Graph)> = graph
+        .nodes
+        .iter()
+        .map(|n| match &n.task {
+            TaskSpec::Vit(v) => (n.id.clone(), v.graph),
+            other => panic!("not a Vit task: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("runs[g=none]".to_owned(), Graph::None),
+            ("runs[g=CUDA]".to_owned(), Graph::Cuda)
+        ]
+    );
+    // On the CPU the same sweep fails at load time, naming the field.
+    let cpu = text.replace("graph:", "device: \"cpu\", graph:");
+    std::fs::write(dir.path().join("pipelines/sweep.ron"), cpu).expect("write");
+    let err = format!(
+        "{:?}",
+        vitgraph::pipeline::load(dir.path(), &[]).expect_err("graph on the CPU")
+    );
+    assert!(err.contains("`graph: Cuda`"), "{err}");
+    assert!(err.contains("sweep.ron"), "{err}");
 }

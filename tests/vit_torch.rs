@@ -250,3 +250,128 @@ fn opbench_on_the_cpu_reports_time_and_rates() {
         assert!(r["env"]["key_facets"].is_object());
     }
 }
+
+/// Whether this machine has a GPU for the tests below; without one they
+/// skip, saying so, unless `VITGRAPH_REQUIRE_GPU=1` (set where they must run).
+fn gpu_or_skip() -> bool {
+    if vitgraph::tasks::cuda::load_torch_cuda() && tch::Cuda::is_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("VITGRAPH_REQUIRE_GPU").is_none_or(|v| v != "1"),
+        "VITGRAPH_REQUIRE_GPU=1, but libtorch sees no GPU"
+    );
+    eprintln!("skipped: no GPU (libtorch_cuda.so or a device missing)");
+    false
+}
+
+/// ‖a − b‖ / ‖b‖ in f64.
+fn relative_error(a: &tch::Tensor, b: &tch::Tensor) -> f64 {
+    let a = a.to_kind(Kind::Double);
+    let b = b.to_kind(Kind::Double);
+    (&a - &b).norm().double_value(&[]) / b.norm().double_value(&[])
+}
+
+#[test]
+fn a_cuda_graph_replay_computes_the_eager_forward_pass_of_its_input() {
+    use vitgraph::tasks::vit::cuda_graph::CudaGraph;
+    if !gpu_or_skip() {
+        return;
+    }
+    let _rng = rng();
+    let _no_grad = tch::no_grad_guard();
+    let config =
+        spec(r#"(model: "vit16x4x384", batch: 4, dtype: "bf16", device: "cuda", graph: Cuda)"#)
+            .resolve()
+            .expect("valid");
+    let device = Device::Cuda(0);
+    let model = Vit::new(&config, Kind::BFloat16, device).expect("model");
+    let image =
+        || tch::Tensor::randn([4, 3, 224, 224], (Kind::Float, device)).to_kind(Kind::BFloat16);
+    let (x1, x2) = (image(), image());
+    let eager1 = model.forward(&x1).expect("eager forward");
+    let eager2 = model.forward(&x2).expect("eager forward");
+    let input = image();
+    let mut output = None;
+    let (graph, capture) = CudaGraph::capture(0, || {
+        output = Some(model.forward(&input).expect("forward"));
+        Ok(())
+    })
+    .expect("captures");
+    assert!(capture.capture_ms > 0.0 && capture.side_stream_warmup == 2);
+    let output = output.expect("captured output");
+    let replay = |x: &tch::Tensor| {
+        input.shallow_clone().copy_(x);
+        graph.replay().expect("replays");
+        tch::Cuda::synchronize(0);
+        output.copy()
+    };
+    let first = replay(&x1);
+    let again = replay(&x1);
+    let other = replay(&x2);
+    // bf16 arithmetic: the same kernels, at most rounding apart.
+    let (e1, e2) = (
+        relative_error(&first, &eager1),
+        relative_error(&other, &eager2),
+    );
+    eprintln!("relative error of the replays against eager: {e1:.2e}, {e2:.2e}");
+    assert!(e1 < 1e-2 && e2 < 1e-2, "{e1} {e2}");
+    // A replay of the same input is exact; another input gives other logits.
+    assert!(first.equal(&again), "two replays of one input differ");
+    assert!(
+        relative_error(&first, &other) > 1e-2,
+        "the replay ignored its input"
+    );
+    assert_eq!(
+        first.isnan().sum(Kind::Int64).int64_value(&[]),
+        0,
+        "NaN in the logits"
+    );
+}
+
+#[test]
+fn a_vit_run_with_graph_cuda_reports_its_capture() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let _rng = rng();
+    let dir = tempfile::tempdir().expect("temp dir");
+    vit::run(
+        &spec(r#"(model: "vit16x4x384", batch: 2, samples: 16, warmup: 3, dtype: "bf16", device: "cuda", graph: Cuda)"#),
+        &context(dir.path()),
+    )
+    .expect("runs");
+    let text = std::fs::read_to_string(dir.path().join("results.json")).expect("results");
+    let v: Value = serde_json::from_str(&text).expect("json");
+    vit::results::check(&v).expect("valid results");
+    assert_eq!(v["config"]["graph"], "Cuda");
+    assert_eq!(v["cuda_graph"]["replayed"], true);
+    assert!(v["cuda_graph"]["capture_ms"].as_f64().expect("capture_ms") > 0.0);
+    assert_eq!(
+        v["forward_samples_ms"].as_array().expect("samples").len(),
+        8
+    );
+}
+
+#[test]
+fn without_a_gpu_a_cuda_graph_capture_says_what_is_missing() {
+    use vitgraph::tasks::vit::cuda_graph::CudaGraph;
+    if vitgraph::tasks::cuda::load_torch_cuda() {
+        eprintln!("skipped: libtorch_cuda.so is here");
+        return;
+    }
+    let mut ran = false;
+    let err = CudaGraph::capture(0, || {
+        ran = true;
+        Ok(())
+    })
+    .err()
+    .expect("no capture without libtorch_cuda");
+    assert!(!ran, "nothing runs before the shim is loaded");
+    assert!(matches!(err, TaskError::Unavailable { .. }), "{err}");
+    // The shim was compiled and embedded (an empty one says so first): what
+    // is missing is libtorch_cuda.
+    let report = format!("{:?}", miette::Report::new(err));
+    assert!(report.contains("libtorch_cuda.so"), "{report}");
+    assert!(report.contains("remove `graph: Cuda`"), "{report}");
+}

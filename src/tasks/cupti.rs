@@ -440,7 +440,7 @@ impl Activity {
             .filter(|r| r.name == "forward")
             .filter(|r| measure.is_none_or(|m| r.start_ns >= m.start_ns && r.end_ns <= m.end_ns))
             .collect();
-        let in_forward = self
+        let in_forward: Vec<&Kernel> = self
             .kernels
             .iter()
             .filter(|k| {
@@ -448,8 +448,31 @@ impl Activity {
                     .iter()
                     .any(|r| k.start >= r.start_ns && k.start <= r.end_ns)
             })
-            .count();
-        let per_forward = (!forwards.is_empty()).then(|| in_forward as f64 / forwards.len() as f64);
+            .collect();
+        let per_forward =
+            (!forwards.is_empty()).then(|| in_forward.len() as f64 / forwards.len() as f64);
+        // The floor of a forward pass: its kernels' GPU time, launch gaps left out.
+        let kernel_ns: u64 = in_forward
+            .iter()
+            .map(|k| k.end.saturating_sub(k.start))
+            .sum();
+        let kernel_ms_per_forward =
+            (!forwards.is_empty()).then(|| kernel_ns as f64 / 1e6 / forwards.len() as f64);
+        // From a forward pass's first kernel start to its last kernel end:
+        // the kernels and the gaps between them, the host's part left out.
+        let span_ns: u64 = forwards
+            .iter()
+            .filter_map(|r| {
+                let inside = in_forward
+                    .iter()
+                    .filter(|k| k.start >= r.start_ns && k.start <= r.end_ns);
+                let first = inside.clone().map(|k| k.start).min()?;
+                let last = inside.map(|k| k.end).max()?;
+                Some(last.saturating_sub(first))
+            })
+            .sum();
+        let kernel_span_ms_per_forward =
+            (!forwards.is_empty()).then(|| span_ns as f64 / 1e6 / forwards.len() as f64);
         serde_json::json!({
             "kernels": self.kernels.len(),
             "memcpys": self.memcpys.len(),
@@ -459,6 +482,8 @@ impl Activity {
             "dropped_records": self.dropped,
             "measured_forwards": forwards.len(),
             "kernels_per_forward": per_forward,
+            "kernel_ms_per_forward": kernel_ms_per_forward,
+            "kernel_span_ms_per_forward": kernel_span_ms_per_forward,
         })
     }
 }
@@ -538,7 +563,7 @@ mod tests {
     fn kernels_per_forward_counts_only_measured_forward_ranges() {
         let activity = Activity {
             // 2 kernels in the warm-up forward, 3 and 3 in the measured ones, 1 outside.
-            kernels: [5, 6, 105, 106, 107, 150, 205, 206, 207]
+            kernels: [5, 6, 105, 106, 107, 150, 201, 205, 209]
                 .into_iter()
                 .map(kernel_at)
                 .collect(),
@@ -555,5 +580,9 @@ mod tests {
         assert_eq!(s["measured_forwards"], 2);
         assert_eq!(s["kernels_per_forward"], 3.0);
         assert_eq!(s["kernels"], 9);
+        // Each kernel lasts 1 ns: 6 ns over 2 measured forwards, spanning
+        // 105 → 108 ns and 201 → 210 ns (gaps between kernels included).
+        assert_eq!(s["kernel_ms_per_forward"], 3e-6);
+        assert_eq!(s["kernel_span_ms_per_forward"], 6e-6);
     }
 }

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use tch::{Device, Kind, Tensor};
 
+use super::cuda_graph::CudaGraph;
 use super::flow;
 use super::model::Vit;
-use super::results::Measurement;
-use super::spec::{Device as SpecDevice, Dtype, Pipeline, Preprocess, VitConfig};
+use super::results::{CudaGraphUse, Measurement};
+use super::spec::{Device as SpecDevice, Dtype, Graph, Pipeline, Preprocess, VitConfig};
 use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::nvtx::Nvtx;
@@ -64,6 +65,17 @@ struct Runner<'a> {
     peak_memory: Option<u64>,
     /// Batches arrive on the device through copy streams.
     copy_stream: bool,
+    /// `graph: Cuda`, once captured.
+    graph: Option<Graphed>,
+}
+
+/// The captured forward pass and the buffers it reads and writes: each
+/// batch is copied into `input`, the graph replayed, `output` read.
+struct Graphed {
+    graph: CudaGraph,
+    input: Tensor,
+    output: Tensor,
+    capture: CudaGraphUse,
 }
 
 extern "C" {
@@ -179,10 +191,14 @@ pub fn measure(
         forward_ms: Vec::new(),
         peak_memory: None,
         copy_stream: false,
+        graph: None,
     };
     nvtx.range("warmup", |nvtx| {
         runner.run_batches(config.warmup as usize, nvtx, false)
     })?;
+    if config.graph == Graph::Cuda {
+        nvtx.range("graph_capture", |_| runner.capture_graph())?;
+    }
     runner.batch_ms.clear();
     runner.stage_sum_ms = [0.0; 4];
     runner.forward_ms.clear();
@@ -223,6 +239,7 @@ pub fn measure(
         peak_memory_bytes,
         copy_stream: runner.copy_stream,
         traced_batches,
+        cuda_graph: runner.graph.as_ref().map(|g| g.capture),
     })
 }
 
@@ -273,6 +290,61 @@ struct SharedPool(Vec<Tensor>);
 unsafe impl Sync for SharedPool {}
 
 impl Runner<'_> {
+    /// Captures the forward pass of a static input, filled with the first
+    /// source batch, preprocessed (see [`CudaGraph::capture`]).
+    fn capture_graph(&mut self) -> Result<(), TaskError> {
+        let Device::Cuda(gpu) = self.device else {
+            return Err(TaskError::InvalidSpec {
+                kind: "Vit",
+                message: "`graph: Cuda` needs `device: \"cuda\"`".to_owned(),
+            });
+        };
+        let input = self.pool[0]
+            .f_to_device_(self.device, Kind::Uint8, false, false)
+            .and_then(|raw| preprocess(&raw, self.config, self.kind))
+            .map_err(torch_error("making the CUDA graph's static input"))?;
+        let model = &self.model;
+        let mut output = None;
+        let (graph, capture) = CudaGraph::capture(gpu, || {
+            output = Some(
+                model
+                    .forward(&input)
+                    .map_err(torch_error("the forward pass"))?,
+            );
+            Ok(())
+        })?;
+        let output = output.expect("the captured forward pass returned an output");
+        self.graph = Some(Graphed {
+            graph,
+            input,
+            output,
+            capture,
+        });
+        Ok(())
+    }
+
+    /// The forward pass of `images`: replayed from the graph when captured
+    /// (`images` copied into its static input first, unless `in_static`:
+    /// already there).
+    fn forward(&self, images: &Tensor, in_static: bool) -> Result<Tensor, TaskError> {
+        match &self.graph {
+            None => self
+                .model
+                .forward(images)
+                .map_err(torch_error("the forward pass")),
+            Some(g) => {
+                if !in_static {
+                    g.input
+                        .shallow_clone()
+                        .f_copy_(images)
+                        .map_err(torch_error("copying a batch into the graph's input"))?;
+                }
+                g.graph.replay()?;
+                Ok(g.output.shallow_clone())
+            }
+        }
+    }
+
     fn run_batches(
         &mut self,
         batches: usize,
@@ -349,6 +421,11 @@ impl Runner<'_> {
     ) -> Result<(), TaskError> {
         let start = Instant::now();
         let mut stages = [prepared.preprocess_ms, 0.0, 0.0, 0.0];
+        // With a CUDA graph the batch lands in the graph's static input
+        // where the stage that makes it allows (the host-to-device copy, or
+        // the last step of GPU preprocessing), as eager lands it in a fresh
+        // buffer; otherwise the forward stage copies it in first.
+        let mut in_static = false;
         let mut images = match prepared.copied_ms {
             Some(copied_ms) => {
                 self.copy_stream = true;
@@ -357,10 +434,22 @@ impl Runner<'_> {
             }
             None => {
                 let t = Instant::now();
-                let images = prepared
-                    .images
-                    .f_to_device_(self.device, copy_kind(self.config, self.kind), true, false)
-                    .map_err(torch_error("copying a batch to the device"))?;
+                let images = match &self.graph {
+                    Some(g) if self.config.preprocess == Preprocess::Cpu => {
+                        in_static = true;
+                        g.input
+                            .shallow_clone()
+                            .f_copy_(&prepared.images)
+                            .map(|_| g.input.shallow_clone())
+                    }
+                    _ => prepared.images.f_to_device_(
+                        self.device,
+                        copy_kind(self.config, self.kind),
+                        true,
+                        false,
+                    ),
+                }
+                .map_err(torch_error("copying a batch to the device"))?;
                 self.sync();
                 stages[1] = ms(t);
                 images
@@ -368,8 +457,16 @@ impl Runner<'_> {
         };
         if self.config.preprocess == Preprocess::Gpu {
             let t = Instant::now();
-            let preprocessed = preprocess(&images, self.config, self.kind)
+            let mut preprocessed = preprocess(&images, self.config, self.kind)
                 .map_err(torch_error("preprocessing on the GPU"))?;
+            if let Some(g) = &self.graph {
+                in_static = true;
+                g.input
+                    .shallow_clone()
+                    .f_copy_(&preprocessed)
+                    .map_err(torch_error("copying a batch into the graph's input"))?;
+                preprocessed = g.input.shallow_clone();
+            }
             self.sync();
             // Freed only now: a copy stream may reuse its memory at once.
             images = preprocessed;
@@ -377,10 +474,7 @@ impl Runner<'_> {
         }
         let t = Instant::now();
         nvtx.push("forward");
-        let logits = self
-            .model
-            .forward(&images)
-            .map_err(torch_error("the forward pass"));
+        let logits = self.forward(&images, in_static);
         self.sync();
         nvtx.pop();
         let logits = logits?;

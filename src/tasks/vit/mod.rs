@@ -12,11 +12,13 @@ pub mod spec;
 pub mod stats;
 
 #[cfg(feature = "torch")]
+pub mod cuda_graph;
+#[cfg(feature = "torch")]
 pub mod measure;
 #[cfg(feature = "torch")]
 pub mod model;
 
-pub use spec::{Pipeline, Preprocess, Trace, VitConfig, VitSpec};
+pub use spec::{Graph, Pipeline, Preprocess, Trace, VitConfig, VitSpec};
 
 use super::error::TaskError;
 use super::TaskContext;

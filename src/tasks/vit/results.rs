@@ -32,6 +32,22 @@ pub struct Measurement {
     pub copy_stream: bool,
     /// Batches run while tracing, after the timed ones (0 untraced).
     pub traced_batches: u32,
+    /// What capturing the CUDA graph cost (`graph: Cuda` only).
+    pub cuda_graph: Option<CudaGraphUse>,
+}
+
+/// `results.json`'s account of `graph: Cuda`: every measured forward pass
+/// was a replay of one graph, captured after the warm-up batches.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CudaGraphUse {
+    /// Always true where present: the timed forward passes were replays.
+    pub replayed: bool,
+    /// Forward passes on the capture stream before the capture.
+    pub side_stream_warmup: u32,
+    /// Their wall time, in ms.
+    pub side_stream_warmup_ms: f64,
+    /// Capturing one forward pass and instantiating the graph, in ms.
+    pub capture_ms: f64,
 }
 
 /// Mean time per batch of each stage, in ms.
@@ -73,6 +89,9 @@ pub struct VitResults {
     /// its stream). Absent on CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2d_on: Option<String>,
+    /// With `graph: Cuda`: the capture and its cost. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph: Option<CudaGraphUse>,
     /// Counts from the CUPTI trace (`trace: Cupti` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
@@ -130,6 +149,7 @@ impl VitResults {
                 }
                 .to_owned()
             }),
+            cuda_graph: m.cuda_graph,
             trace: None,
             diagnostics: crate::tasks::diagnostics::current(),
         }

@@ -90,6 +90,10 @@ pub struct VitSpec {
         deserialize_with = "bare_some"
     )]
     pub trace_batches: Option<u32>,
+    /// `Cuda`: the forward pass is captured once into a CUDA graph after
+    /// warm-up and replayed for every batch. Left out of the key when `None`.
+    #[serde(default, skip_serializing_if = "Graph::is_none")]
+    pub graph: Graph,
     /// Run under `numactl --cpunodebind=N --membind=N`.
     #[serde(default)]
     pub numa: Option<u32>,
@@ -218,6 +222,61 @@ impl<'de> serde::de::Visitor<'de> for AsyncVisitor {
     }
 }
 
+/// How the forward pass is launched.
+///
+/// Written `None` or `Cuda`, or as a string (`"none"`, `"cuda"`) so that a
+/// matrix axis of scalars can sweep it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum Graph {
+    /// Op by op from the CPU, as eager PyTorch does.
+    #[default]
+    None,
+    /// Captured once after warm-up into a CUDA graph (static input and
+    /// output buffers), then replayed: one launch per forward pass.
+    Cuda,
+}
+
+impl Graph {
+    pub fn is_none(&self) -> bool {
+        *self == Graph::None
+    }
+}
+
+const GRAPH_EXPECTED: &str = "`None`, `Cuda`, \"none\" or \"cuda\"";
+
+impl<'de> Deserialize<'de> for Graph {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_enum("Graph", &["None", "Cuda"], GraphVisitor)
+    }
+}
+
+struct GraphVisitor;
+
+impl<'de> serde::de::Visitor<'de> for GraphVisitor {
+    type Value = Graph;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(GRAPH_EXPECTED)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Graph, E> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Graph::None),
+            "cuda" => Ok(Graph::Cuda),
+            _ => Err(E::custom(format!(
+                "unknown `graph` {s:?}; use {GRAPH_EXPECTED}"
+            ))),
+        }
+    }
+
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Graph, A::Error> {
+        use serde::de::VariantAccess;
+        let (VariantName(name), variant) = data.variant()?;
+        variant.unit_variant()?;
+        self.visit_str::<A::Error>(&name)
+    }
+}
+
 /// Where images are resized, normalized and cast.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Preprocess {
@@ -331,6 +390,9 @@ pub struct VitConfig {
     /// Batches recorded by `trace: Cupti`, apart from the timed ones.
     #[serde(default)]
     pub trace_batches: u32,
+    /// How the forward pass is launched (`None` in files from before it).
+    #[serde(default)]
+    pub graph: Graph,
     pub numa: Option<u32>,
     pub seed: u64,
 }
@@ -433,6 +495,12 @@ impl VitSpec {
                 self.device
             )
         })?;
+        if self.graph == Graph::Cuda && !device.is_cuda() {
+            return Err(format!(
+                "`graph: Cuda` captures the forward pass into a CUDA graph, which needs a GPU, but `device` is {:?}; set `device: \"cuda\"` or remove `graph`",
+                self.device
+            ));
+        }
         if let Pipeline::Async { queue, workers } = self.pipeline {
             if queue == 0 || workers == 0 {
                 return Err(
@@ -463,6 +531,7 @@ impl VitSpec {
             trace_batches: self
                 .trace_batches
                 .unwrap_or(self.samples.div_ceil(self.batch)),
+            graph: self.graph,
             numa: self.numa,
             seed: self.seed,
         })
