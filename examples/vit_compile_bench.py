@@ -543,18 +543,24 @@ def write_atomically(path, write):
 
 
 def kernels_per_forward(trace_path, batches):
-    """Kernels that start inside the measured `forward` ranges, per range (as
-    the Rust task's CUPTI trace summary counts them); without the ranges' GPU
-    projections, the window's kernels per batch; None without kernels."""
+    """Kernels that start inside the measured `forward` ranges, per range, and
+    their summed GPU time per range in ms (as the Rust task's CUPTI trace
+    summary counts them); without the ranges' GPU projections, the window's
+    kernels per batch; None without kernels. Also the kernel count."""
     with open(trace_path) as f:
         events = json.load(f).get("traceEvents", [])
     forwards = [(e["ts"], e["ts"] + e["dur"]) for e in events
                 if e.get("cat") == "gpu_user_annotation" and e.get("name") == "forward"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    if not forwards:
-        return (len(kernels) / batches if kernels else None), len(kernels)
-    inside = sum(1 for k in kernels if any(s <= k["ts"] < e for s, e in forwards))
-    return inside / len(forwards), len(kernels)
+    if not kernels:
+        return None, None, 0
+    if forwards:
+        inside = [k for k in kernels if any(s <= k["ts"] < e for s, e in forwards)]
+        per = len(forwards)
+    else:
+        inside, per = kernels, batches
+    # Chrome-trace durations are in microseconds.
+    return len(inside) / per, sum(k.get("dur", 0) for k in inside) / 1e3 / per, len(kernels)
 
 
 def main(argv=None):
@@ -609,8 +615,9 @@ def main(argv=None):
         "forward_ms": {"mean": stages[2]},
     }
     if args.trace:
-        per_forward, kernels = kernels_per_forward(args.trace, c["batches"])
-        results["trace"] = {"kernels": kernels, "kernels_per_forward": per_forward}
+        per_forward, ms_per_forward, kernels = kernels_per_forward(args.trace, c["batches"])
+        results["trace"] = {"kernels": kernels, "kernels_per_forward": per_forward,
+                            "kernel_ms_per_forward": ms_per_forward}
         results["kernels_per_forward"] = per_forward
     text = json.dumps(results, indent=2) + "\n"
 

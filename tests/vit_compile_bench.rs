@@ -445,3 +445,40 @@ fn rq3_report_specs_survive_the_job_file_round_trip() {
     let back: TaskSpec = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
     assert_eq!(back, task);
 }
+
+#[test]
+fn kernels_and_their_gpu_time_per_forward_come_from_the_forward_ranges() {
+    // Two measured forward ranges (GPU projections) with 2 and 1 kernels,
+    // one kernel outside; durations in µs, as Chrome traces write them.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("trace.json");
+    let events = serde_json::json!({"traceEvents": [
+        {"cat": "gpu_user_annotation", "name": "forward", "ts": 100, "dur": 50},
+        {"cat": "gpu_user_annotation", "name": "forward", "ts": 200, "dur": 50},
+        {"cat": "kernel", "name": "a", "ts": 110, "dur": 10},
+        {"cat": "kernel", "name": "b", "ts": 130, "dur": 20},
+        {"cat": "kernel", "name": "c", "ts": 210, "dur": 30},
+        {"cat": "kernel", "name": "d", "ts": 400, "dur": 99},
+    ]});
+    std::fs::write(&trace, events.to_string()).expect("write");
+    let dir_of_script = script().parent().expect("examples/").to_owned();
+    let out = python()
+        .arg("-c")
+        .arg(format!(
+            "import sys; sys.path.insert(0, {:?}); import vit_compile_bench as b; print(b.kernels_per_forward({:?}, 2))",
+            dir_of_script.display().to_string(),
+            trace.display().to_string()
+        ))
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 3 kernels over 2 forwards; (10 + 20 + 30) µs / 2 = 0.03 ms; 4 in all.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "(1.5, 0.03, 4)"
+    );
+}

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # RQ3 (pipelines/rq3.ron) at a reduced size on a GPU host with PyTorch
-# 2.11.0+cu130: the key models vit16x6x384 and vit32x12x768 in every mode
-# (vit32x18x1024's advanced-mode and eager runs come along: rq3.ron's
-# `include` names them), 400 images per run at batch 4, warm-up 25 batches
-# (100 for the CUDA-graph modes); 470 s on 2 H200s: 2 `Vit` runs with CUPTI
-# traces and 11 Python runs, their exports and analyses, and both reports.
+# 2.11.0+cu130: the key models vit16x6x384 and vit32x12x768 in every mode,
+# `graph: Cuda` included (vit32x18x1024's advanced-mode and eager runs come
+# along: rq3.ron's `include` names them; `-p model=[…]` narrows the
+# CUDA-graph runs too), 400 images per run at batch 4, warm-up 25 batches
+# (100 for the CUDA-graph modes); 470 s on 2 H200s before the CUDA-graph
+# runs; 2026-11-24 on one H100, 560 + 227 s in two calls (the second resumed):
+# 4 `Vit` runs with CUPTI traces and 11 Python runs, their exports and
+# analyses, and the three reports.
 #
 # Needs, run from the repository root:
 #   - a vitgraph built with the torch feature (on any x86-64 Linux machine:
@@ -42,22 +45,23 @@ params=(
     -p models=[vit16x6x384,vit32x12x768] -p "model=[vit16x6x384,vit32x12x768]"
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used --format=csv >"$out/nvidia-smi.csv" 2>&1
-"$bin" status rq3_analysis rq3_report "${params[@]}" | tail -n 1
+reports=(rq3_analysis rq3_report rq3_overhead)
+"$bin" status "${reports[@]}" "${params[@]}" | tail -n 1
 start=$(date +%s)
-timeout --signal=INT "$budget" "$bin" build rq3_analysis rq3_report -k --json "${params[@]}" >>"$out/build.jsonl" 2>>"$out/build.log"
+timeout --signal=INT "$budget" "$bin" build "${reports[@]}" -k --json "${params[@]}" >>"$out/build.jsonl" 2>>"$out/build.log"
 status=$?
 echo "rq3.sh: build exited $status after $(( $(date +%s) - start )) s"
-"$bin" status rq3_analysis rq3_report "${params[@]}" | tail -n 1
+"$bin" status "${reports[@]}" "${params[@]}" | tail -n 1
 # Copy what exists so far: results, metrics, logs of failed nodes, reports.
-for stage in rq3_eager rq3_compiled rq3_eager_analysis rq3_compiled_analysis rq3_analysis rq3_report; do
+for stage in rq3_eager rq3_graph rq3_compiled rq3_eager_analysis rq3_graph_analysis rq3_compiled_analysis "${reports[@]}"; do
     [[ -d "out/$stage" ]] || continue
     (cd out && find "$stage" -type f \( -name '*.json' ! -name 'trace.json' -o -name '*.md' -o -name '*.csv' -o -name '*.txt' -o -name '*.svg' \) -print0 |
         xargs -0 -r cp --parents -t "$out")
 done
 [[ -d cache/logs ]] && cp -r cache/logs "$out/" 2>/dev/null
 tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
-for report in rq3_analysis rq3_report; do
-    [[ -f "out/$report/$report/report.md" ]] && cat "out/$report/$report/report.md"
+for report in "${reports[@]}"; do
+    [[ -f "out/$report/report.md" ]] && cat "out/$report/report.md"
 done
 if [[ $status -eq 124 || $status -eq 130 ]]; then
     echo "rq3.sh: cut at $budget s; run it again to resume"
