@@ -230,6 +230,11 @@ fn main() {
         generate_sqlite(Path::new(&args[2]));
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--write-kineto-child") {
+        // For profiling the import on its own: the JSON the benchmark imports.
+        generate_kineto(Path::new(&args[2]), 400_000);
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("--import-child") {
         kineto::import(Path::new(&args[2]), Path::new(&args[3])).unwrap();
         return;

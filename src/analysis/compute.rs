@@ -229,21 +229,65 @@ fn gaps(mut gaps: Vec<i64>) -> Gaps {
 
 /// The runtime API calls by (process, correlation id): correlation ids are
 /// unique per process only.
-pub(crate) struct LaunchIndex<'a> {
-    runtime: &'a [RuntimeRow],
-    by_process: IdMap<(i64, u32), &'a RuntimeRow>,
-    /// By correlation id alone, for kernels without `globalPid` (Kineto
-    /// imports of several processes); `None` where two processes share the id.
-    by_correlation: OnceLock<HashMap<u32, Option<&'a RuntimeRow>>>,
+pub(crate) enum LaunchIndex<'a> {
+    /// Every call of one process, with correlation ids below a few times the
+    /// call count (as CUPTI and nsys number them: densely, from 1): an array
+    /// indexed by correlation id, of the call's position + 1 (0: none).
+    /// Building it is one pass of stores, where a hash costs an insert per
+    /// call.
+    Dense {
+        runtime: &'a [RuntimeRow],
+        process: i64,
+        slots: Vec<u32>,
+    },
+    Hashed {
+        runtime: &'a [RuntimeRow],
+        by_process: IdMap<(i64, u32), &'a RuntimeRow>,
+        /// By correlation id alone, for kernels without `globalPid` (Kineto
+        /// imports of several processes); `None` where two processes share the id.
+        by_correlation: OnceLock<HashMap<u32, Option<&'a RuntimeRow>>>,
+    },
 }
 
 impl<'a> LaunchIndex<'a> {
     fn new(runtime: &'a [RuntimeRow]) -> Self {
+        let mut calls = runtime.iter().filter(|r| r.correlation != 0);
+        let process = calls.next().map(|r| process_of_tid(r.global_tid));
+        let one_process = calls.all(|r| Some(process_of_tid(r.global_tid)) == process);
+        let max = runtime.iter().map(|r| r.correlation).max().unwrap_or(0) as usize;
+        if let (Some(process), true) = (process, one_process) {
+            if max <= 4 * runtime.len() + 1024 && runtime.len() < u32::MAX as usize {
+                let mut slots = vec![0u32; max + 1];
+                let mut unique = true;
+                for (i, r) in runtime
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.correlation != 0)
+                {
+                    let slot = &mut slots[r.correlation as usize];
+                    unique &= *slot == 0;
+                    *slot = i as u32 + 1;
+                }
+                // A correlation id used twice is resolved as the hash does it
+                // (the last call by process, the first without one).
+                if unique {
+                    return LaunchIndex::Dense {
+                        runtime,
+                        process,
+                        slots,
+                    };
+                }
+            }
+        }
+        Self::hashed(runtime)
+    }
+
+    fn hashed(runtime: &'a [RuntimeRow]) -> Self {
         let mut by_process = IdMap::with_capacity_and_hasher(runtime.len(), Default::default());
         for r in runtime.iter().filter(|r| r.correlation != 0) {
             by_process.insert((process_of_tid(r.global_tid), r.correlation), r);
         }
-        LaunchIndex {
+        LaunchIndex::Hashed {
             runtime,
             by_process,
             by_correlation: OnceLock::new(),
@@ -251,26 +295,47 @@ impl<'a> LaunchIndex<'a> {
     }
 
     fn launch_of(&self, k: &KernelRow) -> Option<&'a RuntimeRow> {
-        if let Some(pid) = k.global_pid {
-            return self.by_process.get(&(pid, k.correlation)).copied();
-        }
-        let index = self.by_correlation.get_or_init(|| {
-            let mut m: HashMap<u32, Option<&RuntimeRow>> = HashMap::new();
-            for r in self.runtime.iter().filter(|r| r.correlation != 0) {
-                m.entry(r.correlation)
-                    .and_modify(|e| {
-                        let same = e.is_some_and(|o| {
-                            process_of_tid(o.global_tid) == process_of_tid(r.global_tid)
-                        });
-                        if !same {
-                            *e = None;
-                        }
-                    })
-                    .or_insert(Some(r));
+        match self {
+            LaunchIndex::Dense {
+                runtime,
+                process,
+                slots,
+            } => {
+                // One process: a kernel of another has no launch here, and
+                // one without a process id cannot be ambiguous.
+                if k.global_pid.is_some_and(|pid| pid != *process) {
+                    return None;
+                }
+                let slot = *slots.get(k.correlation as usize)?;
+                (slot != 0).then(|| &runtime[slot as usize - 1])
             }
-            m
-        });
-        index.get(&k.correlation).copied().flatten()
+            LaunchIndex::Hashed {
+                runtime,
+                by_process,
+                by_correlation,
+            } => {
+                if let Some(pid) = k.global_pid {
+                    return by_process.get(&(pid, k.correlation)).copied();
+                }
+                let index = by_correlation.get_or_init(|| {
+                    let mut m: HashMap<u32, Option<&RuntimeRow>> = HashMap::new();
+                    for r in runtime.iter().filter(|r| r.correlation != 0) {
+                        m.entry(r.correlation)
+                            .and_modify(|e| {
+                                let same = e.is_some_and(|o| {
+                                    process_of_tid(o.global_tid) == process_of_tid(r.global_tid)
+                                });
+                                if !same {
+                                    *e = None;
+                                }
+                            })
+                            .or_insert(Some(r));
+                    }
+                    m
+                });
+                index.get(&k.correlation).copied().flatten()
+            }
+        }
     }
 }
 
@@ -446,4 +511,74 @@ fn memory_summary(
             stddev: s.stddev,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod launch_index_tests {
+    use super::*;
+
+    fn call(tid: i64, correlation: u32, start: i64) -> RuntimeRow {
+        RuntimeRow {
+            start,
+            end: start + 1,
+            global_tid: tid,
+            correlation,
+            name: 0,
+        }
+    }
+
+    fn kernel(pid: Option<i64>, correlation: u32) -> KernelRow {
+        KernelRow {
+            start: 0,
+            end: 1,
+            device: 0,
+            stream: 7,
+            correlation,
+            global_pid: pid,
+            name: 0,
+        }
+    }
+
+    /// The dense index finds exactly what the hash finds, for every kernel.
+    #[test]
+    fn the_dense_index_agrees_with_the_hash() {
+        let p1 = 0x0100_0000_0000_0000_i64;
+        let p2 = 0x0200_0000_0000_0000_i64;
+        let cases: Vec<(Vec<RuntimeRow>, bool)> = vec![
+            // One process, ids 1..=50 with gaps and an id-0 call: dense.
+            (
+                (0..60)
+                    .filter(|i| i % 7 != 3)
+                    .map(|i| call(p1 + 5, if i == 10 { 0 } else { i + 1 }, i as i64))
+                    .collect(),
+                true,
+            ),
+            // A correlation id used twice: the hash decides.
+            (vec![call(p1, 1, 0), call(p1, 2, 1), call(p1, 1, 2)], false),
+            // Two processes sharing ids: the hash.
+            (vec![call(p1, 1, 0), call(p2, 1, 1), call(p2, 2, 2)], false),
+            // Ids far beyond the call count: the hash.
+            (vec![call(p1, 1, 0), call(p1, 1_000_000, 1)], false),
+            (Vec::new(), false),
+        ];
+        for (runtime, dense) in &cases {
+            let fast = LaunchIndex::new(runtime);
+            assert_eq!(
+                matches!(fast, LaunchIndex::Dense { .. }),
+                *dense,
+                "{runtime:?}"
+            );
+            let slow = LaunchIndex::hashed(runtime);
+            for correlation in 0..70 {
+                for pid in [None, Some(p1), Some(p2)] {
+                    let k = kernel(pid, correlation);
+                    assert_eq!(
+                        fast.launch_of(&k).map(|r| r.start),
+                        slow.launch_of(&k).map(|r| r.start),
+                        "kernel {pid:?}/{correlation} in {runtime:?}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -87,6 +87,12 @@ fn int<T: rusqlite::types::FromSql + TryFrom<i64>>(
     r.get(i)
 }
 
+/// A nullable integer cell as `u32`: `None` (refused) when it does not fit.
+#[inline]
+fn opt_u32(cell: Option<i64>) -> Option<Option<u32>> {
+    cell.map(u32::try_from).transpose().ok()
+}
+
 pub(crate) fn read_kernels(
     file: &TraceFile,
     names: &mut NameTable,
@@ -106,6 +112,20 @@ pub(crate) fn read_kernels(
         "SELECT start, end, deviceId, streamId, correlationId, {pid}, {name} FROM {KERNEL}",
         pid = pid_col(file, KERNEL)
     );
+    let fast = file.int_rows(&sql, |c: &[Option<i64>; 7]| {
+        Some(KernelRow {
+            start: c[0]?,
+            end: c[1]?,
+            device: u32::try_from(c[2]?).ok()?,
+            stream: u32::try_from(c[3]?).ok()?,
+            correlation: opt_u32(c[4])?.unwrap_or(0),
+            global_pid: c[5],
+            name: names.intern(c[6]?),
+        })
+    });
+    if let Some(rows) = fast {
+        return Ok(rows);
+    }
     file.rows(KERNEL, &sql, |r| {
         Ok(KernelRow {
             start: int(r, 0)?,
@@ -177,6 +197,18 @@ pub(crate) fn read_runtime(
         "SELECT start, end, {tid}, correlationId, nameId FROM {RUNTIME}",
         tid = file.col_or(RUNTIME, "globalTid", "0")
     );
+    let fast = file.int_rows(&sql, |c: &[Option<i64>; 5]| {
+        Some(RuntimeRow {
+            start: c[0]?,
+            end: c[1]?,
+            global_tid: c[2].unwrap_or(0),
+            correlation: opt_u32(c[3])?.unwrap_or(0),
+            name: names.intern(c[4]?),
+        })
+    });
+    if let Some(rows) = fast {
+        return Ok(rows);
+    }
     file.rows(RUNTIME, &sql, |r| {
         Ok(RuntimeRow {
             start: int(r, 0)?,

@@ -212,6 +212,69 @@ impl TraceFile {
         Ok(out)
     }
 
+    /// The rows of `sql`, whose `N` columns are read as integers or NULL
+    /// straight from SQLite's C API (rusqlite's checked access costs about
+    /// as much as SQLite's own stepping on the big tables), each mapped by
+    /// `f`. `None` (the caller then reads through [`Self::rows`], whose
+    /// errors name the table and column) when the statement does not
+    /// prepare or step, a cell is neither an integer nor NULL, or `f`
+    /// refuses a row.
+    pub(crate) fn int_rows<const N: usize, T>(
+        &self,
+        sql: &str,
+        mut f: impl FnMut(&[Option<i64>; N]) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        use rusqlite::ffi;
+        struct Finalize(*mut ffi::sqlite3_stmt);
+        impl Drop for Finalize {
+            fn drop(&mut self) {
+                // SAFETY: a statement prepared below, finalized once.
+                unsafe { ffi::sqlite3_finalize(self.0) };
+            }
+        }
+        let sql = std::ffi::CString::new(sql).ok()?;
+        let mut stmt = std::ptr::null_mut();
+        // SAFETY: the connection's handle stays valid while `self` lives;
+        // the statement is finalized (by the guard) before this returns.
+        let rc = unsafe {
+            ffi::sqlite3_prepare_v2(
+                self.conn.handle(),
+                sql.as_ptr(),
+                -1,
+                &mut stmt,
+                std::ptr::null_mut(),
+            )
+        };
+        let stmt = Finalize(stmt);
+        // SAFETY (every call below): a prepared statement, columns < N.
+        if rc != ffi::SQLITE_OK
+            || stmt.0.is_null()
+            || unsafe { ffi::sqlite3_column_count(stmt.0) } != N as i32
+        {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut cells = [None; N];
+        loop {
+            match unsafe { ffi::sqlite3_step(stmt.0) } {
+                ffi::SQLITE_ROW => {
+                    for (i, cell) in cells.iter_mut().enumerate() {
+                        *cell = match unsafe { ffi::sqlite3_column_type(stmt.0, i as i32) } {
+                            ffi::SQLITE_INTEGER => {
+                                Some(unsafe { ffi::sqlite3_column_int64(stmt.0, i as i32) })
+                            }
+                            ffi::SQLITE_NULL => None,
+                            _ => return None,
+                        };
+                    }
+                    out.push(f(&cells)?);
+                }
+                ffi::SQLITE_DONE => return Some(out),
+                _ => return None,
+            }
+        }
+    }
+
     /// The value of each `StringIds` id in `ids` (unknown ids read as `<id N>`).
     pub(crate) fn strings(&self, ids: &[i64]) -> Result<Vec<String>, TraceError> {
         if !self.has_table("StringIds") {
