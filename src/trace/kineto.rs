@@ -139,11 +139,15 @@ fn finish(
     writer: &mut TraceWriter,
 ) -> Result<ImportStats, TraceError> {
     // GPU events carry the device as `pid`; the launching process is the one
-    // process that made CUDA calls (with several, it stays unknown).
-    if state.cuda_pids.len() == 1 {
-        if let Some(&pid) = state.cuda_pids.iter().next() {
+    // process that made CUDA calls (with several, it stays unknown). GPU rows
+    // were written with the first such process (`pid_guess`): right when it
+    // is the only one, wrong when there are several.
+    match (state.cuda_pids.len(), state.pid_guess) {
+        (1, Some(pid)) if state.gpu_rows_without_pid => {
             writer.fill_missing_global_pid(global_pid(pid))?;
         }
+        (n, Some(pid)) if n > 1 => writer.clear_global_pid(global_pid(pid))?,
+        _ => {}
     }
     Ok(ImportStats {
         events: state.events,
@@ -389,5 +393,70 @@ mod tests {
         // f64 cannot hold this one exactly: the text path must.
         let f = 1712195495519689.047_f64 * 1000.0;
         assert_ne!(f as i64, 1_712_195_495_519_689_047);
+    }
+
+    /// The `globalPid` of each GPU row (kernels, then copies) after importing
+    /// `events`.
+    fn gpu_pids(events: &str) -> Vec<Option<i64>> {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("trace.json");
+        std::fs::write(&input, format!(r#"{{"traceEvents": [{events}]}}"#)).unwrap();
+        let output = dir.path().join("t.sqlite");
+        import(&input, &output).unwrap();
+        let conn = rusqlite::Connection::open(&output).unwrap();
+        let mut pids = Vec::new();
+        for table in ["KERNEL", "MEMCPY"] {
+            let sql = format!("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_{table} ORDER BY start");
+            let mut st = conn.prepare(&sql).unwrap();
+            let rows = st.query_map([], |r| r.get::<_, Option<i64>>(0)).unwrap();
+            pids.extend(rows.map(Result::unwrap));
+        }
+        pids
+    }
+
+    #[test]
+    fn gpu_rows_get_the_launching_process_when_there_is_one() {
+        let kernel = |ts: u32, corr: u32| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, "dur": 5,
+                    "args": {{"device": 0, "stream": 7, "correlation": {corr}}}}}"#
+            )
+        };
+        let copy = |ts: u32, corr: u32| {
+            format!(
+                r#"{{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7, "ts": {ts}, "dur": 5,
+                    "args": {{"device": 0, "stream": 7, "correlation": {corr}, "bytes": 64}}}}"#
+            )
+        };
+        let launch = |pid: u32, ts: u32, corr: u32| {
+            format!(
+                r#"{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {pid}, "tid": 3, "ts": {ts}, "dur": 2,
+                    "args": {{"correlation": {corr}}}}}"#
+            )
+        };
+        let p = |pid: u32| Some(crate::trace::records::global_pid(pid));
+        // The launching call first, then GPU rows written with its process.
+        let calls_first = [
+            launch(42, 1, 1),
+            kernel(10, 1),
+            copy(20, 2),
+            launch(42, 2, 2),
+        ];
+        assert_eq!(gpu_pids(&calls_first.join(",")), [p(42), p(42)]);
+        // GPU rows before any call are filled in at the end.
+        let gpu_first = [kernel(10, 1), launch(42, 1, 1), kernel(30, 2), copy(20, 3)];
+        assert_eq!(gpu_pids(&gpu_first.join(",")), [p(42), p(42), p(42)]);
+        // Two processes made CUDA calls: whose the GPU rows are stays unknown,
+        // the rows written with the first one's included.
+        let two = [
+            launch(42, 1, 1),
+            kernel(10, 1),
+            launch(43, 2, 2),
+            kernel(30, 2),
+            copy(40, 3),
+        ];
+        assert_eq!(gpu_pids(&two.join(",")), [None, None, None]);
+        // No CUDA calls at all.
+        assert_eq!(gpu_pids(&kernel(10, 1)), [None]);
     }
 }

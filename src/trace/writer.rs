@@ -443,6 +443,22 @@ impl TraceWriter {
         }))
     }
 
+    /// Sets `globalPid` of every kernel, memcpy and memset written with
+    /// `global_pid` back to NULL (unknown). Importers use it when the process
+    /// they wrote GPU rows with turns out not to be the only one.
+    pub fn clear_global_pid(&mut self, global_pid: i64) -> Result<(), TraceError> {
+        self.flush()?;
+        self.run(Box::new(move |conn: &Connection| {
+            for table in ["KERNEL", "MEMCPY", "MEMSET"] {
+                let sql = format!(
+                    "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = NULL WHERE globalPid = ?1"
+                );
+                conn.execute(&sql, [global_pid])?;
+            }
+            Ok(())
+        }))
+    }
+
     /// Commits, closes and renames the file into place.
     pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
         self.flush()?;

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 
 use super::{annotation, cpu_tid, micros_text_to_ns, raw_text};
 use crate::trace::error::TraceError;
+use crate::trace::records::global_pid;
 use crate::trace::records::{copy_kind, mem_kind, Kernel, Memcpy, Memset, Runtime};
 use crate::trace::writer::TraceWriter;
 
@@ -83,6 +84,15 @@ pub(crate) struct Importer {
     pub(crate) events: u64,
     /// Processes that made CUDA runtime calls.
     pub(crate) cuda_pids: BTreeSet<u32>,
+    /// The first of them: GPU events (whose `pid` is their device) are
+    /// written as launched by it, since a trace has almost always one, and
+    /// setting the process of every GPU row at the end rewrites them all
+    /// (about a sixth of an import's time). [`super::finish`] corrects the
+    /// rows when the guess was missing or wrong.
+    pub(crate) pid_guess: Option<u32>,
+    /// Whether a GPU event was written before the first CUDA call, without
+    /// a process.
+    pub(crate) gpu_rows_without_pid: bool,
 }
 
 /// The fields of one kept event, checked.
@@ -98,6 +108,8 @@ impl Importer {
             path: path.to_path_buf(),
             events: 0,
             cuda_pids: BTreeSet::new(),
+            pid_guess: None,
+            gpu_rows_without_pid: false,
         }
     }
 
@@ -184,8 +196,9 @@ impl Importer {
         Ok((device, stream, corr as u32))
     }
 
-    fn kernel(&self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
+    fn kernel(&mut self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
         let (device_id, stream_id, correlation_id) = self.gpu_ids(t, index)?;
+        let global_pid = self.gpu_row_pid();
         let a = &t.ev.args;
         w.push_kernel(&Kernel {
             start: t.start,
@@ -194,7 +207,7 @@ impl Importer {
             context_id: a.context.unwrap_or(0),
             stream_id,
             correlation_id,
-            global_pid: None,
+            global_pid,
             grid: a.grid.unwrap_or([0; 3]),
             block: a.block.unwrap_or([0; 3]),
             static_shared_memory: a.shared_memory.unwrap_or(0),
@@ -205,8 +218,9 @@ impl Importer {
         })
     }
 
-    fn memcpy(&self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
+    fn memcpy(&mut self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
         let (device_id, stream_id, correlation_id) = self.gpu_ids(t, index)?;
+        let global_pid = self.gpu_row_pid();
         let bytes =
             t.ev.args
                 .bytes
@@ -219,7 +233,7 @@ impl Importer {
             context_id: t.ev.args.context.unwrap_or(0),
             stream_id,
             correlation_id,
-            global_pid: None,
+            global_pid,
             bytes,
             copy_kind,
             src_kind,
@@ -227,8 +241,9 @@ impl Importer {
         })
     }
 
-    fn memset(&self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
+    fn memset(&mut self, t: &Timed, index: u64, w: &mut TraceWriter) -> Result<(), TraceError> {
         let (device_id, stream_id, correlation_id) = self.gpu_ids(t, index)?;
+        let global_pid = self.gpu_row_pid();
         let bytes =
             t.ev.args
                 .bytes
@@ -245,11 +260,17 @@ impl Importer {
             context_id: t.ev.args.context.unwrap_or(0),
             stream_id,
             correlation_id,
-            global_pid: None,
+            global_pid,
             bytes,
             value: 0,
             mem_kind: kind,
         })
+    }
+
+    /// The process a GPU row is written with: the guess (see `pid_guess`).
+    fn gpu_row_pid(&mut self) -> Option<i64> {
+        self.gpu_rows_without_pid |= self.pid_guess.is_none();
+        self.pid_guess.map(global_pid)
     }
 
     fn runtime(
@@ -262,6 +283,7 @@ impl Importer {
         let pid = t.ev.pid.ok_or_else(|| self.missing(t.ev, index, "pid"))?.0;
         let tid = id(t.ev.tid);
         self.cuda_pids.insert(pid);
+        self.pid_guess.get_or_insert(pid);
         w.push_runtime(&Runtime {
             start: t.start,
             end: t.end,
