@@ -309,9 +309,27 @@ fn task_results() -> Value {
         .expect("serializes")
 }
 
+/// What two measured batches of 2 images on a GPU give back, untraced.
+fn two_gpu_batches(config: &vitgraph::tasks::vit::VitConfig) -> results::Measurement {
+    use vitgraph::tasks::vit::formula;
+    results::Measurement {
+        params: formula::params(config),
+        flops_per_image: formula::flops_per_image(config),
+        images: 4,
+        window_s: 0.1,
+        batch_ms: vec![1.0, 1.0],
+        stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
+        forward_ms: vec![0.7, 0.7],
+        peak_memory_bytes: None,
+        copy_stream: false,
+        traced_batches: 0,
+        cuda_graph: None,
+    }
+}
+
 #[test]
 fn results_say_where_the_copies_ran_on_a_gpu_only() {
-    use vitgraph::tasks::vit::{formula, VitSpec};
+    use vitgraph::tasks::vit::VitSpec;
     assert!(
         task_results().get("h2d_on").is_none(),
         "a CPU run has no copies"
@@ -324,17 +342,8 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
     let env = vitgraph::tasks::env::probe();
     for (copy_stream, said) in [(true, "copy_stream"), (false, "compute_stream")] {
         let m = results::Measurement {
-            params: formula::params(&config),
-            flops_per_image: formula::flops_per_image(&config),
-            images: 4,
-            window_s: 0.1,
-            batch_ms: vec![1.0, 1.0],
-            stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
-            forward_ms: vec![0.7, 0.7],
-            peak_memory_bytes: None,
             copy_stream,
-            traced_batches: 0,
-            cuda_graph: None,
+            ..two_gpu_batches(&config)
         };
         let v = serde_json::to_value(results::VitResults::new(
             &config,
@@ -349,7 +358,7 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
 
 #[test]
 fn results_say_whether_a_cuda_graph_was_replayed_and_what_its_capture_cost() {
-    use vitgraph::tasks::vit::{formula, Graph, VitSpec};
+    use vitgraph::tasks::vit::{Graph, VitSpec};
     let plain = task_results();
     assert_eq!(plain["config"]["graph"], "None");
     assert!(
@@ -364,22 +373,13 @@ fn results_say_whether_a_cuda_graph_was_replayed_and_what_its_capture_cost() {
     assert_eq!(config.graph, Graph::Cuda);
     let env = vitgraph::tasks::env::probe();
     let m = results::Measurement {
-        params: formula::params(&config),
-        flops_per_image: formula::flops_per_image(&config),
-        images: 4,
-        window_s: 0.1,
-        batch_ms: vec![1.0, 1.0],
-        stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
-        forward_ms: vec![0.7, 0.7],
-        peak_memory_bytes: None,
-        copy_stream: false,
-        traced_batches: 0,
         cuda_graph: Some(results::CudaGraphUse {
             replayed: true,
             side_stream_warmup: 2,
             side_stream_warmup_ms: 3.5,
             capture_ms: 12.25,
         }),
+        ..two_gpu_batches(&config)
     };
     let v = serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes");

@@ -431,28 +431,27 @@ impl TraceWriter {
     /// Sets `globalPid` of every kernel, memcpy and memset written without one.
     /// Importers use it once the launching process is known.
     pub fn fill_missing_global_pid(&mut self, global_pid: i64) -> Result<(), TraceError> {
-        self.flush()?;
-        self.run(Box::new(move |conn: &Connection| {
-            for table in ["KERNEL", "MEMCPY", "MEMSET"] {
-                let sql = format!(
-                    "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = ?1 WHERE globalPid IS NULL"
-                );
-                conn.execute(&sql, [global_pid])?;
-            }
-            Ok(())
-        }))
+        self.update_gpu_rows("globalPid = ?1 WHERE globalPid IS NULL", global_pid)
     }
 
     /// Sets `globalPid` of every kernel, memcpy and memset written with
     /// `global_pid` back to NULL (unknown). Importers use it when the process
     /// they wrote GPU rows with turns out not to be the only one.
     pub fn clear_global_pid(&mut self, global_pid: i64) -> Result<(), TraceError> {
+        self.update_gpu_rows("globalPid = NULL WHERE globalPid = ?1", global_pid)
+    }
+
+    /// `UPDATE <table> SET <set_where>` on the kernel, memcpy and memset
+    /// tables, with `?1` bound to `global_pid`.
+    fn update_gpu_rows(
+        &mut self,
+        set_where: &'static str,
+        global_pid: i64,
+    ) -> Result<(), TraceError> {
         self.flush()?;
         self.run(Box::new(move |conn: &Connection| {
             for table in ["KERNEL", "MEMCPY", "MEMSET"] {
-                let sql = format!(
-                    "UPDATE CUPTI_ACTIVITY_KIND_{table} SET globalPid = NULL WHERE globalPid = ?1"
-                );
+                let sql = format!("UPDATE CUPTI_ACTIVITY_KIND_{table} SET {set_where}");
                 conn.execute(&sql, [global_pid])?;
             }
             Ok(())
