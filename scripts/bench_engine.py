@@ -10,6 +10,9 @@ commands. For each tool it measures, in the same run:
              every command through `sh -c` in sequence with no build tool
   no-op      a build with everything up to date (median of --repeat runs)
   status     `vitgraph status` (make -q / ninja -n as the closest peers)
+  status after a change
+             `vitgraph status` (ninja -n) with one experiment's input file
+             changed and not yet rebuilt, and its peak RSS
   one-input  the rebuild after one experiment's input file changed
              (four commands re-run)
   peak RSS   of the cold build (the same run as its time) and of a no-op
@@ -192,9 +195,17 @@ def main():
             one = median(one_input, args.repeat)
             # The one-input rebuild left a fresh workspace: settle, then a no-op.
             sh(build, root, env)
+            changed, rss_changed = float("nan"), float("nan")
+            if name in ("vitgraph", "ninja"):
+                peer = status if name == "vitgraph" else ["ninja", "-n"]
+                with open(os.path.join(root, "inputs", f"{n // 3}.txt"), "a") as f:
+                    f.write("changed\n")
+                changed = median(lambda: sh(peer, root, env), args.repeat)
+                rss_changed = peak_rss_mb(peer, root, env)
+                sh(build, root, env)
             rss_noop = peak_rss_mb(build, root, env)
             rows[name] = dict(cold=cold, overhead_ms=(cold - t_cmds) / nodes * 1000, noop=noop, status=stat, one=one,
-                              rss_noop=rss_noop, rss_cold=rss_cold)
+                              rss_noop=rss_noop, rss_cold=rss_cold, changed=changed, rss_changed=rss_changed)
             shutil.rmtree(root, ignore_errors=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -211,6 +222,11 @@ def main():
             f"| {name} | {r['cold']:.2f} s | {r['overhead_ms']:.2f} ms | {r['noop'] * 1000:.0f} ms | {st} | "
             f"{r['one'] * 1000:.0f} ms | {r['rss_cold']:.0f} MB | {r['rss_noop']:.0f} MB |"
         )
+    print("\n| tool | status after one input changed | its peak RSS |")
+    print("|---|---|---|")
+    for name, r in rows.items():
+        if r["changed"] == r["changed"]:
+            print(f"| {name} | {r['changed'] * 1000:.0f} ms | {r['rss_changed']:.0f} MB |")
     v, nj = rows["vitgraph"], rows["ninja"]
     print(f"\nvitgraph no-op / ninja no-op = {v['noop'] / nj['noop']:.2f}; status / ninja no-op = {v['status'] / nj['noop']:.2f}")
     print(f"one-input rebuild minus its four commands run alone ({t_one_cmds * 1000:.1f} ms): {(v['one'] - t_one_cmds) * 1000:.0f} ms"

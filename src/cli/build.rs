@@ -218,7 +218,10 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
 }
 
 /// The incremental build a snapshot that held but for some files allows.
-fn incremental(graph: &crate::graph::Graph, snapshot: noop::Snapshot) -> Option<Incremental> {
+pub(super) fn incremental(
+    graph: &crate::graph::Graph,
+    snapshot: noop::Snapshot,
+) -> Option<Incremental> {
     let noop::Snapshot::Changed {
         facts,
         generation,

@@ -125,19 +125,37 @@ fn judged_on_cluster<'a>(
     super::slurm::stored_env(graph, &file, &cluster.slurm, host, store).map(Some)
 }
 
+/// What the no-op snapshot tells `status` of the whole workspace. (One per
+/// command: the store is kept unboxed.)
+#[allow(clippy::large_enum_variant)]
+enum FromSnapshot {
+    /// It held: printed, with this exit code.
+    Printed(i32),
+    /// It held but for some files: the store, and which files.
+    Changed(Store, noop::Snapshot),
+    /// None, or it missed: a full plan decides.
+    Miss,
+}
+
 /// `status` of the whole workspace from the no-op snapshot, when it holds.
-fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> Option<i32> {
+fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> FromSnapshot {
     let t = super::Timer::start();
     if !NoopSnapshot::exists(&ws.root) {
-        return None;
+        return FromSnapshot::Miss;
     }
-    let snapshot = NoopSnapshot::for_workspace(&ws.root, overrides)?;
-    let store = Store::open_existing(&ws.root).ok()??;
+    let Some(snapshot) = NoopSnapshot::for_workspace(&ws.root, overrides) else {
+        return FromSnapshot::Miss;
+    };
+    let Ok(Some(store)) = Store::open_existing(&ws.root) else {
+        return FromSnapshot::Miss;
+    };
     t.lap("open store");
     let snapshot = snapshot.check(&store, &HostEnv::new());
     t.lap("check snapshot");
-    let noop::Snapshot::Fresh(nodes) = snapshot else {
-        return None;
+    let nodes = match snapshot {
+        noop::Snapshot::Fresh(nodes) => nodes,
+        changed @ noop::Snapshot::Changed { .. } => return FromSnapshot::Changed(store, changed),
+        noop::Snapshot::Miss => return FromSnapshot::Miss,
     };
     if json {
         let list: Vec<NodeStatus> = nodes
@@ -166,42 +184,79 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> O
         }
         println!("{} fresh, 0 stale", nodes.len());
     }
-    Some(exit::SUCCESS)
+    FromSnapshot::Printed(exit::SUCCESS)
+}
+
+/// The verdicts of the nodes the change since the snapshot reaches, every
+/// other node being fresh with its latest run (as an incremental build
+/// judges); None when a full plan must decide.
+fn judged_from_snapshot(
+    ws: &Workspace,
+    graph: &Graph,
+    store: &Store,
+    changed: noop::Snapshot,
+) -> Result<Option<HashMap<usize, Evaluation>>, Failure> {
+    let t = super::Timer::start();
+    let Some(inc) = super::build::incremental(graph, changed) else {
+        return Ok(None);
+    };
+    t.lap("what the change reaches");
+    let judged = crate::engine::judge_reached(graph, &ws.root, store, &HostEnv::new(), &inc)?;
+    t.lap(&format!(
+        "judge the changed ({} of {} nodes)",
+        inc.dirty.len(),
+        graph.nodes.len()
+    ));
+    Ok(judged)
 }
 
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let on_cluster = super::build::is_slurm(args.cluster.executor, &file);
-    if args.targets.is_empty() && !on_cluster {
-        if let Some(code) = status_from_snapshot(ws, overrides, args.json) {
-            return Ok(code);
-        }
+    let from_snapshot = if args.targets.is_empty() && !on_cluster {
+        status_from_snapshot(ws, overrides, args.json)
+    } else {
+        FromSnapshot::Miss
+    };
+    if let FromSnapshot::Printed(code) = from_snapshot {
+        return Ok(code);
     }
     let jobs = super::slurm::jobs_for_status(ws, args.json)?;
     let t = super::Timer::start();
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
-    let (graph, selection, evals, states, _) = planned(ws, graph, &args.targets, &args.cluster)?;
-    let fresh = selection
-        .iter()
-        .filter(|i| evals[i].verdict.is_fresh())
-        .count();
-    let stale = selection.len() - fresh;
+    let reached = match from_snapshot {
+        FromSnapshot::Changed(store, changed) => judged_from_snapshot(ws, &graph, &store, changed)?,
+        _ => None,
+    };
+    // Judged: every selected node (a full plan), or only those a change
+    // reached (the others are fresh).
+    let (graph, selection, evals) = match reached {
+        Some(evals) => {
+            let selection: Vec<usize> = (0..graph.nodes.len()).collect();
+            (graph, selection, evals)
+        }
+        None => {
+            let (graph, selection, evals, states, _) =
+                planned(ws, graph, &args.targets, &args.cluster)?;
+            std::mem::forget(states);
+            (graph, selection, evals)
+        }
+    };
+    let stale_of = |i: &usize| stale_reasons(&evals, *i);
+    let stale = selection.iter().filter(|i| stale_of(i).is_some()).count();
+    let fresh = selection.len() - stale;
     if args.json {
         let nodes: Vec<NodeStatus> = selection
             .iter()
             .map(|i| {
                 let n = &graph.nodes[*i];
-                let e = &evals[i];
+                let reasons = stale_of(i);
                 NodeStatus {
                     id: &n.id,
                     stage: &n.stage,
-                    state: if e.verdict.is_fresh() {
-                        "fresh"
-                    } else {
-                        "stale"
-                    },
-                    reasons: e.verdict.reasons(),
+                    state: if reasons.is_some() { "stale" } else { "fresh" },
+                    reasons: reasons.unwrap_or(&[]),
                 }
             })
             .collect();
@@ -213,14 +268,23 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
         println!("{out}");
         // Freeing 100,000 nodes' graph, verdicts and records one by one
         // costs more than 0.1 s; the process ends right after printing.
-        std::mem::forget((graph, evals, states));
+        std::mem::forget((graph, evals));
         return Ok(exit::SUCCESS);
     }
     print_stages(&graph, &selection, &evals, args.verbose);
     super::slurm::print_jobs(&jobs);
     println!("{fresh} fresh, {stale} stale");
-    std::mem::forget((graph, evals, states));
+    std::mem::forget((graph, evals));
     Ok(exit::SUCCESS)
+}
+
+/// Why node `i` is stale; None when it is fresh, or was not judged because
+/// no change reached it.
+fn stale_reasons(evals: &HashMap<usize, Evaluation>, i: usize) -> Option<&[Reason]> {
+    evals
+        .get(&i)
+        .filter(|e| !e.verdict.is_fresh())
+        .map(|e| e.verdict.reasons())
 }
 
 /// The text form of `status`: a line per stage (fresh and stale counts, the
@@ -235,10 +299,9 @@ fn print_stages(
     let mut per_stage: BTreeMap<&str, (usize, Vec<usize>)> = BTreeMap::new();
     for &i in selection {
         let entry = per_stage.entry(graph.nodes[i].stage.as_str()).or_default();
-        if evals[&i].verdict.is_fresh() {
-            entry.0 += 1;
-        } else {
-            entry.1.push(i);
+        match stale_reasons(evals, i) {
+            None => entry.0 += 1,
+            Some(_) => entry.1.push(i),
         }
     }
     let stages: Vec<(&str, &(usize, Vec<usize>))> = graph
@@ -254,7 +317,7 @@ fn print_stages(
     for (stage, (fresh, stale)) in &stages {
         let firsts = stale
             .iter()
-            .filter_map(|i| evals[i].verdict.reasons().first());
+            .filter_map(|&i| stale_reasons(evals, i).and_then(|r| r.first()));
         println!(
             "{stage:width$}  {}",
             super::reasons::stage_summary(*fresh, firsts)
@@ -269,7 +332,7 @@ fn print_stages(
             continue;
         }
         for &i in stale.iter().take(limit) {
-            let reasons = super::reasons::grouped(evals[&i].verdict.reasons(), graph);
+            let reasons = super::reasons::grouped(stale_reasons(evals, i).unwrap_or(&[]), graph);
             println!("stale  {}  {}", graph.nodes[i].id, reasons.join("; "));
         }
         if stale.len() > limit {

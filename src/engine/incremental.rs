@@ -13,11 +13,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::plan::{Evaluator, Verdict};
+use std::path::Path;
+
+use super::plan::{EnvProbe, Evaluation, Evaluator, JudgeError, Verdict};
 use super::schedule::{Build, Builder, Done, Incremental};
-use crate::graph::NodeIdx;
+use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
-use crate::store::{NodeState, StoreError};
+use crate::store::{NodeState, Store, StoreError};
 
 /// What an incremental build reads: the judged nodes' recorded states, the
 /// manifests of their upstream nodes that are not judged, and the change
@@ -187,14 +189,24 @@ fn after_full(
 /// direct upstream's) and the change counter, read in one transaction; None
 /// when the store moved since the snapshot.
 fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>, StoreError> {
+    load_reached(b.graph, &b.root, &b.store, inc)
+}
+
+/// [`load_incremental`] for any reader of the store.
+fn load_reached(
+    graph: &Graph,
+    root: &Path,
+    store: &Store,
+    inc: &Incremental,
+) -> Result<Option<Loaded>, StoreError> {
     let mut upstream: HashSet<NodeIdx> = HashSet::new();
     for &i in &inc.dirty {
-        upstream.extend(b.graph.nodes[i].deps());
+        upstream.extend(graph.nodes[i].deps());
     }
     let upstream_ids: Vec<&str> = upstream
         .iter()
         .filter(|i| !inc.dirty.contains(i))
-        .map(|&i| b.graph.nodes[i].id.as_str())
+        .map(|&i| graph.nodes[i].id.as_str())
         .collect();
     // Only the dirty nodes' files are looked at: their stat-cache entries,
     // not all of them (13,333 rows in a 10,000-node sweep).
@@ -202,29 +214,29 @@ fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>
         .dirty
         .iter()
         .flat_map(|&i| {
-            let node = &b.graph.nodes[i];
-            let dest = b.root.join(node.out_rel());
-            let inputs = node.inputs().into_iter().map(|rel| b.root.join(rel));
+            let node = &graph.nodes[i];
+            let dest = root.join(node.out_rel());
+            let inputs = node.inputs().into_iter().map(|rel| root.join(rel));
             let outputs = node.task.outputs().into_iter().map(|o| dest.join(o));
             inputs
                 .chain(outputs)
-                .map(|path| b.store.stat_key(&path))
+                .map(|path| store.stat_key(&path))
                 .collect::<Vec<_>>()
         })
         .collect();
-    b.store.preload_stat_cache_for(&files)?;
-    b.store.begin_read()?;
+    store.preload_stat_cache_for(&files)?;
+    store.begin_read()?;
     let read = (|| {
-        if b.store.generation()? != Some(inc.generation) {
+        if store.generation()? != Some(inc.generation) {
             return Ok(None);
         }
         let judged: Vec<&str> = inc
             .dirty
             .iter()
-            .map(|&i| b.graph.nodes[i].id.as_str())
+            .map(|&i| graph.nodes[i].id.as_str())
             .collect();
-        let states = b.store.load_states_with_attempts_of(&judged, &judged)?;
-        let manifests = b.store.manifests_of(&upstream_ids)?;
+        let states = store.load_states_with_attempts_of(&judged, &judged)?;
+        let manifests = store.manifests_of(&upstream_ids)?;
         Ok(Some(Loaded {
             states,
             manifests,
@@ -233,12 +245,42 @@ fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>
     })();
     if !matches!(read, Ok(Some(_))) {
         // The full plan that follows looks at every file.
-        b.store.unload_stat_cache();
+        store.unload_stat_cache();
     }
-    let end = b.store.end_read();
+    let end = store.end_read();
     let read = read?;
     end?;
     Ok(read)
+}
+
+/// What `status` (or any reader) learns of a graph whose no-op snapshot held
+/// but for the files of `inc`: the verdicts of the nodes the change reaches
+/// (`inc.dirty`), every other node being fresh with its latest run; None
+/// when the store moved since the snapshot, and a full plan must decide.
+pub fn judge_reached(
+    graph: &Graph,
+    root: &Path,
+    store: &Store,
+    env: &dyn EnvProbe,
+    inc: &Incremental,
+) -> Result<Option<HashMap<NodeIdx, Evaluation>>, JudgeError> {
+    let Some(loaded) = load_reached(graph, root, store, inc).map_err(JudgeError::from)? else {
+        return Ok(None);
+    };
+    let ev = Evaluator {
+        root,
+        store: Some(store),
+        states: &loaded.states,
+        env,
+    };
+    let known = |d: NodeIdx| loaded.manifests.get(&graph.nodes[d].id).copied();
+    // The nodes in stage order, as a full plan would judge them.
+    let mut dirty: Vec<NodeIdx> = inc.dirty.iter().copied().collect();
+    dirty.sort_unstable();
+    let evals = super::plan::plan_with(&ev, graph, &dirty, &known)?;
+    // The hashes it computed save the next command hashing again.
+    let _ = store.flush_stat_cache();
+    Ok(Some(evals))
 }
 
 /// After a successful build of the whole graph that has nodes to judge

@@ -17,6 +17,7 @@ pub mod failure;
 #[cfg(test)]
 mod fake;
 mod incremental;
+pub use incremental::judge_reached;
 pub(crate) mod job;
 pub mod key;
 pub mod noop;

@@ -1,6 +1,7 @@
 //! The no-op snapshot (`cache/noop.snapshot`): an unchanged workspace is
 //! answered from it, and every change a verdict depends on makes `build` and
-//! `status` plan in full again — with the same answers as without a snapshot.
+//! `status` judge again — in full, or, when only some files changed, the
+//! nodes those files reach — with the same answers as without a snapshot.
 //!
 //! The snapshot only vouches for files written more than a racy window (1 s)
 //! before they were looked at, so the tests date the workspace's files back.
@@ -282,6 +283,87 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
         before,
         "restored from the store, nothing ran"
     );
+}
+
+/// `status` after a change, in JSON, text and `-v`: judged from the snapshot
+/// (only the `judged` nodes the change reaches, as `VITGRAPH_TIMINGS` prints
+/// it), and the same output as a full plan of every node (named targets
+/// always plan in full).
+fn status_as_full_plan(ws: &Ws, judged: &str) -> serde_json::Value {
+    let mut json = None;
+    for extra in [&["--json"][..], &[], &["-v"]] {
+        let args: Vec<&str> = ["status"].iter().chain(extra).copied().collect();
+        let (r, from_snapshot) = timed(ws, &args);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        assert!(!from_snapshot);
+        assert!(r.stderr().contains(judged), "{}", r.stderr());
+        assert!(!r.stderr().contains("load states"), "{}", r.stderr());
+        let full_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["gen", "double", "sum"])
+            .collect();
+        let (full, _) = timed(ws, &full_args);
+        assert!(full.stderr().contains("load states"), "{}", full.stderr());
+        assert_eq!(r.stdout(), full.stdout(), "status {extra:?}");
+        if json.is_none() {
+            json = Some(serde_json::from_str(&r.stdout()).unwrap());
+        }
+    }
+    json.unwrap()
+}
+
+#[test]
+fn status_after_a_change_judges_only_what_the_change_reaches() {
+    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
+    ws.write("inputs/1.txt", "one\n");
+    ws.write("inputs/2.txt", "two\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    rebuild(&ws);
+    assert!(status_json(&ws, &[]).1, "snapshotted");
+    let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
+
+    // The same bytes, a new stat: its chain is judged, and fresh.
+    ws.write("inputs/1.txt", "one\n");
+    let s = status_as_full_plan(&ws, "judge the changed (3 of 5 nodes)");
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 5, "stale": 0}));
+
+    ws.write("inputs/1.txt", "uno\n");
+    let s = status_as_full_plan(&ws, "judge the changed (3 of 5 nodes)");
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 3}));
+    assert_eq!(kinds(&s, "gen[i=1]"), ["input_changed"]);
+    assert_eq!(kinds(&s, "double[i=1]"), ["upstream_changed"]);
+    assert_eq!(kinds(&s, "sum"), ["upstream_changed"]);
+    assert!(kinds(&s, "gen[i=2]").is_empty());
+
+    // A tampered output of the other chain reaches it too.
+    let out = ws.path().join("out/gen/i=2/v.txt");
+    let mut perms = std::fs::metadata(&out).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&out, perms).unwrap();
+    std::fs::write(&out, "tampered\n").unwrap();
+    let s = status_as_full_plan(&ws, "judge the changed (5 of 5 nodes)");
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 1, "stale": 4}));
+    assert_eq!(kinds(&s, "gen[i=2]"), ["output_modified"]);
+
+    // `status` wrote nothing: the build that follows is incremental and
+    // runs the first chain and the sum; the tampered output is restored.
+    assert_eq!(std::fs::read(ws.path().join(SNAPSHOT)).unwrap(), snapshot);
+    let before = ws.log_lines().len();
+    let (r, _) = timed(&ws, &["build", "--json"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("incremental (5 of 5 nodes)"),
+        "{}",
+        r.stderr()
+    );
+    let mut built = r.nodes_with("finished");
+    built.sort();
+    assert_eq!(built, ["double[i=1]", "gen[i=1]", "sum"]);
+    assert_eq!(ws.log_lines().len(), before + 3);
+    assert_eq!(ws.read("out/gen/i=2/v.txt"), "two\n");
 }
 
 /// Eight chains, each reading its own input file, and a sum of them all.
