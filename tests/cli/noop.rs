@@ -77,6 +77,27 @@ fn snapshotted() -> Ws {
     ws
 }
 
+/// Overwrites an output the store wrote read-only.
+fn tamper(ws: &Ws, rel: &str, text: &str) {
+    let out = ws.path().join(rel);
+    let mut perms = std::fs::metadata(&out).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&out, perms).unwrap();
+    std::fs::write(&out, text).unwrap();
+}
+
+/// A `build` that judges `judged` (as `VITGRAPH_TIMINGS` prints it): the
+/// nodes it ran, sorted.
+fn build_incrementally(ws: &Ws, judged: &str) -> Vec<String> {
+    let (r, _) = timed(ws, &["build", "--json"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains(judged), "{}", r.stderr());
+    let mut built = r.nodes_with("finished");
+    built.sort();
+    built
+}
+
 fn kinds(s: &serde_json::Value, id: &str) -> Vec<String> {
     let node = s["nodes"]
         .as_array()
@@ -244,15 +265,7 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
     // One input changes: only its chain and the sum are judged, and run.
     ws.write("inputs/1.txt", "uno\n");
     let before = ws.log_lines().len();
-    let (r, _) = timed(&ws, &["build", "--json"]);
-    assert_eq!(r.code(), 0, "{}", r.stderr());
-    assert!(
-        r.stderr().contains("incremental (3 of 5 nodes)"),
-        "{}",
-        r.stderr()
-    );
-    let mut built = r.nodes_with("finished");
-    built.sort();
+    let built = build_incrementally(&ws, "incremental (3 of 5 nodes)");
     assert_eq!(built, ["double[i=1]", "gen[i=1]", "sum"]);
     assert_eq!(ws.log_lines().len(), before + 3);
     assert_eq!(ws.read("out/double/i=1/v.txt"), "uno\nuno\n");
@@ -263,12 +276,7 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
     judged_again_until_settled(&ws, "incremental (3 of 5 nodes)");
 
     // A tampered output is judged incrementally too, and restored.
-    let out = ws.path().join("out/gen/i=2/v.txt");
-    let mut perms = std::fs::metadata(&out).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&out, perms).unwrap();
-    std::fs::write(&out, "tampered\n").unwrap();
+    tamper(&ws, "out/gen/i=2/v.txt", "tampered\n");
     let before = ws.log_lines().len();
     let (r, _) = timed(&ws, &["build", "--json"]);
     assert_eq!(r.code(), 0);
@@ -338,12 +346,7 @@ fn status_after_a_change_judges_only_what_the_change_reaches() {
     assert!(kinds(&s, "gen[i=2]").is_empty());
 
     // A tampered output of the other chain reaches it too.
-    let out = ws.path().join("out/gen/i=2/v.txt");
-    let mut perms = std::fs::metadata(&out).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&out, perms).unwrap();
-    std::fs::write(&out, "tampered\n").unwrap();
+    tamper(&ws, "out/gen/i=2/v.txt", "tampered\n");
     let s = status_as_full_plan(&ws, "judge the changed (5 of 5 nodes)");
     assert_eq!(s["summary"], serde_json::json!({"fresh": 1, "stale": 4}));
     assert_eq!(kinds(&s, "gen[i=2]"), ["output_modified"]);
@@ -352,15 +355,7 @@ fn status_after_a_change_judges_only_what_the_change_reaches() {
     // runs the first chain and the sum; the tampered output is restored.
     assert_eq!(std::fs::read(ws.path().join(SNAPSHOT)).unwrap(), snapshot);
     let before = ws.log_lines().len();
-    let (r, _) = timed(&ws, &["build", "--json"]);
-    assert_eq!(r.code(), 0, "{}", r.stderr());
-    assert!(
-        r.stderr().contains("incremental (5 of 5 nodes)"),
-        "{}",
-        r.stderr()
-    );
-    let mut built = r.nodes_with("finished");
-    built.sort();
+    let built = build_incrementally(&ws, "incremental (5 of 5 nodes)");
     assert_eq!(built, ["double[i=1]", "gen[i=1]", "sum"]);
     assert_eq!(ws.log_lines().len(), before + 3);
     assert_eq!(ws.read("out/gen/i=2/v.txt"), "two\n");
@@ -401,12 +396,7 @@ fn a_full_build_that_ran_a_few_nodes_leaves_a_snapshot() {
 #[test]
 fn a_modified_or_removed_output_plans_in_full_and_is_restored() {
     let ws = snapshotted();
-    let out = ws.path().join("out/gen/i=2/v.txt");
-    let mut perms = std::fs::metadata(&out).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&out, perms).unwrap();
-    std::fs::write(&out, "x\n2\n").unwrap();
+    tamper(&ws, "out/gen/i=2/v.txt", "x\n2\n");
     let (s, from_snapshot) = status_json(&ws, &[]);
     assert!(!from_snapshot);
     assert_eq!(kinds(&s, "gen[i=2]"), ["output_modified"]);
