@@ -125,20 +125,28 @@ fn judged_on_cluster<'a>(
     super::slurm::stored_env(graph, &file, &cluster.slurm, host, store).map(Some)
 }
 
-/// What the no-op snapshot tells `status` of the whole workspace. (One per
-/// command: the store is kept unboxed.)
+/// What the no-op snapshot tells `status`. (One per command: the store is
+/// kept unboxed.)
 #[allow(clippy::large_enum_variant)]
 enum FromSnapshot {
-    /// It held: printed, with this exit code.
+    /// It held, and the whole workspace was asked for: printed, with this
+    /// exit code.
     Printed(i32),
-    /// It held but for some files: the store, and which files.
-    Changed(Store, noop::Snapshot),
+    /// It held (`Fresh`), or held but for some files (`Changed`): the store
+    /// and the verdict, for the selection to be judged from.
+    Held(Store, noop::Snapshot),
     /// None, or it missed: a full plan decides.
     Miss,
 }
 
-/// `status` of the whole workspace from the no-op snapshot, when it holds.
-fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> FromSnapshot {
+/// `status` from the no-op snapshot, when it holds: printed at once for the
+/// whole workspace (`whole`), without loading the pipelines.
+fn status_from_snapshot(
+    ws: &Workspace,
+    overrides: &[Override],
+    json: bool,
+    whole: bool,
+) -> FromSnapshot {
     let t = super::Timer::start();
     if !NoopSnapshot::exists(&ws.root) {
         return FromSnapshot::Miss;
@@ -153,9 +161,9 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> F
     let snapshot = snapshot.check(&store, &HostEnv::new());
     t.lap("check snapshot");
     let nodes = match snapshot {
-        noop::Snapshot::Fresh(nodes) => nodes,
-        changed @ noop::Snapshot::Changed { .. } => return FromSnapshot::Changed(store, changed),
+        noop::Snapshot::Fresh(nodes) if whole => nodes,
         noop::Snapshot::Miss => return FromSnapshot::Miss,
+        held => return FromSnapshot::Held(store, held),
     };
     if json {
         let list: Vec<NodeStatus> = nodes
@@ -187,20 +195,31 @@ fn status_from_snapshot(ws: &Workspace, overrides: &[Override], json: bool) -> F
     FromSnapshot::Printed(exit::SUCCESS)
 }
 
-/// The verdicts of the nodes the change since the snapshot reaches, every
-/// other node being fresh with its latest run (as an incremental build
-/// judges); None when a full plan must decide.
+/// The verdicts of the selected nodes the change since the snapshot reaches,
+/// every other node being fresh with its latest run (as an incremental build
+/// judges); None when a full plan must decide. A snapshot that held
+/// entirely reaches nothing: every node is fresh.
 fn judged_from_snapshot(
     ws: &Workspace,
     graph: &Graph,
+    selection: &[usize],
     store: &Store,
-    changed: noop::Snapshot,
+    held: noop::Snapshot,
 ) -> Result<Option<HashMap<usize, Evaluation>>, Failure> {
     let t = super::Timer::start();
-    let Some(inc) = super::build::incremental(graph, changed) else {
+    if let noop::Snapshot::Fresh(_) = held {
+        return Ok(Some(HashMap::new()));
+    }
+    let Some(mut inc) = super::build::incremental(graph, held) else {
         return Ok(None);
     };
     t.lap("what the change reaches");
+    // A selection holds everything its nodes need, so the changed nodes it
+    // holds have their changed upstream in it too.
+    if selection.len() != graph.nodes.len() {
+        let selected: std::collections::HashSet<usize> = selection.iter().copied().collect();
+        inc.dirty.retain(|i| selected.contains(i));
+    }
     let judged = crate::engine::judge_reached(graph, &ws.root, store, &HostEnv::new(), &inc)?;
     t.lap(&format!(
         "judge the changed ({} of {} nodes)",
@@ -213,10 +232,10 @@ fn judged_from_snapshot(
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let on_cluster = super::build::is_slurm(args.cluster.executor, &file);
-    let from_snapshot = if args.targets.is_empty() && !on_cluster {
-        status_from_snapshot(ws, overrides, args.json)
-    } else {
+    let from_snapshot = if on_cluster {
         FromSnapshot::Miss
+    } else {
+        status_from_snapshot(ws, overrides, args.json, args.targets.is_empty())
     };
     if let FromSnapshot::Printed(code) = from_snapshot {
         return Ok(code);
@@ -226,16 +245,17 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let reached = match from_snapshot {
-        FromSnapshot::Changed(store, changed) => judged_from_snapshot(ws, &graph, &store, changed)?,
+        FromSnapshot::Held(store, held) => {
+            let selection = crate::graph::select(&graph, &args.targets)?;
+            judged_from_snapshot(ws, &graph, &selection, &store, held)?
+                .map(|evals| (selection, evals))
+        }
         _ => None,
     };
     // Judged: every selected node (a full plan), or only those a change
     // reached (the others are fresh).
     let (graph, selection, evals) = match reached {
-        Some(evals) => {
-            let selection: Vec<usize> = (0..graph.nodes.len()).collect();
-            (graph, selection, evals)
-        }
+        Some((selection, evals)) => (graph, selection, evals),
         None => {
             let (graph, selection, evals, states, _) =
                 planned(ws, graph, &args.targets, &args.cluster)?;

@@ -116,15 +116,15 @@ fn kinds(s: &serde_json::Value, id: &str) -> Vec<String> {
 #[test]
 fn an_unchanged_workspace_is_answered_from_the_snapshot_with_the_same_output() {
     let ws = snapshotted();
-    let (full, _) = status_json(&ws, &["gen", "double"]);
+    let full = full_plan(&ws, &["status", "--json"]);
+    let full: serde_json::Value = serde_json::from_str(&full.stdout()).unwrap();
     let (fast, from_snapshot) = status_json(&ws, &[]);
     assert!(from_snapshot);
     assert_eq!(fast, full, "the snapshot answers exactly as a full plan");
 
     let (r, from_snapshot) = timed(&ws, &["status"]);
     assert!(from_snapshot);
-    let (full, from_snapshot) = timed(&ws, &["status", "gen", "double"]);
-    assert!(!from_snapshot);
+    let full = full_plan(&ws, &["status"]);
     assert_eq!(r.stdout(), full.stdout(), "the same text as a full plan");
     assert!(r.stdout().ends_with("4 fresh, 0 stale\n"), "{}", r.stdout());
 
@@ -150,9 +150,14 @@ fn an_unchanged_workspace_is_answered_from_the_snapshot_with_the_same_output() {
     assert!(r.stderr().contains("0 built, 4 fresh"), "{}", r.stderr());
     assert_eq!(ws.log_lines(), before, "nothing ran");
 
-    // Targets always plan in full.
-    let (_, from_snapshot) = timed(&ws, &["status", "gen"]);
-    assert!(!from_snapshot);
+    // `status` with targets loads the pipelines to select them, and answers
+    // from the snapshot; `build` with targets plans in full.
+    let s = status_as_full_plan(&ws, &["double[i=2]"], None);
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 0}));
+    let (r, _) = timed(&ws, &["build", "gen"]);
+    assert_eq!(r.code(), 0);
+    assert!(!r.stderr().contains("check snapshot"), "{}", r.stderr());
+    assert!(r.stderr().contains("load pipelines"), "{}", r.stderr());
 }
 
 #[test]
@@ -293,27 +298,39 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
     );
 }
 
-/// `status` after a change, in JSON, text and `-v`: judged from the snapshot
-/// (only the `judged` nodes the change reaches, as `VITGRAPH_TIMINGS` prints
-/// it), and the same output as a full plan of every node (named targets
-/// always plan in full).
-fn status_as_full_plan(ws: &Ws, judged: &str) -> serde_json::Value {
+/// A command planned in full: run with the snapshot set aside, then put back.
+fn full_plan(ws: &Ws, args: &[&str]) -> Run {
+    let (snapshot, aside) = (ws.path().join(SNAPSHOT), ws.path().join("snapshot.aside"));
+    std::fs::rename(&snapshot, &aside).unwrap();
+    let (r, _) = timed(ws, args);
+    std::fs::rename(&aside, &snapshot).unwrap();
+    assert!(r.stderr().contains("load states"), "{}", r.stderr());
+    r
+}
+
+/// `status TARGETS` in JSON, text and `-v`: judged from the snapshot, none
+/// of the recorded states loaded beyond those of the nodes a change reaches
+/// (`judged`, as `VITGRAPH_TIMINGS` prints it, when a file changed), and the
+/// same output as a full plan.
+fn status_as_full_plan(ws: &Ws, targets: &[&str], judged: Option<&str>) -> serde_json::Value {
     let mut json = None;
     for extra in [&["--json"][..], &[], &["-v"]] {
-        let args: Vec<&str> = ["status"].iter().chain(extra).copied().collect();
-        let (r, from_snapshot) = timed(ws, &args);
-        assert_eq!(r.code(), 0, "{}", r.stderr());
-        assert!(!from_snapshot);
-        assert!(r.stderr().contains(judged), "{}", r.stderr());
-        assert!(!r.stderr().contains("load states"), "{}", r.stderr());
-        let full_args: Vec<&str> = args
+        let args: Vec<&str> = ["status"]
             .iter()
+            .chain(extra)
+            .chain(targets)
             .copied()
-            .chain(["gen", "double", "sum"])
             .collect();
-        let (full, _) = timed(ws, &full_args);
-        assert!(full.stderr().contains("load states"), "{}", full.stderr());
-        assert_eq!(r.stdout(), full.stdout(), "status {extra:?}");
+        let (r, _) = timed(ws, &args);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        let err = r.stderr();
+        assert!(err.contains("check snapshot"), "{err}");
+        assert!(!err.contains("load states"), "{err}");
+        assert_eq!(err.contains("judge the changed"), judged.is_some(), "{err}");
+        if let Some(judged) = judged {
+            assert!(err.contains(judged), "{err}");
+        }
+        assert_eq!(r.stdout(), full_plan(ws, &args).stdout(), "{args:?}");
         if json.is_none() {
             json = Some(serde_json::from_str(&r.stdout()).unwrap());
         }
@@ -334,20 +351,25 @@ fn status_after_a_change_judges_only_what_the_change_reaches() {
 
     // The same bytes, a new stat: its chain is judged, and fresh.
     ws.write("inputs/1.txt", "one\n");
-    let s = status_as_full_plan(&ws, "judge the changed (3 of 5 nodes)");
+    let s = status_as_full_plan(&ws, &[], Some("judge the changed (3 of 5 nodes)"));
     assert_eq!(s["summary"], serde_json::json!({"fresh": 5, "stale": 0}));
 
     ws.write("inputs/1.txt", "uno\n");
-    let s = status_as_full_plan(&ws, "judge the changed (3 of 5 nodes)");
+    let s = status_as_full_plan(&ws, &[], Some("judge the changed (3 of 5 nodes)"));
     assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 3}));
     assert_eq!(kinds(&s, "gen[i=1]"), ["input_changed"]);
     assert_eq!(kinds(&s, "double[i=1]"), ["upstream_changed"]);
     assert_eq!(kinds(&s, "sum"), ["upstream_changed"]);
     assert!(kinds(&s, "gen[i=2]").is_empty());
+    // Targets: the changed nodes among the selected ones are judged.
+    let s = status_as_full_plan(&ws, &["double"], Some("judge the changed (2 of 5 nodes)"));
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 2}));
+    let s = status_as_full_plan(&ws, &["gen[i=2]"], Some("judge the changed (0 of 5 nodes)"));
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 1, "stale": 0}));
 
     // A tampered output of the other chain reaches it too.
     tamper(&ws, "out/gen/i=2/v.txt", "tampered\n");
-    let s = status_as_full_plan(&ws, "judge the changed (5 of 5 nodes)");
+    let s = status_as_full_plan(&ws, &[], Some("judge the changed (5 of 5 nodes)"));
     assert_eq!(s["summary"], serde_json::json!({"fresh": 1, "stale": 4}));
     assert_eq!(kinds(&s, "gen[i=2]"), ["output_modified"]);
 
