@@ -112,36 +112,66 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
             "add `--executor slurm`, or leave them out",
         ));
     }
-    // The no-op path: the whole workspace, nothing forced, nothing changed
-    // since a plan found every node fresh (see `engine::noop`).
+    // The no-op path: nothing forced, nothing changed since a plan found
+    // every node fresh (see `engine::noop`); with targets, the pipelines are
+    // loaded first to select them.
     // (A cluster build judges its hardware nodes with the compute nodes'
     // facets, not this machine's: it always plans.)
-    let whole = args.targets.is_empty() && !args.force && !args.dry_run && !slurm;
+    let from_snapshot = !args.force && !args.dry_run && !slurm;
+    let whole = from_snapshot && args.targets.is_empty();
     let env = HostEnv::new();
-    let snapshot = if whole {
+    let snapshot = if from_snapshot {
         NoopSnapshot::for_workspace(&ws.root, overrides)
     } else {
         None
     };
+    let started = std::time::Instant::now();
     let mut opened = None;
-    let mut changed = None;
+    let mut held = None;
     // Nothing is opened or created unless a snapshot exists.
     if let (Some(snapshot), true) = (&snapshot, NoopSnapshot::exists(&ws.root)) {
-        let started = std::time::Instant::now();
         let store = opened.insert(Store::open(&ws.root)?);
         t.lap("open store");
         let verdict = snapshot.check(store, &env);
         t.lap("check snapshot");
-        if let noop::Snapshot::Fresh(nodes) = verdict {
-            report_fresh(&nodes, args.json, started);
-            return Ok(exit::SUCCESS);
+        match verdict {
+            noop::Snapshot::Fresh(nodes) if whole => {
+                report_fresh(&nodes, args.json, started);
+                return Ok(exit::SUCCESS);
+            }
+            noop::Snapshot::Miss => {}
+            verdict => held = Some(verdict),
         }
-        changed = Some(verdict);
     }
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
-    // Only some files changed since the snapshot: judge only what they reach.
-    let incremental = changed.and_then(|c| incremental(&graph, c));
+    let selection = crate::graph::select(&graph, &args.targets)?;
+    if let Some(noop::Snapshot::Fresh(_)) = held {
+        let nodes: Vec<noop::NodeName> = selection
+            .iter()
+            .map(|&i| noop::NodeName {
+                id: graph.nodes[i].id.clone(),
+                stage: graph.nodes[i].stage.clone(),
+            })
+            .collect();
+        report_fresh(&nodes, args.json, started);
+        std::mem::forget(graph);
+        return Ok(exit::SUCCESS);
+    }
+    // Only some files changed since the snapshot: judge only the selected
+    // nodes they reach (a selection holds everything its nodes need). When
+    // the selection holds every node they reach, the build can leave a new
+    // snapshot behind as a build of the whole workspace does.
+    let mut keeps_snapshot = whole;
+    let incremental = held.and_then(|c| incremental(&graph, c)).map(|mut inc| {
+        if !whole {
+            let selected: HashSet<usize> = selection.iter().copied().collect();
+            let before = inc.dirty.len();
+            inc.dirty.retain(|i| selected.contains(i));
+            keeps_snapshot = inc.dirty.len() == before;
+        }
+        inc
+    });
     if let Some(inc) = &incremental {
         t.lap(&format!(
             "incremental ({} of {} nodes)",
@@ -149,7 +179,6 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
             graph.nodes.len()
         ));
     }
-    let selection = crate::graph::select(&graph, &args.targets)?;
     if args.dry_run {
         let store = Store::open_existing(&ws.root)?;
         if slurm {
@@ -197,7 +226,9 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         options,
         executor: Arc::new(Local::new()),
         interrupt: Interrupt::new(),
-        noop: snapshot.as_ref(),
+        // A build of targets that leaves nodes the change reaches unjudged
+        // leaves the snapshot as it was.
+        noop: snapshot.as_ref().filter(|_| keeps_snapshot),
         incremental,
         cluster,
     };
@@ -207,7 +238,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     if let Some(c) = &cluster_run {
         super::slurm::report_calls(&c.executor);
     }
-    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
+    if let (Some(snapshot), BuildStatus::Success, true) = (&snapshot, status, keeps_snapshot) {
         snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
     }
     drop(builder);

@@ -283,8 +283,10 @@ pub fn judge_reached(
     Ok(Some(evals))
 }
 
-/// After a successful build of the whole graph that has nodes to judge
-/// again (see [`SnapshotPlan`]): judges them, every other node as assumed,
+/// After a successful build that has nodes to judge again (see
+/// [`SnapshotPlan`]) and judged every node the change reached (a build of
+/// the whole graph, or of targets that hold them): judges them, every other
+/// node as assumed,
 /// and hands the snapshot the facts updated with what they saw — when all
 /// are fresh and the change counter moved by this process's own records
 /// only (so the assumed nodes' records are still the ones the build started
@@ -302,14 +304,16 @@ pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
         Some(Refresh::AfterFull(inc)) => inc,
         None => return,
     };
-    if selection.len() != b.graph.nodes.len() {
-        return;
-    }
     let dirty: Vec<NodeIdx> = selection
         .iter()
         .copied()
         .filter(|i| inc.dirty.contains(i))
         .collect();
+    // Every node the change reached must be judged again: a build of some
+    // targets that left one of them out leaves the snapshot as it was.
+    if dirty.len() != inc.dirty.len() {
+        return;
+    }
     let ids: Vec<&str> = dirty
         .iter()
         .map(|&i| b.graph.nodes[i].id.as_str())

@@ -87,10 +87,11 @@ fn tamper(ws: &Ws, rel: &str, text: &str) {
     std::fs::write(&out, text).unwrap();
 }
 
-/// A `build` that judges `judged` (as `VITGRAPH_TIMINGS` prints it): the
-/// nodes it ran, sorted.
-fn build_incrementally(ws: &Ws, judged: &str) -> Vec<String> {
-    let (r, _) = timed(ws, &["build", "--json"]);
+/// A `build` of `targets` that judges `judged` (as `VITGRAPH_TIMINGS`
+/// prints it): the nodes it ran, sorted.
+fn build_incrementally(ws: &Ws, targets: &[&str], judged: &str) -> Vec<String> {
+    let args: Vec<&str> = ["build", "--json"].iter().chain(targets).copied().collect();
+    let (r, _) = timed(ws, &args);
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert!(r.stderr().contains(judged), "{}", r.stderr());
     let mut built = r.nodes_with("finished");
@@ -150,14 +151,28 @@ fn an_unchanged_workspace_is_answered_from_the_snapshot_with_the_same_output() {
     assert!(r.stderr().contains("0 built, 4 fresh"), "{}", r.stderr());
     assert_eq!(ws.log_lines(), before, "nothing ran");
 
-    // `status` with targets loads the pipelines to select them, and answers
-    // from the snapshot; `build` with targets plans in full.
+    // With targets, the pipelines are loaded to select them, and the
+    // snapshot answers.
     let s = status_as_full_plan(&ws, &["double[i=2]"], None);
     assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 0}));
     let (r, _) = timed(&ws, &["build", "gen"]);
     assert_eq!(r.code(), 0);
-    assert!(!r.stderr().contains("check snapshot"), "{}", r.stderr());
+    assert!(r.stderr().contains("check snapshot"), "{}", r.stderr());
     assert!(r.stderr().contains("load pipelines"), "{}", r.stderr());
+    assert!(r.stderr().contains("0 built, 2 fresh"), "{}", r.stderr());
+    // Forced or dry-run builds plan in full.
+    for args in [
+        &["build", "-n", "gen"][..],
+        &["build", "--force", "gen[i=1]"],
+    ] {
+        let (r, _) = timed(&ws, args);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        assert!(
+            !r.stderr().contains("check snapshot"),
+            "{args:?}: {}",
+            r.stderr()
+        );
+    }
 }
 
 #[test]
@@ -270,7 +285,7 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
     // One input changes: only its chain and the sum are judged, and run.
     ws.write("inputs/1.txt", "uno\n");
     let before = ws.log_lines().len();
-    let built = build_incrementally(&ws, "incremental (3 of 5 nodes)");
+    let built = build_incrementally(&ws, &[], "incremental (3 of 5 nodes)");
     assert_eq!(built, ["double[i=1]", "gen[i=1]", "sum"]);
     assert_eq!(ws.log_lines().len(), before + 3);
     assert_eq!(ws.read("out/double/i=1/v.txt"), "uno\nuno\n");
@@ -299,12 +314,27 @@ fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
 }
 
 /// A command planned in full: run with the snapshot set aside, then put back.
-fn full_plan(ws: &Ws, args: &[&str]) -> Run {
+fn without_snapshot(ws: &Ws, args: &[&str]) -> Run {
     let (snapshot, aside) = (ws.path().join(SNAPSHOT), ws.path().join("snapshot.aside"));
     std::fs::rename(&snapshot, &aside).unwrap();
     let (r, _) = timed(ws, args);
     std::fs::rename(&aside, &snapshot).unwrap();
+    assert!(!r.stderr().contains("check snapshot"), "{}", r.stderr());
+    r
+}
+
+/// A `status` planned in full: every recorded state loaded.
+fn full_plan(ws: &Ws, args: &[&str]) -> Run {
+    let r = without_snapshot(ws, args);
     assert!(r.stderr().contains("load states"), "{}", r.stderr());
+    r
+}
+
+/// A `build` planned in full.
+fn full_plan_build(ws: &Ws, args: &[&str]) -> Run {
+    let r = without_snapshot(ws, args);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("timing: build"), "{}", r.stderr());
     r
 }
 
@@ -377,10 +407,91 @@ fn status_after_a_change_judges_only_what_the_change_reaches() {
     // runs the first chain and the sum; the tampered output is restored.
     assert_eq!(std::fs::read(ws.path().join(SNAPSHOT)).unwrap(), snapshot);
     let before = ws.log_lines().len();
-    let built = build_incrementally(&ws, "incremental (5 of 5 nodes)");
+    let built = build_incrementally(&ws, &[], "incremental (5 of 5 nodes)");
     assert_eq!(built, ["double[i=1]", "gen[i=1]", "sum"]);
     assert_eq!(ws.log_lines().len(), before + 3);
     assert_eq!(ws.read("out/gen/i=2/v.txt"), "two\n");
+}
+
+#[test]
+fn a_build_of_targets_is_judged_from_the_snapshot() {
+    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
+    ws.write("inputs/1.txt", "one\n");
+    ws.write("inputs/2.txt", "two\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    rebuild(&ws);
+    let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
+
+    // Unchanged: every selected node cached, as a full plan says, no record read.
+    let (r, _) = timed(&ws, &["build", "--json", "double[i=2]"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("check snapshot"), "{}", r.stderr());
+    assert!(!r.stderr().contains("timing: build"), "{}", r.stderr());
+    let full = full_plan_build(&ws, &["build", "--json", "double[i=2]"]);
+    let mut cached = r.nodes_with("cached");
+    cached.sort();
+    assert_eq!(cached, ["double[i=2]", "gen[i=2]"]);
+    let mut full_cached = full.nodes_with("cached");
+    full_cached.sort();
+    assert_eq!(cached, full_cached);
+
+    // Both inputs change: only the selected chain is judged and run.
+    ws.write("inputs/1.txt", "uno\n");
+    ws.write("inputs/2.txt", "dos\n");
+    let before = ws.log_lines().len();
+    let built = build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 5 nodes)");
+    assert_eq!(built, ["double[i=1]", "gen[i=1]"]);
+    assert_eq!(ws.log_lines().len(), before + 2);
+    assert_eq!(ws.read("out/double/i=1/v.txt"), "uno\nuno\n");
+    assert_eq!(ws.read("out/double/i=2/v.txt"), "two\ntwo\n");
+    assert_eq!(
+        std::fs::read(ws.path().join(SNAPSHOT)).unwrap(),
+        snapshot,
+        "a build of targets leaves the snapshot as it was"
+    );
+    // The store moved: the whole build plans in full and runs the rest.
+    let (r, _) = timed(&ws, &["build", "--json"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(!r.stderr().contains("incremental"), "{}", r.stderr());
+    let mut built = r.nodes_with("finished");
+    built.sort();
+    assert_eq!(built, ["double[i=2]", "gen[i=2]", "sum"]);
+}
+
+/// Two chains, each reading its own input file, and nothing below them.
+const TWO_CHAINS: &str = r#"Pipeline(stages: {
+    "gen": Stage(matrix: { "i": [1, 2] },
+        task: Command(run: "echo gen-${i} >> side.log; cat inputs/${i}.txt > ${out}/v.txt", inputs: ["inputs/${i}.txt"], outputs: ["v.txt"])),
+    "double": Stage(for_each: "gen",
+        task: Command(run: "echo double-${i} >> side.log; cat ${needs.gen}/v.txt ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),
+})"#;
+
+#[test]
+fn a_build_of_targets_that_holds_all_a_change_reaches_leaves_a_snapshot() {
+    let ws = Ws::new(&[("chains.ron", TWO_CHAINS)]);
+    ws.write("inputs/1.txt", "one\n");
+    ws.write("inputs/2.txt", "two\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    rebuild(&ws);
+    let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
+
+    ws.write("inputs/1.txt", "uno\n");
+    let built = build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 4 nodes)");
+    assert_eq!(built, ["double[i=1]", "gen[i=1]"]);
+    assert_ne!(
+        std::fs::read(ws.path().join(SNAPSHOT)).unwrap(),
+        snapshot,
+        "the snapshot was written again"
+    );
+    // Its files are too recent to vouch for until they settle; then the
+    // snapshot answers alone.
+    judged_again_until_settled(&ws, "incremental (2 of 4 nodes)");
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(from_snapshot);
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 4, "stale": 0}));
+    assert_eq!(ws.read("out/double/i=1/v.txt"), "uno\nuno\n");
 }
 
 /// Eight chains, each reading its own input file, and a sum of them all.
