@@ -135,8 +135,8 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         let verdict = snapshot.check(store, &env);
         t.lap("check snapshot");
         match verdict {
-            noop::Snapshot::Fresh(nodes) if whole => {
-                report_fresh(&nodes, args.json, started);
+            noop::Snapshot::Fresh(vouched) if whole && vouched.whole => {
+                report_fresh(&vouched.nodes, args.json, started);
                 return Ok(exit::SUCCESS);
             }
             noop::Snapshot::Miss => {}
@@ -146,6 +146,8 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let selection = crate::graph::select(&graph, &args.targets)?;
+    // The snapshot answers for the nodes it vouches for only.
+    let held = held.filter(|h| noop::vouched(h).is_some_and(|v| v.covers(&graph, &selection)));
     if let Some(noop::Snapshot::Fresh(_)) = held {
         let nodes: Vec<noop::NodeName> = selection
             .iter()
@@ -159,19 +161,8 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         return Ok(exit::SUCCESS);
     }
     // Only some files changed since the snapshot: judge only the selected
-    // nodes they reach (a selection holds everything its nodes need). When
-    // the selection holds every node they reach, the build can leave a new
-    // snapshot behind as a build of the whole workspace does.
-    let mut keeps_snapshot = whole;
-    let incremental = held.and_then(|c| incremental(&graph, c)).map(|mut inc| {
-        if !whole {
-            let selected: HashSet<usize> = selection.iter().copied().collect();
-            let before = inc.dirty.len();
-            inc.dirty.retain(|i| selected.contains(i));
-            keeps_snapshot = inc.dirty.len() == before;
-        }
-        inc
-    });
+    // nodes they reach (a selection holds everything its nodes need).
+    let incremental = held.and_then(|c| incremental(&graph, c, &selection));
     if let Some(inc) = &incremental {
         t.lap(&format!(
             "incremental ({} of {} nodes)",
@@ -226,9 +217,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         options,
         executor: Arc::new(Local::new()),
         interrupt: Interrupt::new(),
-        // A build of targets that leaves nodes the change reaches unjudged
-        // leaves the snapshot as it was.
-        noop: snapshot.as_ref().filter(|_| keeps_snapshot),
+        noop: snapshot.as_ref(),
         incremental,
         cluster,
     };
@@ -238,7 +227,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     if let Some(c) = &cluster_run {
         super::slurm::report_calls(&c.executor);
     }
-    if let (Some(snapshot), BuildStatus::Success, true) = (&snapshot, status, keeps_snapshot) {
+    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
         snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
     }
     drop(builder);
@@ -248,23 +237,45 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     Ok(status_code(status))
 }
 
-/// The incremental build a snapshot that held but for some files allows.
+/// The incremental build of `selection` a snapshot that held but for some
+/// files allows: the selected nodes the change reaches are judged. (When the
+/// selection leaves out some the snapshot vouches for, the build cannot
+/// vouch for them after: it is not `complete`.)
 pub(super) fn incremental(
     graph: &crate::graph::Graph,
     snapshot: noop::Snapshot,
+    selection: &[usize],
 ) -> Option<Incremental> {
     let noop::Snapshot::Changed {
         facts,
         generation,
         changed,
+        vouched,
     } = snapshot
     else {
         return None;
     };
-    noop::dirty(graph, &changed).map(|dirty| Incremental {
+    let scope = vouched.scope(graph)?;
+    let mut dirty = noop::dirty(graph, &changed)?;
+    let mut complete = true;
+    if selection.len() != graph.nodes.len() {
+        let selected: HashSet<usize> = selection.iter().copied().collect();
+        // Complete when every node the snapshot vouches for that the change
+        // reached is selected: the build judges them all again.
+        complete = match &scope {
+            noop::Scope::Whole => dirty.iter().all(|i| selected.contains(i)),
+            noop::Scope::Nodes(nodes) => nodes
+                .iter()
+                .all(|i| !dirty.contains(i) || selected.contains(i)),
+        };
+        dirty.retain(|i| selected.contains(i));
+    }
+    Some(Incremental {
         dirty,
         generation,
         facts,
+        scope,
+        complete,
     })
 }
 

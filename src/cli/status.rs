@@ -161,7 +161,7 @@ fn status_from_snapshot(
     let snapshot = snapshot.check(&store, &HostEnv::new());
     t.lap("check snapshot");
     let nodes = match snapshot {
-        noop::Snapshot::Fresh(nodes) if whole => nodes,
+        noop::Snapshot::Fresh(vouched) if whole && vouched.whole => vouched.nodes,
         noop::Snapshot::Miss => return FromSnapshot::Miss,
         held => return FromSnapshot::Held(store, held),
     };
@@ -207,19 +207,19 @@ fn judged_from_snapshot(
     held: noop::Snapshot,
 ) -> Result<Option<HashMap<usize, Evaluation>>, Failure> {
     let t = super::Timer::start();
+    // The snapshot answers for the nodes it vouches for only.
+    if !noop::vouched(&held).is_some_and(|v| v.covers(graph, selection)) {
+        return Ok(None);
+    }
     if let noop::Snapshot::Fresh(_) = held {
         return Ok(Some(HashMap::new()));
     }
-    let Some(mut inc) = super::build::incremental(graph, held) else {
+    // A selection holds everything its nodes need, so the changed nodes it
+    // holds have their changed upstream in it too.
+    let Some(inc) = super::build::incremental(graph, held, selection) else {
         return Ok(None);
     };
     t.lap("what the change reaches");
-    // A selection holds everything its nodes need, so the changed nodes it
-    // holds have their changed upstream in it too.
-    if selection.len() != graph.nodes.len() {
-        let selected: std::collections::HashSet<usize> = selection.iter().copied().collect();
-        inc.dirty.retain(|i| selected.contains(i));
-    }
     let judged = crate::engine::judge_reached(graph, &ws.root, store, &HostEnv::new(), &inc)?;
     t.lap(&format!(
         "judge the changed ({} of {} nodes)",

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use std::path::Path;
 
+use super::noop::Scope;
 use super::plan::{EnvProbe, Evaluation, Evaluator, JudgeError, Verdict};
 use super::schedule::{Build, Builder, Done, Incremental};
 use crate::graph::{Graph, NodeIdx};
@@ -145,11 +146,12 @@ fn plan_up_front(
     }
 }
 
-/// A full plan of the whole graph hands its facts to the snapshot: at once
-/// when every node is fresh, or, when some must run, after the build has
-/// judged those again (as an incremental build does). A file written too
-/// recently to vouch for goes in as "untrusted", so the next command judges
-/// its nodes again instead of planning in full.
+/// A full plan hands its facts to the snapshot, which then vouches for the
+/// selection (the whole graph, or a build's targets and what they need): at
+/// once when every selected node is fresh, or, when some must run, after the
+/// build has judged those again (as an incremental build does). A file
+/// written too recently to vouch for goes in as "untrusted", so the next
+/// command judges its nodes again instead of planning in full.
 fn after_full(
     b: &Builder<'_>,
     selection: &[NodeIdx],
@@ -159,12 +161,14 @@ fn after_full(
     let snapshot = b.noop?;
     let facts = b.store.observed_files_lenient()?;
     let generation = generation?;
-    if selection.len() != b.graph.nodes.len() {
-        return None;
-    }
+    let scope = if selection.len() == b.graph.nodes.len() {
+        Scope::Whole
+    } else {
+        Scope::Nodes(selection.to_vec())
+    };
     let stale = selection.len() - fresh.len();
     if stale == 0 {
-        snapshot.capture(generation, facts);
+        snapshot.capture(generation, facts, scope);
         return None;
     }
     // After a larger build, such as a cold one, judging it all again would
@@ -182,6 +186,8 @@ fn after_full(
         dirty,
         generation,
         facts,
+        scope,
+        complete: true,
     })
 }
 
@@ -311,7 +317,7 @@ pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
         .collect();
     // Every node the change reached must be judged again: a build of some
     // targets that left one of them out leaves the snapshot as it was.
-    if dirty.len() != inc.dirty.len() {
+    if !inc.complete || dirty.len() != inc.dirty.len() {
         return;
     }
     let ids: Vec<&str> = dirty
@@ -352,7 +358,11 @@ pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
     let _ = b.store.flush_stat_cache();
     if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
         if let Some(files) = b.store.observed_files_lenient() {
-            snapshot.capture(generation, inc.facts.updated_with(&files));
+            snapshot.capture(
+                generation,
+                inc.facts.updated_with(&files),
+                inc.scope.clone(),
+            );
         }
     }
 }

@@ -1,9 +1,12 @@
 //! The no-op snapshot: how `build` and `status` on an up-to-date workspace
 //! answer without loading the pipelines or the recorded states.
 //!
-//! When a full plan of the whole graph finds every node fresh, the command
-//! writes `cache/noop.snapshot`: what the verdicts depended on, and the node
-//! list. The next `build` or `status` without targets checks, in order:
+//! When a `build`'s full plan finds every node it selected fresh, the command
+//! writes `cache/noop.snapshot`: what the verdicts depended on, and the nodes
+//! it vouches for (the whole graph, or the targets and what they need). The
+//! next `build` or `status` checks, in order (with targets, after loading
+//! the pipelines to select them, and only when the snapshot vouches for
+//! every selected node):
 //!
 //! 1. the *token*: blake3 over vitgraph's version, the executable's identity
 //!    (size, mtime, ctime, inode: a rebuilt or replaced binary misses), every
@@ -37,7 +40,7 @@ use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::{take, FileFacts, Store};
 
-const MAGIC: &[u8; 8] = b"VGNOOP02";
+const MAGIC: &[u8; 8] = b"VGNOOP03";
 
 /// What the graph is made from (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,13 +86,62 @@ pub struct NodeName {
     pub stage: String,
 }
 
+/// The nodes a snapshot vouches for: every node of the graph, or the nodes
+/// a build of some targets selected (by index in the graph the token
+/// stands for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    Whole,
+    Nodes(Vec<usize>),
+}
+
+/// The nodes a snapshot lists, and whether they are the whole graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vouched {
+    pub whole: bool,
+    pub nodes: Vec<NodeName>,
+}
+
+impl Vouched {
+    /// Whether every node of `selection` (indices into `graph`) is vouched for.
+    pub fn covers(&self, graph: &Graph, selection: &[usize]) -> bool {
+        if self.whole {
+            return true;
+        }
+        let ids: std::collections::HashSet<&str> =
+            self.nodes.iter().map(|n| n.id.as_str()).collect();
+        selection
+            .iter()
+            .all(|&i| ids.contains(graph.nodes[i].id.as_str()))
+    }
+
+    /// The vouched nodes as a scope of `graph` (the graph the token stands
+    /// for); None when one is not in it.
+    pub fn scope(&self, graph: &Graph) -> Option<Scope> {
+        if self.whole {
+            return Some(Scope::Whole);
+        }
+        let index: std::collections::HashMap<&str, usize> = graph
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
+        self.nodes
+            .iter()
+            .map(|n| index.get(n.id.as_str()).copied())
+            .collect::<Option<Vec<usize>>>()
+            .map(Scope::Nodes)
+    }
+}
+
 /// The no-op snapshot as one command sees it: the token of the workspace
 /// when the command started, what the command's plan hands over, and the
 /// snapshot file read and written through the store. `build` and `status`
 /// check it; only `build` writes it.
 pub struct NoopSnapshot {
     token: Token,
-    captured: Mutex<Option<(i64, FileFacts)>>,
+    captured: Mutex<Option<(i64, FileFacts, Scope)>>,
 }
 
 impl NoopSnapshot {
@@ -113,10 +165,10 @@ impl NoopSnapshot {
         check(store, self.token, env)
     }
 
-    /// A plan found every node of the graph fresh having read the states at
+    /// A plan found every node of `scope` fresh having read the states at
     /// `generation` and judged `files`: the snapshot to write at the end.
-    pub(crate) fn capture(&self, generation: i64, files: FileFacts) {
-        *self.captured.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, files));
+    pub(crate) fn capture(&self, generation: i64, files: FileFacts, scope: Scope) {
+        *self.captured.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, files, scope));
     }
 
     /// After a successful build: writes what the build captured, if the
@@ -134,9 +186,9 @@ impl NoopSnapshot {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let Some((generation, files)) = captured {
+        if let Some((generation, files, scope)) = captured {
             if token(root, overrides) == Some(self.token) {
-                write(store, self.token, generation, &files, graph, env);
+                write(store, self.token, generation, &files, graph, &scope, env);
             }
         }
     }
@@ -180,13 +232,14 @@ fn database_identity(store: &Store) -> Option<(u64, u64)> {
 
 /// Writes the snapshot (best effort: it only saves time, so a failure to
 /// write it is not reported). `generation` and `files` come from the plan
-/// that found every node of `graph` fresh.
+/// that found every node of `scope` fresh.
 fn write(
     store: &Store,
     token: Token,
     generation: i64,
     files: &FileFacts,
     graph: &Graph,
+    scope: &Scope,
     env: &dyn EnvProbe,
 ) {
     if store.is_read_only() {
@@ -217,8 +270,17 @@ fn write(
         put_str(&mut out, &s.name);
         stage_index.insert(&s.name, i as u32);
     }
-    out.extend_from_slice(&(graph.nodes.len() as u64).to_le_bytes());
-    for n in &graph.nodes {
+    let all: Vec<usize>;
+    let nodes: &[usize] = match scope {
+        Scope::Whole => {
+            all = (0..graph.nodes.len()).collect();
+            &all
+        }
+        Scope::Nodes(nodes) => nodes,
+    };
+    out.push(u8::from(*scope == Scope::Whole));
+    out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
+    for n in nodes.iter().filter_map(|&i| graph.nodes.get(i)) {
         let Some(&s) = stage_index.get(n.stage.as_str()) else {
             return;
         };
@@ -232,8 +294,8 @@ fn write(
 /// What the snapshot says about the workspace now.
 #[derive(Debug, PartialEq)]
 pub enum Snapshot {
-    /// Every node is fresh; these are the nodes.
-    Fresh(Vec<NodeName>),
+    /// Every node it vouches for is fresh.
+    Fresh(Vouched),
     /// Everything the snapshot depends on still holds except the stats of
     /// `changed` files: only the nodes that read or write them, and their
     /// dependents, need judging (see [`dirty`]). `facts` and `generation`
@@ -242,9 +304,18 @@ pub enum Snapshot {
         facts: FileFacts,
         generation: i64,
         changed: Vec<String>,
+        vouched: Vouched,
     },
     /// The full plan must decide.
     Miss,
+}
+
+/// What a snapshot that held, entirely or but for some files, vouches for.
+pub fn vouched(snapshot: &Snapshot) -> Option<&Vouched> {
+    match snapshot {
+        Snapshot::Fresh(v) | Snapshot::Changed { vouched: v, .. } => Some(v),
+        Snapshot::Miss => None,
+    }
 }
 
 /// The nodes of the workspace, every one fresh — when the snapshot still
@@ -287,6 +358,11 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
     for _ in 0..stages {
         stage_names.push(get_str(&mut b)?);
     }
+    let whole = match take(&mut b, 1)?[0] {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
     let n = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?) as usize;
     let mut nodes = Vec::with_capacity(n.min(1 << 24));
     for _ in 0..n {
@@ -300,14 +376,16 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
     if !b.is_empty() {
         return None;
     }
+    let vouched = Vouched { whole, nodes };
     let changed = files.changed(store.root());
     if changed.is_empty() {
-        return Some(Snapshot::Fresh(nodes));
+        return Some(Snapshot::Fresh(vouched));
     }
     Some(Snapshot::Changed {
         facts: files,
         generation,
         changed,
+        vouched,
     })
 }
 
@@ -441,8 +519,22 @@ mod tests {
         facts_store.observe_files();
         let files = facts_store.observed_files().unwrap();
         let generation = store.generation().unwrap().unwrap();
-        write(&store, token, generation, &files, &graph, &env);
-        assert_eq!(check(&store, token, &env), Snapshot::Fresh(Vec::new()));
+        write(
+            &store,
+            token,
+            generation,
+            &files,
+            &graph,
+            &Scope::Whole,
+            &env,
+        );
+        assert_eq!(
+            check(&store, token, &env),
+            Snapshot::Fresh(Vouched {
+                whole: true,
+                nodes: Vec::new()
+            })
+        );
         assert_eq!(
             check(&store, Token([8; 32]), &env),
             Snapshot::Miss,

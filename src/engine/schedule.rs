@@ -84,14 +84,18 @@ pub struct Cluster {
 }
 
 /// What an incremental build starts from (see `noop::Snapshot::Changed`):
-/// while the store is still at the snapshot's `generation`, every node
-/// outside `dirty` is fresh with its latest successful run, so only `dirty`
-/// is judged. After a successful build the dirty nodes are judged again and
-/// the snapshot's `facts` updated with what they saw, for the next no-op.
+/// while the store is still at the snapshot's `generation`, every node of
+/// its `scope` outside `dirty` is fresh with its latest successful run, so
+/// only `dirty` is judged. After a successful build the dirty nodes are
+/// judged again and the snapshot's `facts` updated with what they saw, for
+/// the next no-op — when `dirty` holds every node of the scope the change
+/// reached (`complete`: none of them left out by a build's targets).
 pub struct Incremental {
     pub dirty: HashSet<NodeIdx>,
     pub generation: i64,
     pub facts: crate::store::FileFacts,
+    pub scope: super::noop::Scope,
+    pub complete: bool,
 }
 
 /// How a node ended in this build. (Kept unboxed: most nodes of a build end

@@ -494,6 +494,102 @@ fn a_build_of_targets_that_holds_all_a_change_reaches_leaves_a_snapshot() {
     assert_eq!(ws.read("out/double/i=1/v.txt"), "uno\nuno\n");
 }
 
+#[test]
+fn a_build_of_targets_leaves_a_snapshot_of_what_it_selected() {
+    let ws = Ws::new(&[("chains.ron", TWO_CHAINS)]);
+    ws.write("inputs/1.txt", "one\n");
+    ws.write("inputs/2.txt", "two\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    assert!(
+        !ws.path().join(SNAPSHOT).exists(),
+        "a cold build leaves none"
+    );
+    // A full plan of the selection finds it fresh: the snapshot vouches for
+    // the selected nodes only.
+    let (r, _) = timed(&ws, &["build", "double[i=1]"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("0 built, 2 fresh"), "{}", r.stderr());
+    assert!(ws.path().join(SNAPSHOT).is_file());
+    let s = status_as_full_plan(&ws, &["double[i=1]"], None);
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 2, "stale": 0}));
+    // Nodes it does not vouch for are planned in full.
+    for args in [&["status"][..], &["status", "gen[i=2]"]] {
+        let (r, from_snapshot) = timed(&ws, args);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        assert!(!from_snapshot);
+        assert!(
+            r.stderr().contains("load states"),
+            "{args:?}: {}",
+            r.stderr()
+        );
+    }
+    let (r, _) = timed(&ws, &["build", "gen[i=2]"]);
+    assert!(r.stderr().contains("0 built, 1 fresh"), "{}", r.stderr());
+
+    // A change inside it: judged from it, and it is written again.
+    let (r, _) = timed(&ws, &["build", "double[i=1]"]);
+    assert!(r.stderr().contains("0 built, 2 fresh"), "{}", r.stderr());
+    ws.write("inputs/1.txt", "uno\n");
+    let s = status_as_full_plan(
+        &ws,
+        &["double[i=1]"],
+        Some("judge the changed (2 of 4 nodes)"),
+    );
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 0, "stale": 2}));
+    let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
+    let built = build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 4 nodes)");
+    assert_eq!(built, ["double[i=1]", "gen[i=1]"]);
+    assert_ne!(std::fs::read(ws.path().join(SNAPSHOT)).unwrap(), snapshot);
+    settle(&ws);
+    let built = build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 4 nodes)");
+    assert!(built.is_empty(), "judged again once settled, nothing ran");
+    let (r, _) = timed(&ws, &["build", "--json", "double[i=1]"]);
+    assert!(
+        !r.stderr().contains("timing: build"),
+        "answered alone: {}",
+        r.stderr()
+    );
+    assert_eq!(r.nodes_with("cached").len(), 2);
+
+    // The whole workspace plans in full and leaves a snapshot of it all.
+    let (r, from_snapshot) = timed(&ws, &["build"]);
+    assert!(!from_snapshot);
+    assert!(r.stderr().contains("0 built, 4 fresh"), "{}", r.stderr());
+    let (s, from_snapshot) = status_json(&ws, &[]);
+    assert!(from_snapshot);
+    assert_eq!(s["summary"], serde_json::json!({"fresh": 4, "stale": 0}));
+}
+
+#[test]
+fn a_snapshot_of_targets_ignores_changes_to_what_it_does_not_vouch_for() {
+    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
+    ws.write("inputs/1.txt", "one\n");
+    ws.write("inputs/2.txt", "two\n");
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    settle(&ws);
+    let (r, _) = timed(&ws, &["build", "double[i=1]"]);
+    assert!(r.stderr().contains("0 built, 2 fresh"), "{}", r.stderr());
+    // The change reaches `sum` too, which the snapshot does not vouch for:
+    // the build of the chain still leaves a snapshot of it.
+    ws.write("inputs/1.txt", "uno\n");
+    let built = build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 5 nodes)");
+    assert_eq!(built, ["double[i=1]", "gen[i=1]"]);
+    settle(&ws);
+    build_incrementally(&ws, &["double[i=1]"], "incremental (2 of 5 nodes)");
+    let (r, _) = timed(&ws, &["build", "--json", "double[i=1]"]);
+    assert!(
+        !r.stderr().contains("timing: build"),
+        "answered alone: {}",
+        r.stderr()
+    );
+    // `sum` is stale, as a full plan says.
+    let (r, _) = timed(&ws, &["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    assert_eq!(kinds(&s, "sum"), ["upstream_changed"]);
+    assert_eq!(r.stdout(), full_plan(&ws, &["status", "--json"]).stdout());
+}
+
 /// Eight chains, each reading its own input file, and a sum of them all.
 const EIGHT_INPUTS: &str = r#"Pipeline(stages: {
     "gen": Stage(matrix: { "i": [1, 2, 3, 4, 5, 6, 7, 8] },
