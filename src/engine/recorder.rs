@@ -7,9 +7,11 @@
 //! start once the run is committed.
 //!
 //! A `syncfs` costs the whole machine (it walks every inode of the file
-//! system), so while tasks are still running the recorder lingers up to
-//! [`LINGER`] after the first item for more to join its batch; with nothing
-//! running it commits at once, so the end of a build never waits.
+//! system), so while nodes that could join are still running or waiting for
+//! slots the recorder lingers up to [`LINGER`] after the first item for more
+//! to join its batch; otherwise it commits at once, so neither the end of a
+//! build nor a chain of dependent nodes (each waits for its upstream's
+//! commit before its own) waits for nothing.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -52,6 +54,17 @@ impl Recorder {
                     let mut items = vec![first];
                     let since = Instant::now();
                     while items.len() < MAX_BATCH {
+                        // With nothing running, nothing more will come soon:
+                        // what is queued joins, and the batch commits now.
+                        if busy.load(Ordering::SeqCst) == 0 {
+                            match rx.try_recv() {
+                                Ok(more) => {
+                                    items.push(more);
+                                    continue;
+                                }
+                                Err(_) => break,
+                            }
+                        }
                         match rx.recv_timeout(Duration::from_millis(1)) {
                             Ok(more) => items.push(more),
                             Err(mpsc::RecvTimeoutError::Timeout)
@@ -84,8 +97,9 @@ impl Recorder {
         Recorder { tx, running }
     }
 
-    /// Tells the recorder how many tasks are running (the scheduler calls it
-    /// whenever it waits): while any are, a batch lingers for them.
+    /// Tells the recorder how many nodes could still join a batch soon (the
+    /// scheduler calls it whenever it waits): while any could, a batch
+    /// lingers for them.
     pub fn set_running(&self, n: usize) {
         self.running.store(n, Ordering::SeqCst);
     }

@@ -272,8 +272,7 @@ impl<'b, 'a> Build<'b, 'a> {
             if !self.stopping && !self.ready.is_empty() {
                 continue;
             }
-            let holding = self.running.values().filter(|l| l.is_some()).count();
-            self.recorder.set_running(holding);
+            self.recorder.set_running(self.may_record_soon());
             let interrupt = self.b.interrupt.clone();
             tokio::select! {
                 msg = self.rx.recv() => match msg {
@@ -602,6 +601,26 @@ impl<'b, 'a> Build<'b, 'a> {
                 .map_err(|e| NodeFailure::store(&e));
             let _ = tx.send(Progress::Restored { idx: i, result });
         });
+    }
+
+    /// How many nodes could send a run to the recorder's next batch: those
+    /// running their task whose upstream runs are all recorded, and those
+    /// waiting for slots. (A node whose upstream run is still being recorded
+    /// waits for that commit before its own, so no batch lingers for it.)
+    fn may_record_soon(&self) -> usize {
+        let graph = &self.b.graph;
+        let free = self
+            .running
+            .iter()
+            .filter(|(i, lease)| {
+                lease.is_some()
+                    && !graph.nodes[**i]
+                        .deps()
+                        .iter()
+                        .any(|d| self.staged.contains(d))
+            })
+            .count();
+        free + self.queue.len()
     }
 
     fn on_progress(&mut self, msg: Progress, reporter: &mut dyn Reporter) {
