@@ -262,23 +262,44 @@ fn judged_again_until_settled(ws: &Ws, incremental: &str) {
     assert!(from_snapshot, "{}", r.stderr());
 }
 
-/// Two chains, each reading its own input file.
-const TWO_INPUTS: &str = r#"Pipeline(stages: {
+/// Two chains, each reading its own input file (`inputs/1.txt`, `inputs/2.txt`).
+macro_rules! two_chains {
+    () => {
+        r#"
     "gen": Stage(matrix: { "i": [1, 2] },
         task: Command(run: "echo gen-${i} >> side.log; cat inputs/${i}.txt > ${out}/v.txt", inputs: ["inputs/${i}.txt"], outputs: ["v.txt"])),
     "double": Stage(for_each: "gen",
-        task: Command(run: "echo double-${i} >> side.log; cat ${needs.gen}/v.txt ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),
+        task: Command(run: "echo double-${i} >> side.log; cat ${needs.gen}/v.txt ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),"#
+    };
+}
+
+/// Two chains and a sum of them.
+const TWO_INPUTS: &str = concat!(
+    "Pipeline(stages: {",
+    two_chains!(),
+    r#"
     "sum": Stage(needs: ["double"],
         task: Command(run: "echo sum >> side.log; cat ${needs.double} > ${out}/v.txt 2>/dev/null; ls ${needs.double} > ${out}/v.txt", outputs: ["v.txt"])),
-})"#;
+})"#
+);
 
-#[test]
-fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
-    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
+/// Two chains, and nothing below them.
+const TWO_CHAINS: &str = concat!("Pipeline(stages: {", two_chains!(), "\n})");
+
+/// A workspace of `pipeline` with its two inputs, built cold and settled
+/// (a cold build leaves no snapshot).
+fn built_with_two_inputs(pipeline: &str) -> Ws {
+    let ws = Ws::new(&[("two.ron", pipeline)]);
     ws.write("inputs/1.txt", "one\n");
     ws.write("inputs/2.txt", "two\n");
     assert_eq!(ws.run(&["build"]).code(), 0);
     settle(&ws);
+    ws
+}
+
+#[test]
+fn a_changed_input_rebuilds_incrementally_from_the_snapshot() {
+    let ws = built_with_two_inputs(TWO_INPUTS);
     rebuild(&ws);
     assert!(status_json(&ws, &[]).1, "snapshotted");
 
@@ -370,11 +391,7 @@ fn status_as_full_plan(ws: &Ws, targets: &[&str], judged: Option<&str>) -> serde
 
 #[test]
 fn status_after_a_change_judges_only_what_the_change_reaches() {
-    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
-    ws.write("inputs/1.txt", "one\n");
-    ws.write("inputs/2.txt", "two\n");
-    assert_eq!(ws.run(&["build"]).code(), 0);
-    settle(&ws);
+    let ws = built_with_two_inputs(TWO_INPUTS);
     rebuild(&ws);
     assert!(status_json(&ws, &[]).1, "snapshotted");
     let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
@@ -415,11 +432,7 @@ fn status_after_a_change_judges_only_what_the_change_reaches() {
 
 #[test]
 fn a_build_of_targets_is_judged_from_the_snapshot() {
-    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
-    ws.write("inputs/1.txt", "one\n");
-    ws.write("inputs/2.txt", "two\n");
-    assert_eq!(ws.run(&["build"]).code(), 0);
-    settle(&ws);
+    let ws = built_with_two_inputs(TWO_INPUTS);
     rebuild(&ws);
     let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
 
@@ -459,21 +472,9 @@ fn a_build_of_targets_is_judged_from_the_snapshot() {
     assert_eq!(built, ["double[i=2]", "gen[i=2]", "sum"]);
 }
 
-/// Two chains, each reading its own input file, and nothing below them.
-const TWO_CHAINS: &str = r#"Pipeline(stages: {
-    "gen": Stage(matrix: { "i": [1, 2] },
-        task: Command(run: "echo gen-${i} >> side.log; cat inputs/${i}.txt > ${out}/v.txt", inputs: ["inputs/${i}.txt"], outputs: ["v.txt"])),
-    "double": Stage(for_each: "gen",
-        task: Command(run: "echo double-${i} >> side.log; cat ${needs.gen}/v.txt ${needs.gen}/v.txt > ${out}/v.txt", outputs: ["v.txt"])),
-})"#;
-
 #[test]
 fn a_build_of_targets_that_holds_all_a_change_reaches_leaves_a_snapshot() {
-    let ws = Ws::new(&[("chains.ron", TWO_CHAINS)]);
-    ws.write("inputs/1.txt", "one\n");
-    ws.write("inputs/2.txt", "two\n");
-    assert_eq!(ws.run(&["build"]).code(), 0);
-    settle(&ws);
+    let ws = built_with_two_inputs(TWO_CHAINS);
     rebuild(&ws);
     let snapshot = std::fs::read(ws.path().join(SNAPSHOT)).unwrap();
 
@@ -496,11 +497,7 @@ fn a_build_of_targets_that_holds_all_a_change_reaches_leaves_a_snapshot() {
 
 #[test]
 fn a_build_of_targets_leaves_a_snapshot_of_what_it_selected() {
-    let ws = Ws::new(&[("chains.ron", TWO_CHAINS)]);
-    ws.write("inputs/1.txt", "one\n");
-    ws.write("inputs/2.txt", "two\n");
-    assert_eq!(ws.run(&["build"]).code(), 0);
-    settle(&ws);
+    let ws = built_with_two_inputs(TWO_CHAINS);
     assert!(
         !ws.path().join(SNAPSHOT).exists(),
         "a cold build leaves none"
@@ -563,11 +560,7 @@ fn a_build_of_targets_leaves_a_snapshot_of_what_it_selected() {
 
 #[test]
 fn a_snapshot_of_targets_ignores_changes_to_what_it_does_not_vouch_for() {
-    let ws = Ws::new(&[("two.ron", TWO_INPUTS)]);
-    ws.write("inputs/1.txt", "one\n");
-    ws.write("inputs/2.txt", "two\n");
-    assert_eq!(ws.run(&["build"]).code(), 0);
-    settle(&ws);
+    let ws = built_with_two_inputs(TWO_INPUTS);
     let (r, _) = timed(&ws, &["build", "double[i=1]"]);
     assert!(r.stderr().contains("0 built, 2 fresh"), "{}", r.stderr());
     // The change reaches `sum` too, which the snapshot does not vouch for:
