@@ -30,3 +30,7 @@ run_py() {
         echo "FAILED $name:"; tail -n 5 "$runs/$name/log.txt"
     fi
 }
+
+# iters BATCH: measured batches per `Vit` run in the CUDA-graph scripts, as
+# many forward passes as graph_ref.py times.
+iters() { case "$1" in 1) echo 300 ;; 8) echo 300 ;; *) echo 50 ;; esac; }

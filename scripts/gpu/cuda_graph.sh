@@ -26,8 +26,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 # jsonl FILE…: each JSON file on one line.
 jsonl() { python3 -c 'import json, sys; [print(json.dumps(json.load(open(f)))) for f in sys.argv[1:]]' "$@"; }
 
-# Measured batches per run: as many forward passes as graph_ref.py times.
-iters() { case "$1" in 1) echo 300 ;; 8) echo 300 ;; *) echo 50 ;; esac; }
 
 if [[ "$part" == vit ]]; then
     if [[ -n "${VIT_TORCH_TEST:-}" ]]; then

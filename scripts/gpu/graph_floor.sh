@@ -14,7 +14,6 @@ rounds="${ROUNDS:-3}"
 models=(vit32x6x384 vit16x12x768 vit32x18x1024)
 batches=(1 8 64)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$out/nvidia-smi.csv" 2>&1
-iters() { case "$1" in 1) echo 300 ;; 8) echo 300 ;; *) echo 50 ;; esac; }
 for r in $(seq 1 "$rounds"); do
     for m in "${models[@]}"; do
         for b in "${batches[@]}"; do

@@ -613,10 +613,13 @@ impl<'b, 'a> Build<'b, 'a> {
             .running
             .iter()
             .filter(|(i, lease)| {
+                // Straight over the needs: `deps()` would sort a copy of
+                // them (33,333 for a summary node) on every wait.
                 lease.is_some()
                     && !graph.nodes[**i]
-                        .deps()
+                        .needs
                         .iter()
+                        .flat_map(|n| &n.nodes)
                         .any(|d| self.staged.contains(d))
             })
             .count();
