@@ -18,6 +18,7 @@ pub mod exit;
 pub mod gpu;
 pub mod graph;
 pub mod hash;
+pub mod logs;
 pub mod page;
 pub mod pipeline;
 pub mod report;

@@ -623,3 +623,145 @@ fn hardware_nodes_are_keyed_with_the_compute_nodes_environment() {
     let o = ws.run(&["build", "--executor", "slurm"]);
     assert_eq!(o.status.code(), Some(0), "probed again: {}", text(&o));
 }
+
+/// A CPU stage, and a GPU stage asking for a partition that does not exist.
+const BAD_GPU_PARTITION: &str = r#"Pipeline(stages: {
+    "a": Stage(matrix: {"i": [0, 1]}, task: Command(run: "echo ${i} > ${out}/v.txt", outputs: ["v.txt"])),
+    "g": Stage(slurm: (partition: "nosuch"), task: Command(run: "true > ${out}/w.txt", outputs: ["w.txt"], resources: (gpus: 1))),
+})"#;
+
+#[test]
+fn a_failed_probe_fails_only_the_nodes_that_need_it() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(BAD_GPU_PARTITION);
+    // `a` does not need `g`: its probe is not even asked for.
+    let o = ws.run(&["build", "--executor", "slurm", "a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(ws.read("out/a/i=1/v.txt"), "1\n");
+    // Everything, going on past failures: `a` is fresh, `g` fails with the cause and the fix.
+    let ws = Ws::new(BAD_GPU_PARTITION);
+    let o = ws.run(&["build", "--executor", "slurm", "-k", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = events(&o);
+    let finished: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["event"] == "finished")
+        .map(|e| e["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(finished.len(), 2, "{}", text(&o));
+    let failed = ev.iter().find(|e| e["event"] == "failed").unwrap();
+    assert_eq!(failed["node"], "g");
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("invalid partition"), "{error}");
+    assert!(error.contains("check the partition"), "{error}");
+}
+
+#[test]
+fn a_job_slurm_refuses_names_no_log_it_never_wrote() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: { "a": Stage(task: Command(run: "echo a > ${out}/v.txt", outputs: ["v.txt"])) })"#,
+    );
+    std::fs::write(
+        ws.path().join("vitgraph.ron"),
+        r#"Workspace(slurm: Slurm(partition: "gpuq"))"#,
+    )
+    .unwrap();
+    let o = ws.run(&["build", "--executor", "slurm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("SLURM refused the job"), "{err}");
+    assert!(!err.contains("full log"), "{err}");
+}
+
+/// Stops munged (as `scripts/slurm-setup.sh` runs it) and returns a guard
+/// that starts it again.
+struct MungeDown;
+
+impl MungeDown {
+    fn now() -> MungeDown {
+        let pid = std::fs::read_to_string("/run/munge/munged.pid").unwrap();
+        let pid: i32 = pid.trim().parse().unwrap();
+        // SAFETY: kill(2) on munged, which this test's SLURM runs as a daemon.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        wait_for(Duration::from_secs(30), "munged to stop", || {
+            // SAFETY: signal 0 only checks that the process exists.
+            unsafe { libc::kill(pid, 0) != 0 }
+        });
+        MungeDown
+    }
+}
+
+impl Drop for MungeDown {
+    fn drop(&mut self) {
+        let s = Command::new("runuser")
+            .args([
+                "-u",
+                "munge",
+                "--",
+                "/usr/sbin/munged",
+                "--pid-file=/run/munge/munged.pid",
+            ])
+            .status()
+            .unwrap();
+        assert!(s.success(), "munged restarts");
+    }
+}
+
+#[test]
+fn submissions_wait_out_munge_being_down() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: {
+    "a": Stage(matrix: {"i": [0, 1, 2]}, task: Command(run: "echo a-${i} >> side.log; sleep 6; echo ${i} > ${out}/v.txt", outputs: ["v.txt"])),
+    "b": Stage(for_each: "a", task: Command(run: "echo b-${i} >> side.log; cat ${needs.a}/v.txt > ${out}/w.txt", outputs: ["w.txt"])),
+    "g": Stage(needs: ["b"], task: Command(run: "true > ${out}/p.txt", outputs: ["p.txt"], resources: (gpus: 1))),
+})"#,
+    );
+    let child = ws
+        .cmd(&["build", "--executor", "slurm"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(60), "the first jobs", || {
+        ws.read("side.log").lines().count() >= 3
+    });
+    // While `a` runs, munge goes down: `b` is submitted into the outage.
+    let down = MungeDown::now();
+    std::thread::sleep(Duration::from_secs(15));
+    drop(down);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(ws.ran().len(), 6);
+    assert_eq!(ws.read("out/b/i=2/w.txt"), "2\n");
+}
+
+#[test]
+fn a_probe_waits_out_munge_being_down() {
+    if !slurm() {
+        return;
+    }
+    let ws = Ws::new(
+        r#"Pipeline(stages: { "g": Stage(task: Command(run: "true > ${out}/p.txt", outputs: ["p.txt"], resources: (gpus: 1))) })"#,
+    );
+    let down = MungeDown::now();
+    let child = ws
+        .cmd(&["build", "--executor", "slurm"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    drop(down);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -199,7 +199,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     let options = options(&graph, &selection, &args)?;
     let mut cluster_run = if slurm {
         Some(super::slurm::cluster(
-            ws, &graph, &store, &args, &file, &env,
+            ws, &graph, &selection, &store, &args, &file, &env,
         )?)
     } else {
         None
@@ -215,7 +215,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         store: store.clone(),
         env: judge_env,
         options,
-        executor: Arc::new(Local::new()),
+        executor: Arc::new(Local::noting_groups(&store)),
         interrupt: Interrupt::new(),
         noop: snapshot.as_ref(),
         incremental,

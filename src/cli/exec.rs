@@ -66,13 +66,14 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         only: Some([idx].into_iter().collect()),
         retries: 0,
     };
+    let executor = Arc::new(Local::noting_groups(&store));
     let builder = Builder {
         graph: &graph,
         root: ws.root.clone(),
         store,
         env: &env,
         options,
-        executor: Arc::new(Local::new()),
+        executor,
         interrupt: Interrupt::new(),
         noop: None,
         incremental: None,

@@ -87,27 +87,88 @@ pub fn gc(ws: &Workspace) -> Result<i32, Failure> {
     Ok(exit::SUCCESS)
 }
 
-pub fn verify(ws: &Workspace) -> Result<i32, Failure> {
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// Mend what is found: set damaged objects aside and rewrite each damaged
+    /// or missing object from an intact copy in `out/` (never from itself);
+    /// nodes whose objects have no intact copy run again when a build must
+    /// restore them.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+pub fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
     let Some(store) = Store::open_existing(&ws.root)? else {
         println!("nothing to verify: no store yet");
         return Ok(exit::SUCCESS);
     };
+    if let Some(problem) = store.check_database()? {
+        println!(
+            "damaged: {} (SQLite's check: {problem})",
+            store.database_path().display()
+        );
+        println!("move `cache/state.sqlite` and its `-wal` and `-shm` files aside and rebuild; objects in `cache/objects/` are kept and re-used");
+        return Ok(exit::NODE_FAILED);
+    }
     let damage = store.verify()?;
     if damage.is_empty() {
         println!("store verified: no damage");
         return Ok(exit::SUCCESS);
     }
     for d in &damage {
-        let runs = if d.runs.is_empty() {
-            String::new()
-        } else {
-            format!(" (used by {})", d.runs.join(", "))
-        };
-        println!("damaged: {} {:?}{runs}", d.object, d.kind);
+        println!(
+            "damaged: {} {}{}",
+            d.object,
+            describe(&d.kind),
+            used_by(&d.runs)
+        );
+    }
+    if !args.repair {
+        println!(
+            "{} damaged objects; `vitgraph verify --repair` sets them aside and rewrites what it can from `out/`",
+            damage.len()
+        );
+        return Ok(exit::NODE_FAILED);
+    }
+    if store.is_read_only() {
+        return Err(usage(
+            "cannot repair: the workspace's store is read-only",
+            "run `vitgraph verify --repair` as a user who can write `cache/`",
+        ));
+    }
+    let repair = store.repair(damage)?;
+    for (object, from) in &repair.repaired {
+        println!("repaired: {object} from {from}");
+    }
+    for d in &repair.unrepaired {
+        println!(
+            "no intact copy of {}{}: `vitgraph build` runs the node again when it must restore it",
+            d.object,
+            used_by(&d.runs)
+        );
     }
     println!(
-        "{} damaged objects; rebuild the nodes that use them with `vitgraph build --force NODE`",
-        damage.len()
+        "{} repaired, {} set aside without a copy",
+        repair.repaired.len(),
+        repair.unrepaired.len()
     );
-    Ok(exit::NODE_FAILED)
+    Ok(exit::SUCCESS)
+}
+
+fn describe(kind: &crate::store::DamageKind) -> String {
+    match kind {
+        crate::store::DamageKind::Corrupt { actual } => {
+            format!("(its content hashes to {})", actual.short())
+        }
+        crate::store::DamageKind::Missing => "(missing)".into(),
+        crate::store::DamageKind::Unreadable(e) => format!("(unreadable: {e})"),
+    }
+}
+
+fn used_by(runs: &[String]) -> String {
+    if runs.is_empty() {
+        String::new()
+    } else {
+        format!(" (used by {})", runs.join(", "))
+    }
 }

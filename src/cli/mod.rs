@@ -67,8 +67,8 @@ pub enum Command {
     Report(page::ReportArgs),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
-    /// Re-hash the store and report damaged or missing objects.
-    Verify,
+    /// Re-hash the store and check the state database; report damaged or missing objects.
+    Verify(maintenance::VerifyArgs),
     /// Create a workspace with an example pipeline.
     Init(maintenance::InitArgs),
     /// Work with one trace file: metrics, Kineto import, Perfetto export.
@@ -216,7 +216,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Show(args) => inspect::show(&ws, &overrides, args),
                 Command::Report(args) => page::report(&ws, &overrides, args),
                 Command::Gc => maintenance::gc(&ws),
-                Command::Verify => maintenance::verify(&ws),
+                Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
                 Command::Init(_)
                 | Command::ExecTask { .. }

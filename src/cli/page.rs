@@ -308,18 +308,17 @@ impl Gather<'_> {
     fn log_tail(&self, i: usize, run: Option<&RunRecord>, state: &str) -> Option<String> {
         let node = &self.graph.nodes[i];
         let store = self.store?;
-        let bytes = if state == "failed" || run.is_none() {
-            std::fs::read(store.log_path(&node.stage, &node.dir_name())).ok()?
+        let path = if state == "failed" || run.is_none() {
+            store.log_path(&node.stage, &node.dir_name())
         } else {
-            let hash = run?.log?;
-            std::fs::read(store.object_path(&hash)).ok()?
+            store.object_path(&run?.log?)
         };
+        let (bytes, cut) = crate::logs::tail_bytes(&path, LOG_TAIL as u64).ok()?;
         if bytes.is_empty() {
             return None;
         }
-        let from = bytes.len().saturating_sub(LOG_TAIL);
-        let text = String::from_utf8_lossy(&bytes[from..]).into_owned();
-        Some(if from > 0 {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Some(if cut {
             format!(
                 "…{}",
                 text.split_once('\n').map_or(text.as_str(), |(_, r)| r)

@@ -29,6 +29,7 @@ pub(super) struct ClusterRun<'a> {
 pub(super) fn cluster<'a>(
     ws: &Workspace,
     graph: &Graph,
+    selection: &[crate::graph::NodeIdx],
     store: &Arc<Store>,
     args: &BuildArgs,
     file: &WorkspaceFile,
@@ -67,18 +68,13 @@ pub(super) fn cluster<'a>(
     let name = crate::slurm::job_name(&ws.root);
     // The compute nodes' environment, for the keys of the nodes that
     // measure hardware there: probed once per kind of job, then kept.
+    // Only the nodes this build needs are probed for; a failed probe fails
+    // the nodes that need it, not the build.
     let placed = crate::slurm::placed(graph);
-    let wanted = probe::hardware_nodes(graph, &placed, &stages);
-    probe::ensure(store, &exe, &name, &wanted).map_err(|m| {
-        Failure::Report(
-            miette::miette!(
-                help = "check the partition, constraint and GPU settings (`sinfo` lists what exists), or run the hardware nodes locally with `placement: Local`",
-                "{m}"
-            ),
-            exit::NODE_FAILED,
-        )
-    })?;
-    let env = ClusterEnv::new(host, Some(store), &wanted)?;
+    let wanted = probe::hardware_nodes(graph, &placed, &stages, Some(selection));
+    let failed = probe::ensure(store, &exe, &name, &wanted)
+        .map_err(|m| Failure::Report(miette::miette!("{m}"), exit::NODE_FAILED))?;
+    let env = ClusterEnv::new(host, Some(store), &wanted)?.failed(failed);
     let executor = SlurmExecutor::new(Config {
         store: store.clone(),
         exe,
@@ -121,7 +117,7 @@ pub(super) fn stored_env<'a>(
 ) -> Result<ClusterEnv<'a>, Failure> {
     let stages = crate::slurm::stage_settings(graph, &file.slurm, &flags.settings());
     let placed = crate::slurm::placed(graph);
-    let wanted = probe::hardware_nodes(graph, &placed, &stages);
+    let wanted = probe::hardware_nodes(graph, &placed, &stages, None);
     Ok(ClusterEnv::new(host, store, &wanted)?)
 }
 

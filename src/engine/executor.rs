@@ -80,20 +80,23 @@ impl Interrupt {
         }
     }
 
-    /// Fires on SIGINT or SIGTERM (call inside a tokio runtime).
+    /// Fires on SIGINT, SIGTERM or SIGHUP (a closed terminal or SSH session)
+    /// (call inside a tokio runtime).
     pub fn on_signals(&self) {
         let me = self.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
             let term = signal(SignalKind::terminate());
-            match term {
-                Ok(mut term) => {
+            let hup = signal(SignalKind::hangup());
+            match (term, hup) {
+                (Ok(mut term), Ok(mut hup)) => {
                     tokio::select! {
                         _ = tokio::signal::ctrl_c() => {}
                         _ = term.recv() => {}
+                        _ = hup.recv() => {}
                     }
                 }
-                Err(_) => {
+                _ => {
                     let _ = tokio::signal::ctrl_c().await;
                 }
             }
@@ -109,6 +112,9 @@ impl Interrupt {
 pub struct Local {
     children: Arc<Mutex<HashSet<i32>>>,
     interrupted: Arc<AtomicBool>,
+    /// Where each task's process group is noted for a command that runs
+    /// after this one was killed (see `store::TaskGroups`).
+    groups: Option<Arc<crate::store::TaskGroups>>,
 }
 
 /// How long interrupted tasks get between SIGTERM and SIGKILL.
@@ -117,6 +123,15 @@ const KILL_AFTER: Duration = Duration::from_secs(3);
 impl Local {
     pub fn new() -> Local {
         Local::default()
+    }
+
+    /// A `Local` that notes its tasks' process groups in the store, so
+    /// that a later command ends what they leave if vitgraph is killed.
+    pub fn noting_groups(store: &crate::store::Store) -> Local {
+        Local {
+            groups: Some(Arc::new(store.task_groups())),
+            ..Local::default()
+        }
     }
 
     fn children(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
@@ -135,12 +150,19 @@ impl Local {
 
     async fn run_job(self, job: Job) -> Result<Finished, NodeFailure> {
         let start = |m: String| NodeFailure::new(super::failure::FailureKind::Start, m);
-        let log = std::fs::File::create(&job.log).map_err(|e| {
-            start(format!(
-                "cannot create the log file `{}`: {e}",
-                job.log.display()
-            ))
-        })?;
+        // A fresh file per attempt: whatever still holds the last attempt's
+        // log open writes into that file, not into this one.
+        let _ = std::fs::remove_file(&job.log);
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&job.log)
+            .map_err(|e| {
+                start(format!(
+                    "cannot create the log file `{}`: {e}",
+                    job.log.display()
+                ))
+            })?;
         let log2 = log
             .try_clone()
             .map_err(|e| start(format!("cannot open the log file: {e}")))?;
@@ -166,8 +188,11 @@ impl Local {
             children.insert(pid);
             pid
         };
+        if let Some(groups) = &self.groups {
+            groups.add(pid);
+        }
         drop(spec);
-        let status = tokio::task::spawn_blocking(move || spawn::wait(pid)).await;
+        let status = tokio::task::spawn_blocking(move || spawn::wait_and_end_group(pid)).await;
         self.children().remove(&pid);
         let status = match status {
             Ok(Ok(status)) => std::process::ExitStatus::from_raw(status),

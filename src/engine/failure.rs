@@ -34,6 +34,13 @@ pub enum FailureKind {
     Start,
     /// The store could not hash, record or materialize.
     Store,
+    /// A stored run could not be restored: one of its objects is damaged
+    /// or missing (the node runs again instead).
+    Damaged,
+    /// A declared input changed after the node was judged or while its task
+    /// ran: its outputs may come from either version, so they are not
+    /// recorded (the node runs again on the next build).
+    InputChanged,
     /// The node's key could not be computed (an input cannot be read).
     Key,
     /// The node needs resources this build does not have (GPUs).
@@ -78,6 +85,7 @@ impl FailureKind {
                 | FailureKind::Cancelled
                 | FailureKind::Lost
                 | FailureKind::Upstream
+                | FailureKind::InputChanged
         )
     }
 
@@ -123,7 +131,12 @@ impl NodeFailure {
     }
 
     pub fn store(e: &StoreError) -> NodeFailure {
-        NodeFailure::new(FailureKind::Store, e.to_string())
+        let kind = if e.is_damaged_object() {
+            FailureKind::Damaged
+        } else {
+            FailureKind::Store
+        };
+        NodeFailure::new(kind, e.to_string())
     }
 
     /// Adds the log path, and its last lines to the message.

@@ -91,6 +91,8 @@ impl Fake {
             running.push(job.node.clone());
         }
         let plan = inner.plans.lock().unwrap().get(&job.node).cloned();
+        // As a real executor does: the job's log exists once it started.
+        let _ = std::fs::write(&job.log, format!("{} ran\n", job.node));
         let result = self.act(&job, plan).await;
         inner.running.lock().unwrap().retain(|n| n != &job.node);
         result.map(|()| Finished::default())

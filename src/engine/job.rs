@@ -98,6 +98,9 @@ pub(super) struct JobCtx {
     pub upstream_commits: Vec<(String, Commit)>,
     /// For a hardware-measuring node: the environment facets of its key.
     pub facets: Option<std::collections::BTreeMap<String, String>>,
+    /// The node's declared input files with the hashes its key was computed
+    /// with: checked before the task starts and after it ends.
+    pub inputs: Vec<(PathBuf, ContentHash)>,
 }
 
 impl JobCtx {
@@ -118,7 +121,7 @@ impl JobCtx {
         });
     }
 
-    async fn locked(self) -> Result<(Result<Ran, NodeFailure>, u64), NodeFailure> {
+    async fn locked(mut self) -> Result<(Result<Ran, NodeFailure>, u64), NodeFailure> {
         let lock = self.lock().await?;
         // Nothing starts once the build is interrupted, however long the lock took.
         if self.interrupt.is_set() {
@@ -134,15 +137,22 @@ impl JobCtx {
         if let Some(run) = existing {
             let from = run.node_id.clone();
             let (store, dest) = (self.store.clone(), self.dest.clone());
-            let placed =
-                tokio::task::spawn_blocking(move || store.materialize(&run, &dest).map(|_| run))
-                    .await;
-            drop(lock);
-            return match placed {
-                Ok(Ok(run)) => Ok((Ok(Ran::Reused { run, from }), 0)),
-                Ok(Err(e)) => Err(NodeFailure::store(&e)),
-                Err(e) => Err(NodeFailure::new(FailureKind::Store, e.to_string())),
-            };
+            let (node_id, stage) = (self.node_id.clone(), self.stage.clone());
+            let placed = tokio::task::spawn_blocking(move || {
+                store.materialize(&node_id, &stage, &run, &dest)
+            })
+            .await;
+            match placed {
+                Ok(Ok(run)) => {
+                    drop(lock);
+                    return Ok((Ok(Ran::Reused { run, from }), 0));
+                }
+                // Its stored run cannot be restored: run the task again and
+                // replace that run.
+                Ok(Err(e)) if e.is_damaged_object() => self.force = true,
+                Ok(Err(e)) => return Err(NodeFailure::store(&e)),
+                Err(e) => return Err(NodeFailure::new(FailureKind::Store, e.to_string())),
+            }
         }
         let result = self.run_and_record().await;
         drop(lock);
@@ -174,6 +184,10 @@ impl JobCtx {
             .take()
             .filter(|live| remote && live.key == self.key);
         let mut retried = 0;
+        let stamps = match self.stamp_inputs() {
+            Ok(stamps) => stamps,
+            Err(f) => return (Err(f), 0),
+        };
         let (attempt, staging, started_at_ms, t) = loop {
             let (attempt, staging) = match self.attempt(adopt.as_ref()) {
                 Ok(a) => a,
@@ -215,10 +229,14 @@ impl JobCtx {
                 Err(f) => f,
             };
             let _ = std::fs::remove_dir_all(&staging);
+            // The log is named only where the task wrote one (a job SLURM
+            // refused never ran).
             let failure = match failure.kind {
-                FailureKind::Interrupted | FailureKind::Start => failure,
-                _ if failure.log.is_some() => failure,
-                _ => failure.with_log(self.log.clone(), &run::log_tail(&self.log, 15)),
+                FailureKind::Interrupted | FailureKind::Start | FailureKind::Unschedulable => {
+                    failure
+                }
+                _ if failure.log.is_some() || !self.log.is_file() => failure,
+                _ => failure.with_log(self.log.clone(), &crate::logs::excerpt(&self.log)),
             };
             let retry = failure.kind.is_retried() && retried < self.retries;
             let failure = settle(&store, attempt, failure);
@@ -229,6 +247,16 @@ impl JobCtx {
             retried += 1;
         };
         let duration_ms = t.elapsed().as_millis() as i64;
+        if let Some(changed) = self.changed_input(&stamps) {
+            let _ = std::fs::remove_dir_all(&staging);
+            let f = NodeFailure::new(
+                FailureKind::InputChanged,
+                format!(
+                    "`{changed}` changed while the task ran: its outputs may come from either version, so they were not recorded; build again"
+                ),
+            );
+            return (Err(settle(&store, attempt, f)), 0);
+        }
         let record_start = Instant::now();
         let (idx, progress, recorder) = (self.idx, self.progress.clone(), self.recorder.clone());
         let upstream_commits = std::mem::take(&mut self.upstream_commits);
@@ -269,6 +297,47 @@ impl JobCtx {
             let _ = std::fs::remove_dir_all(store.job_dir(attempt));
         }
         (result.map(Ran::Built), ms(record_start))
+    }
+
+    /// Each declared input file's stat, once its content is checked to be the
+    /// one the key was computed with (a change since the node was judged
+    /// fails it at once).
+    fn stamp_inputs(&self) -> Result<Vec<(PathBuf, crate::store::InputStamp)>, NodeFailure> {
+        let mut stamps = Vec::with_capacity(self.inputs.len());
+        for (path, hash) in &self.inputs {
+            if path.is_dir() {
+                continue;
+            }
+            match self.store.input_stamp_if(path, hash) {
+                Ok(Some(stamp)) => stamps.push((path.clone(), stamp)),
+                Ok(None) => {
+                    return Err(NodeFailure::new(
+                        FailureKind::InputChanged,
+                        format!(
+                            "`{}` changed after the node was judged; build again",
+                            self.rel(path)
+                        ),
+                    ))
+                }
+                Err(e) => return Err(NodeFailure::store(&e)),
+            }
+        }
+        Ok(stamps)
+    }
+
+    /// The first input whose stat moved since [`JobCtx::stamp_inputs`].
+    fn changed_input(&self, stamps: &[(PathBuf, crate::store::InputStamp)]) -> Option<String> {
+        stamps
+            .iter()
+            .find(|(path, stamp)| self.store.input_stamp(path) != *stamp)
+            .map(|(path, _)| self.rel(path))
+    }
+
+    fn rel(&self, path: &std::path::Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
     }
 
     /// Begins an attempt (or goes on with an adopted one) and makes its

@@ -30,6 +30,9 @@ pub enum ReasonKind {
     EnvChanged,
     OutputMissing,
     OutputModified,
+    /// The run for the current key is stored, but a restore found one of
+    /// its objects damaged or missing: the node runs again.
+    ObjectDamaged,
 }
 
 impl ReasonKind {
@@ -45,6 +48,7 @@ impl ReasonKind {
             ReasonKind::EnvChanged => "env_changed",
             ReasonKind::OutputMissing => "output_missing",
             ReasonKind::OutputModified => "output_modified",
+            ReasonKind::ObjectDamaged => "object_damaged",
         }
     }
 }

@@ -231,16 +231,6 @@ pub fn failure_of(status: std::process::ExitStatus, is_command: bool) -> Option<
     })
 }
 
-/// The last `n` lines of a log file, for error messages.
-pub fn log_tail(path: &Path, n: usize) -> String {
-    let Ok(bytes) = std::fs::read(path) else {
-        return String::new();
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,6 +121,9 @@ struct Pending {
     key: ContentHash,
     parts: super::key::KeyParts,
     reasons: Vec<Reason>,
+    /// Replace the recorded run of the key (`--force`, or a stored run that
+    /// could not be restored).
+    replace: bool,
 }
 
 #[derive(Default)]
@@ -173,6 +176,9 @@ pub(super) struct Build<'b, 'a> {
     ready: VecDeque<NodeIdx>,
     queue: VecDeque<Pending>,
     slots: Slots,
+    /// Nodes being restored, with what runs them should the restore find
+    /// their stored run damaged.
+    restoring: HashMap<NodeIdx, Pending>,
     /// Started nodes; the lease while their task holds its local slots.
     running: HashMap<NodeIdx, Option<Lease>>,
     /// Started nodes that run on the cluster.
@@ -231,6 +237,7 @@ impl<'b, 'a> Build<'b, 'a> {
             queue: VecDeque::new(),
             slots: Slots::new(b.options.jobs, b.options.gpus.clone()),
             running: HashMap::new(),
+            restoring: HashMap::new(),
             on_cluster: HashSet::new(),
             live: b
                 .cluster
@@ -373,8 +380,15 @@ impl<'b, 'a> Build<'b, 'a> {
                 self.cached(i, Done::Ok(run.manifest_hash()), reporter);
                 false
             }
-            Verdict::Restore(run, _) if !forced => {
-                self.restore(i, run);
+            Verdict::Restore(run, reasons) if !forced => {
+                let pending = Pending {
+                    idx: i,
+                    key,
+                    parts,
+                    reasons,
+                    replace: true,
+                };
+                self.restore(pending, run);
                 false
             }
             _ if b.options.only.as_ref().is_some_and(|o| !o.contains(&i)) => {
@@ -397,6 +411,7 @@ impl<'b, 'a> Build<'b, 'a> {
                     key,
                     parts,
                     reasons,
+                    replace: forced,
                 });
                 true
             }
@@ -484,6 +499,12 @@ impl<'b, 'a> Build<'b, 'a> {
         });
         let (needs, upstream) = self.upstream_dirs(p.idx);
         let facets = node.task.measures_hardware().then(|| p.parts.env.clone());
+        let inputs = p
+            .parts
+            .inputs
+            .iter()
+            .map(|(rel, hash)| (b.root.join(rel), *hash))
+            .collect();
         let recorded = super::key::RecordedParts {
             parts: p.parts,
             params: node
@@ -501,6 +522,7 @@ impl<'b, 'a> Build<'b, 'a> {
             None => b.executor.clone(),
         };
         let ctx = JobCtx {
+            inputs,
             adopt: self.live.remove(&node.id),
             retries: b.options.retries,
             upstream_commits,
@@ -528,7 +550,7 @@ impl<'b, 'a> Build<'b, 'a> {
             upstream,
             gpus: lease.gpus.clone(),
             slot: cluster.is_none().then(|| lease.slot()).flatten(),
-            force: b.options.force.contains(&p.idx),
+            force: p.replace,
         };
         let local = cluster.is_none().then_some(lease);
         self.running.insert(p.idx, local);
@@ -588,16 +610,21 @@ impl<'b, 'a> Build<'b, 'a> {
         (needs, upstream)
     }
 
-    /// Restores a stored run of the node's key into `out/`, off the scheduler's thread.
-    fn restore(&mut self, i: NodeIdx, run: RunRecord) {
+    /// Restores a stored run of the node's key into `out/`, off the
+    /// scheduler's thread. Should the run prove damaged, `pending` runs the
+    /// node instead.
+    fn restore(&mut self, pending: Pending, run: RunRecord) {
+        let i = pending.idx;
         let store = self.b.store.clone();
-        let dest = self.b.root.join(self.b.graph.nodes[i].out_rel());
+        let node = &self.b.graph.nodes[i];
+        let dest = self.b.root.join(node.out_rel());
+        let (id, stage) = (node.id.clone(), node.stage.clone());
         let tx = self.tx.clone();
         self.running.insert(i, None);
+        self.restoring.insert(i, pending);
         tokio::task::spawn_blocking(move || {
             let result = store
-                .materialize(&run, &dest)
-                .map(|_| run)
+                .materialize(&id, &stage, &run, &dest)
                 .map_err(|e| NodeFailure::store(&e));
             let _ = tx.send(Progress::Restored { idx: i, result });
         });
@@ -627,6 +654,11 @@ impl<'b, 'a> Build<'b, 'a> {
     }
 
     fn on_progress(&mut self, msg: Progress, reporter: &mut dyn Reporter) {
+        // A node can see the interrupt (and end with it) before this loop
+        // does: the build is interrupted first, so its end is not a failure.
+        if !self.interrupted && self.b.interrupt.is_set() {
+            self.on_interrupt(reporter);
+        }
         match msg {
             Progress::Staged { idx, run } => {
                 if let Some(lease) = self.running.get_mut(&idx).and_then(Option::take) {
@@ -639,7 +671,18 @@ impl<'b, 'a> Build<'b, 'a> {
             }
             Progress::Restored { idx, result } => {
                 self.running.remove(&idx);
+                let pending = self.restoring.remove(&idx);
                 match result {
+                    // Never restored from itself: the task runs again and
+                    // its run replaces the damaged one.
+                    Err(failure) if failure.kind == FailureKind::Damaged && !self.stopping => {
+                        let mut p = pending.expect("a restoring node keeps its pending run");
+                        p.reasons = vec![Reason::new(
+                            ReasonKind::ObjectDamaged,
+                            failure.message.lines().next().unwrap_or_default(),
+                        )];
+                        self.queue.push_front(p);
+                    }
                     Ok(run) => {
                         reporter.event(&Event::Cached {
                             node: self.b.graph.nodes[idx].id.clone(),

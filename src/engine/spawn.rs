@@ -231,6 +231,40 @@ pub fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
     }
 }
 
+/// Waits for `pid`, the leader of its own process group, to end; then kills
+/// what is left of its group (processes the task started and left running,
+/// which could otherwise go on writing into its outputs) before the leader
+/// is reaped, so the group's id cannot have been reused meanwhile. Returns
+/// the leader's wait status.
+pub fn wait_and_end_group(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    loop {
+        // SAFETY: waitid(2) for our own child into a zeroed siginfo_t;
+        // WNOWAIT leaves it a zombie, which keeps its pid (and group id) taken.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    // SAFETY: kill(2) with a negative pid signals the process group; ESRCH
+    // when nothing is left in it but the zombie leader is fine.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+    wait(pid)
+}
+
 /// Opens `/dev/null` for a child's stdin.
 pub fn dev_null() -> io::Result<OwnedFd> {
     Ok(std::fs::File::open("/dev/null")?.into())
@@ -296,6 +330,39 @@ mod tests {
         wait(pid).unwrap();
         let text = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
         assert_eq!(text.trim(), pid.to_string());
+    }
+
+    #[test]
+    fn what_a_task_leaves_running_in_its_group_is_ended_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // The task starts a writer in the background and exits at once.
+        let script = "(while true; do echo late >> bg.txt; sleep 0.01; done) & echo $! > bg.pid";
+        let pid = start(dir.path(), dir.path(), "sh", &["-c", script], &[]).unwrap();
+        let status = wait_and_end_group(pid).unwrap();
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        let bg: i32 = std::fs::read_to_string(dir.path().join("bg.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SIGKILL is delivered, not awaited: wait (bounded) until the writer
+        // is a zombie or gone. It never gets to write again either way.
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{bg}/stat"))
+                .ok()
+                .and_then(|s| Some(s.rsplit(')').next()?.split_whitespace().next()?.to_string()))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while matches!(state().as_deref(), Some(s) if s != "Z" && s != "X")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            matches!(state().as_deref(), None | Some("Z") | Some("X")),
+            "the background writer still runs: {:?}",
+            state()
+        );
     }
 
     #[test]

@@ -68,18 +68,30 @@ impl Node {
     }
 
     /// The directory name under `out/<stage>/`: the id's params (`k1=v1,k2=v2`),
-    /// or the stage name for a node without params.
+    /// or the stage name for a node without params. The encoding is
+    /// injective: `%` is written `%25`, `/` `%2F` and NUL `%00`, so two
+    /// nodes never share a folder. A name longer than [`MAX_DIR_NAME`]
+    /// bytes keeps its first part and ends in `~` and 16 hex digits of its
+    /// full text's hash, so every node's folder and log can be created.
     pub fn dir_name(&self) -> String {
         if self.id_params.is_empty() {
             return self.stage.clone();
         }
-        let s = self
-            .id_params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        s.replace('/', "%2F")
+        let mut s = String::new();
+        for (i, (k, v)) in self.id_params.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            for c in format!("{k}={v}").chars() {
+                match c {
+                    '%' => s.push_str("%25"),
+                    '/' => s.push_str("%2F"),
+                    '\0' => s.push_str("%00"),
+                    c => s.push(c),
+                }
+            }
+        }
+        shorten(s)
     }
 
     /// The node's output directory relative to the workspace root:
@@ -99,6 +111,23 @@ impl Node {
             .is_empty()
             .then(|| PathBuf::from("out").join(&self.stage).join(&self.stage))
     }
+}
+
+/// The longest node folder name: a file name takes 255 bytes, and the log
+/// beside it (`<name>.log`, `<name>.job.json`) needs room for its suffix.
+pub const MAX_DIR_NAME: usize = 200;
+
+/// `name`, or for a longer one its first bytes, `~` and a hash of the whole.
+fn shorten(name: String) -> String {
+    if name.len() <= MAX_DIR_NAME {
+        return name;
+    }
+    let hash = blake3::hash(name.as_bytes()).to_hex();
+    let mut keep = MAX_DIR_NAME - 17;
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}~{}", &name[..keep], &hash[..16])
 }
 
 /// A stage as declared in a pipeline file.
@@ -129,6 +158,52 @@ pub struct Listing {
     pub inode: u64,
     /// When the stat was taken.
     pub at_ns: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(params: &[(&str, &str)]) -> Node {
+        Node {
+            id: String::new(),
+            stage: "c".into(),
+            id_params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::Str(v.to_string())))
+                .collect(),
+            params: Vec::new(),
+            task: TaskSpec::Command(crate::tasks::command::CommandSpec {
+                run: String::new(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+                resources: Default::default(),
+            }),
+            needs: Vec::new(),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn folder_names_are_injective() {
+        let names: Vec<String> = ["a/b", "a%2Fb", "a%252Fb", "a%b"]
+            .iter()
+            .map(|v| node(&[("v", v)]).dir_name())
+            .collect();
+        assert_eq!(names, ["v=a%2Fb", "v=a%252Fb", "v=a%25252Fb", "v=a%25b"]);
+    }
+
+    #[test]
+    fn long_folder_names_are_shortened_apart() {
+        let h = "y".repeat(100);
+        let a = node(&[("a", &h), ("b", &h), ("c", &h)]).dir_name();
+        let b = node(&[("a", &h), ("b", &h), ("c", &format!("{h}z"))]).dir_name();
+        assert!(a.len() <= MAX_DIR_NAME && b.len() <= MAX_DIR_NAME, "{a}");
+        assert_ne!(a, b);
+        assert!(a.starts_with("a=yyy") && a.contains('~'), "{a}");
+        let short = node(&[("a", "1")]).dir_name();
+        assert_eq!(short, "a=1");
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -44,9 +44,11 @@ impl Sources {
         label: impl Into<String>,
     ) -> PipelineError {
         let (name, text) = &self.files[span.src as usize];
+        let (source, window) = shown_source(name, text, span.start as usize);
         PipelineError {
             message: message.into(),
-            source: Some(NamedSource::new(name.clone(), text.to_string())),
+            source: Some(source),
+            window,
             labels: vec![(span, label.into())],
             help: None,
             related: Vec::new(),
@@ -54,11 +56,62 @@ impl Sources {
     }
 }
 
+/// The most bytes of one line an error shows.
+const MAX_SHOWN_LINE: usize = 400;
+
+/// Where a long line's excerpt sits: bytes `from..to` of the file are shown
+/// starting at byte `at` of the excerpt.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: usize,
+    to: usize,
+    at: usize,
+}
+
+/// The text an error shows: the whole file, or — when the line at `pos` is
+/// longer than [`MAX_SHOWN_LINE`] (a generated file, a value nested a
+/// million deep) — that line's part around `pos`, on the same line number.
+fn shown_source(name: &str, text: &str, pos: usize) -> (NamedSource<String>, Option<Window>) {
+    let pos = pos.min(text.len());
+    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
+    if line_end - line_start <= MAX_SHOWN_LINE {
+        return (NamedSource::new(name, text.to_string()), None);
+    }
+    let floor = |mut i: usize| {
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let from = floor(pos.saturating_sub(MAX_SHOWN_LINE / 2).max(line_start));
+    let to = floor((from + MAX_SHOWN_LINE).min(line_end));
+    let line_no = text[..line_start].matches('\n').count();
+    let mut shown = "\n".repeat(line_no);
+    if from > line_start {
+        shown.push('…');
+    }
+    let at = shown.len();
+    shown.push_str(&text[from..to]);
+    if to < line_end {
+        shown.push('…');
+    }
+    let note = format!(
+        "{name}, line {} of {} bytes, shown from byte {} of it",
+        line_no + 1,
+        line_end - line_start,
+        from - line_start + 1
+    );
+    (NamedSource::new(note, shown), Some(Window { from, to, at }))
+}
+
 /// An invalid pipeline (or `-p` argument). Exits with status 2; nothing runs.
 #[derive(Debug)]
 pub struct PipelineError {
     pub message: String,
     source: Option<NamedSource<String>>,
+    /// Set when `source` is an excerpt of one long line.
+    window: Option<Window>,
     labels: Vec<(Span, String)>,
     pub help: Option<String>,
     /// Other places involved (in other files), shown after this one.
@@ -71,6 +124,7 @@ impl PipelineError {
         PipelineError {
             message: message.into(),
             source: None,
+            window: None,
             labels: Vec::new(),
             help: None,
             related: Vec::new(),
@@ -126,14 +180,25 @@ impl Diagnostic for PipelineError {
         if self.labels.is_empty() {
             return None;
         }
-        Some(Box::new(self.labels.iter().enumerate().map(
-            |(i, (span, label))| {
-                let ss = SourceSpan::new((span.start as usize).into(), span.len().max(1));
-                if i == 0 {
+        let window = self.window;
+        Some(Box::new(self.labels.iter().enumerate().filter_map(
+            move |(i, (span, label))| {
+                let (start, len) = (span.start as usize, span.len().max(1));
+                let ss = match window {
+                    None => SourceSpan::new(start.into(), len),
+                    // Labels outside a long line's excerpt are left out; the
+                    // primary one is inside it by construction.
+                    Some(w) if start < w.from || start > w.to => return None,
+                    Some(w) => SourceSpan::new(
+                        (w.at + start - w.from).into(),
+                        len.min(w.to - start).max(1),
+                    ),
+                };
+                Some(if i == 0 {
                     LabeledSpan::new_primary_with_span(Some(label.clone()), ss)
                 } else {
                     LabeledSpan::new_with_span(Some(label.clone()), ss)
-                }
+                })
             },
         )))
     }

@@ -126,9 +126,17 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
 pub fn pipeline_files(root: &Path) -> Result<Vec<PathBuf>, PipelineError> {
     let dir = root.join("pipelines");
     let mut files = Vec::new();
-    for entry in walkdir::WalkDir::new(&dir).sort_by_file_name() {
-        let entry = entry
-            .map_err(|e| PipelineError::plain(format!("cannot list `{}`: {e}", dir.display())))?;
+    // Symbolic links are followed (a pipeline shared between workspaces is
+    // often linked in); a dangling one or a loop is an error naming it.
+    for entry in walkdir::WalkDir::new(&dir)
+        .follow_links(true)
+        .sort_by_file_name()
+    {
+        let entry = entry.map_err(|e| {
+            let at = e.path().unwrap_or(&dir).display().to_string();
+            PipelineError::plain(format!("cannot read `{at}`: {e}"))
+                .with_help("fix or remove the entry under `pipelines/` (links are followed)")
+        })?;
         if entry.file_type().is_file() && entry.path().extension().is_some_and(|x| x == "ron") {
             let rel = entry
                 .path()
@@ -234,18 +242,14 @@ fn read_file(
                 };
                 for (k, v) in entries {
                     let name = key_name(sources, k, "a stage name")?;
-                    if name.is_empty()
-                        || !name
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-                    {
+                    if let Some(help) = bad_stage_name(&name) {
                         return Err(sources
                             .error(
                                 format!("invalid stage name `{name}`"),
                                 k.span,
                                 "invalid name",
                             )
-                            .with_help("use letters, digits, `_`, `-` and `.` only"));
+                            .with_help(help));
                     }
                     stages.push(read_stage(sources, Ident { name, span: k.span }, v, file)?);
                 }
@@ -276,6 +280,25 @@ fn string_of(sources: &Sources, node: &Node, what: &str) -> Result<Ident, Pipeli
             node.span,
             format!("found {}", other.describe()),
         )),
+    }
+}
+
+/// Why `name` cannot name a stage (it names folders under `out/` and
+/// `cache/logs/`), or None.
+fn bad_stage_name(name: &str) -> Option<String> {
+    let charset = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    if name.is_empty() || !name.chars().all(charset) {
+        Some("use letters, digits, `_`, `-` and `.` only".into())
+    } else if name.chars().all(|c| c == '.') {
+        Some("a stage name needs a letter, digit, `_` or `-`: `.` and `..` name folders".into())
+    } else if name.len() > crate::graph::MAX_DIR_NAME {
+        Some(format!(
+            "a stage name is a folder name: use at most {} bytes (this one has {})",
+            crate::graph::MAX_DIR_NAME,
+            name.len()
+        ))
+    } else {
+        None
     }
 }
 

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::engine::events::{Event, Reporter};
 use crate::engine::failure::NodeFailure;
+use crate::engine::plan::ReasonKind;
 
 pub struct Human {
     bar: Option<ProgressBar>,
@@ -178,7 +179,14 @@ impl Reporter for Human {
                     bar.set_length(*total as u64);
                 }
             }
-            Event::Started { node, .. } => {
+            Event::Started { node, reasons, .. } => {
+                // A stored run that could not be restored: say why it runs.
+                for r in reasons
+                    .iter()
+                    .filter(|r| r.kind == ReasonKind::ObjectDamaged)
+                {
+                    self.line(&format!("warning: {node} runs again: {}", r.detail));
+                }
                 self.running.insert(node.clone());
                 self.show_running();
             }

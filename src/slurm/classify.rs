@@ -26,10 +26,7 @@ pub struct Vanished<'a> {
 
 /// The failure of a job that ended without a result record.
 pub fn classify(v: &Vanished<'_>) -> NodeFailure {
-    let tail = v
-        .log
-        .map(|p| crate::engine::run::log_tail(p, 15))
-        .unwrap_or_default();
+    let tail = v.log.map(crate::logs::excerpt).unwrap_or_default();
     let state = v
         .sacct
         .map(|a| a.state.as_str())

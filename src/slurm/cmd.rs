@@ -123,8 +123,26 @@ pub fn parse_sbatch(stdout: &str) -> Option<String> {
 }
 
 /// Whether an `sbatch` failure may pass if tried again later (a busy or
-/// restarting controller, a submit limit), not a refusal of the request.
+/// restarting controller, munge down or too busy to answer, a submit limit),
+/// not a refusal of the request.
 pub fn sbatch_error_is_transient(stderr: &str) -> bool {
+    let s = stderr.to_ascii_lowercase();
+    is_unreachable(&s)
+        || [
+            "qosmaxsubmitjobperuserlimit",
+            "assocmaxsubmitjoblimit",
+            "maxsubmitjobs",
+            "transient",
+            "try again",
+        ]
+        .iter()
+        .any(|p| s.contains(p))
+}
+
+/// Whether a SLURM command's error says the controller or the
+/// authentication service (munge) could not be reached, rather than that
+/// the request was refused.
+pub fn is_unreachable(stderr: &str) -> bool {
     let s = stderr.to_ascii_lowercase();
     [
         "socket timed out",
@@ -134,11 +152,10 @@ pub fn sbatch_error_is_transient(stderr: &str) -> bool {
         "unable to contact slurm controller",
         "connection refused",
         "slurm_persist_conn",
-        "qosmaxsubmitjobperuserlimit",
-        "assocmaxsubmitjoblimit",
-        "maxsubmitjobs",
-        "transient",
-        "try again",
+        "munge",
+        "authentication error",
+        "zero bytes were transmitted",
+        "communication connection failure",
     ]
     .iter()
     .any(|p| s.contains(p))
@@ -285,6 +302,16 @@ mod tests {
         ));
         assert!(!sbatch_error_is_transient(
             "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+        ));
+        // munge stopped, or too busy to answer: as seen from Debian's slurm-wlm 22.05.
+        for munge in [
+            "sbatch: error: If munged is up, restart with --num-threads=10\nsbatch: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or directory (Did you start munged?)\nsbatch: error: slurm_send_node_msg: auth_g_create: REQUEST_SUBMIT_BATCH_JOB has authentication error\nsbatch: error: Batch job submission failed: Protocol authentication error",
+            "sbatch: error: Batch job submission failed: Zero Bytes were transmitted or received",
+        ] {
+            assert!(sbatch_error_is_transient(munge), "{munge}");
+        }
+        assert!(!sbatch_error_is_transient(
+            "sbatch: error: invalid partition specified: nosuch\nsbatch: error: Batch job submission failed: Invalid partition name specified"
         ));
     }
 

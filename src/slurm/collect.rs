@@ -45,10 +45,7 @@ pub fn collect_finished(store: &Store, live: &[LiveJob]) -> Result<Collected, St
         };
         let task_log = dir.join("task.log");
         let failure = if failure.log.is_none() && task_log.is_file() {
-            failure.with_log(
-                task_log.clone(),
-                &crate::engine::run::log_tail(&task_log, 15),
-            )
+            failure.with_log(task_log.clone(), &crate::logs::excerpt(&task_log))
         } else {
             failure
         };

@@ -51,7 +51,11 @@ const GATHER: Duration = Duration::from_millis(50);
 /// How long one SLURM command may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 /// `sbatch` attempts for a transient error before the jobs fail.
-const SBATCH_TRIES: u32 = 6;
+const SBATCH_TRIES: u32 = 9;
+
+/// The longest wait between two `sbatch` tries (1, 2, 4, … s up to this:
+/// about two minutes of outage in all).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Job ids per `scancel`.
 const SCANCEL_BATCH: usize = 100;
 
@@ -433,7 +437,7 @@ impl SlurmExecutor {
                 break;
             }
             tokio::time::sleep(backoff).await;
-            backoff *= 2;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         Err(format!("{} (after {SBATCH_TRIES} tries)", last.trim()))
     }

@@ -59,19 +59,27 @@ pub fn signature(selectors: &[String]) -> String {
     }
 }
 
-/// Each hardware-measuring node of `graph` placed on the cluster, by id,
-/// with its selectors.
+/// Each hardware-measuring node of `selection` (all of `graph` when None)
+/// placed on the cluster, by id, with its selectors.
 pub fn hardware_nodes(
     graph: &Graph,
     placed: &[bool],
     settings: &HashMap<String, Slurm>,
+    selection: Option<&[crate::graph::NodeIdx]>,
 ) -> HashMap<String, Vec<String>> {
-    graph
-        .nodes
+    let all: Vec<usize>;
+    let selection = match selection {
+        Some(s) => s,
+        None => {
+            all = (0..graph.nodes.len()).collect();
+            &all
+        }
+    };
+    selection
         .iter()
-        .zip(placed)
-        .filter(|(n, &p)| p && n.task.measures_hardware())
-        .map(|(n, _)| {
+        .filter(|&&i| placed[i] && graph.nodes[i].task.measures_hardware())
+        .map(|&i| &graph.nodes[i])
+        .map(|n| {
             let s = settings.get(&n.stage).cloned().unwrap_or_default();
             (n.id.clone(), selectors(&s, &n.task.resources()))
         })
@@ -99,13 +107,15 @@ pub fn write_probe(file: &Path) -> Result<(), String> {
 }
 
 /// Runs a probe job for every signature of `wanted` with no recent probe in
-/// the store, all at once, and records what they find.
+/// the store, all at once, and records what they find. Returns the
+/// signatures whose probe failed, each with why and what to do: only the
+/// nodes of those signatures cannot be keyed (see [`ClusterEnv::failed`]).
 pub fn ensure(
     store: &Store,
     exe: &Path,
     name: &str,
     wanted: &HashMap<String, Vec<String>>,
-) -> Result<(), String> {
+) -> Result<HashMap<String, String>, String> {
     let mut todo: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for sel in wanted.values() {
         let sig = signature(sel);
@@ -139,11 +149,22 @@ pub fn ensure(
             })
             .collect()
     });
-    for r in results {
-        store.record_env_probe(&r?).map_err(|e| e.to_string())?;
+    let mut failed = HashMap::new();
+    for ((sig, _), r) in todo.iter().zip(results) {
+        match r {
+            Ok(probe) => store.record_env_probe(&probe).map_err(|e| e.to_string())?,
+            Err(why) => {
+                failed.insert(sig.clone(), why);
+            }
+        }
     }
-    Ok(())
+    Ok(failed)
 }
+
+/// How many times a probe's `sbatch` is tried when SLURM or munge does not
+/// answer, and the longest wait between two tries.
+const PROBE_TRIES: u32 = 9;
+const PROBE_MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// One probe job, waited for (`sbatch --wait`).
 fn probe_one(
@@ -173,9 +194,22 @@ fn probe_one(
     ));
     let calls = Calls::default();
     let fail = |why: String| {
-        format!("cannot probe the compute nodes of `{sig}`: {why}; the nodes measuring hardware there cannot be keyed without it")
+        format!(
+            "cannot probe the compute nodes of `{sig}`: {why}; the nodes measuring hardware there cannot be keyed without it\n  help: {}",
+            probe_help(&why)
+        )
     };
-    let o = cmd::run(&calls, "sbatch", &args, PROBE_LIMIT).map_err(fail)?;
+    let mut backoff = Duration::from_secs(1);
+    let mut tries = 0;
+    let o = loop {
+        tries += 1;
+        let o = cmd::run(&calls, "sbatch", &args, PROBE_LIMIT).map_err(fail)?;
+        if o.ok || !cmd::sbatch_error_is_transient(&o.stderr) || tries >= PROBE_TRIES {
+            break o;
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(PROBE_MAX_BACKOFF);
+    };
     if !o.ok {
         return Err(fail(format!("sbatch said: {}", o.stderr.trim())));
     }
@@ -195,6 +229,15 @@ fn probe_one(
     })
 }
 
+/// What to do about a probe that failed for `why`.
+fn probe_help(why: &str) -> &'static str {
+    if cmd::is_unreachable(why) {
+        "SLURM's controller or its authentication service (munge) did not answer: check `scontrol ping` and `munge -n | unmunge`, then build again"
+    } else {
+        "check the partition, account, constraint and GPU settings (`sinfo` lists what exists), or run these nodes locally with `placement: Local`"
+    }
+}
+
 /// The environment as a cluster build sees it: the facets of a probe for the
 /// hardware-measuring nodes placed on the cluster, this machine's for the rest.
 pub struct ClusterEnv<'a> {
@@ -203,6 +246,8 @@ pub struct ClusterEnv<'a> {
     signature_of: HashMap<String, String>,
     /// The probes, by signature, with their facets parsed.
     probes: HashMap<String, (BTreeMap<String, String>, EnvProbeRecord)>,
+    /// Signatures whose probe failed in this build, with why.
+    failed: HashMap<String, String>,
 }
 
 impl<'a> ClusterEnv<'a> {
@@ -232,7 +277,15 @@ impl<'a> ClusterEnv<'a> {
             host,
             signature_of,
             probes,
+            failed: HashMap::new(),
         })
+    }
+
+    /// The signatures whose probe failed: their nodes fail (and what depends
+    /// on them is skipped), the rest of the build goes on.
+    pub fn failed(mut self, failed: HashMap<String, String>) -> ClusterEnv<'a> {
+        self.failed = failed;
+        self
     }
 }
 
@@ -253,6 +306,9 @@ impl EnvProbe for ClusterEnv<'_> {
         let Some(sig) = self.signature_of.get(&node.id) else {
             return self.host.facets_of(node);
         };
+        if let Some(why) = self.failed.get(sig) {
+            return Err(why.clone());
+        }
         match self.probes.get(sig) {
             Some((facets, _)) => Ok(facets),
             None => Err(format!(
@@ -296,4 +352,17 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_fits_the_cause() {
+        let munge = "sbatch: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or directory (Did you start munged?)";
+        assert!(probe_help(munge).contains("munge -n | unmunge"));
+        let refused = "sbatch: error: invalid partition specified: nosuch";
+        assert!(probe_help(refused).contains("check the partition"));
+    }
 }

@@ -101,12 +101,39 @@ pub enum StoreError {
     #[error("object `{}` of output `{name}` of node `{node_id}` is missing from the store", object.display())]
     #[diagnostic(
         code(vitgraph::store::missing_object),
-        help("run `vitgraph verify` to see the damage, then rebuild the node (its run cannot be restored)")
+        help("`vitgraph build` runs the node again to replace it; `vitgraph verify` checks every object")
     )]
     MissingObject {
         node_id: String,
         name: String,
         object: PathBuf,
+    },
+
+    /// A stored object's bytes no longer match its name: it was set aside
+    /// (`cache/damaged/`) and the node runs again instead of being restored.
+    #[error("object `{}` of output `{name}` of node `{node_id}` is damaged (its content hashes to {}); it was moved to `{}`", object.display(), actual.short(), quarantined.display())]
+    #[diagnostic(
+        code(vitgraph::store::damaged_object),
+        help("`vitgraph build` runs the node again to replace it; `vitgraph verify` checks every object")
+    )]
+    DamagedObject {
+        node_id: String,
+        name: String,
+        object: PathBuf,
+        actual: crate::hash::ContentHash,
+        quarantined: PathBuf,
+    },
+
+    /// A declared output is a symbolic link whose target does not exist.
+    #[error("declared output `{name}` of node `{node_id}` is a symbolic link to `{}`, which does not exist", target.display())]
+    #[diagnostic(
+        code(vitgraph::store::dangling_output),
+        help("write the file itself into `${{out}}`, or link to a file that exists (relative links are read from the output directory)")
+    )]
+    DanglingOutput {
+        node_id: String,
+        name: String,
+        target: PathBuf,
     },
 
     /// A path that must be a file (an input) is something else.
@@ -127,6 +154,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether this error says a stored output cannot be restored (missing or
+    /// damaged): the node must run again, replacing its recorded run.
+    pub fn is_damaged_object(&self) -> bool {
+        matches!(
+            self,
+            StoreError::MissingObject { .. } | StoreError::DamagedObject { .. }
+        )
+    }
+
     /// An I/O error, with advice chosen from its kind.
     pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> StoreError {
         let help = io_help(&source, path);

@@ -2,17 +2,17 @@
 //! recorded run refers to). Every run is kept: a run is small, and an old key
 //! comes back whenever a change is reverted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use rusqlite::TransactionBehavior;
 
 use super::error::{IoContext, StoreError};
-use super::fileio::hash_contents;
+use super::fileio::{hash_contents, remove_tree};
 use super::lock::remove_if_unheld;
 use super::open::Store;
-use super::record::{Damage, DamageKind, GcStats};
+use super::record::{Damage, DamageKind, GcStats, Repair};
 use super::runs::object_references;
 use crate::hash::ContentHash;
 
@@ -35,6 +35,7 @@ impl Store {
             };
             damage.push(Damage {
                 object: path.display().to_string(),
+                named,
                 kind,
                 runs,
             });
@@ -44,6 +45,7 @@ impl Store {
                 let object = self.object_path(&hash).display().to_string();
                 damage.push(Damage {
                     object,
+                    named: hash,
                     kind: DamageKind::Missing,
                     runs,
                 });
@@ -51,6 +53,58 @@ impl Store {
         }
         damage.sort_by(|a, b| a.object.cmp(&b.object));
         Ok(damage)
+    }
+
+    /// SQLite's own check of the state database (`PRAGMA quick_check`):
+    /// None when it is sound, else what SQLite found (first lines).
+    pub fn check_database(&self) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("PRAGMA quick_check(20)")
+            .map_err(|e| self.db_err(e))?;
+        let lines: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.db_err(e))?;
+        Ok((lines != ["ok"]).then(|| lines.join("; ")))
+    }
+
+    /// Mends what [`Store::verify`] found, never from the damaged object
+    /// itself: a damaged object is set aside (`cache/damaged/`), then each
+    /// damaged or missing object is rewritten from a materialized copy in
+    /// `out/` whose bytes hash to its name (the stat cache knows where each
+    /// content was materialized). What has no intact copy stays missing;
+    /// the node whose run needs it runs again when a build must restore it.
+    pub fn repair(&self, damage: Vec<Damage>) -> Result<Repair, StoreError> {
+        let _exclusive = self.store_lock(true)?;
+        let mut copies: HashMap<ContentHash, Vec<String>> = HashMap::new();
+        for (key, entry) in self.stat_cache()?.entries() {
+            copies.entry(entry.hash).or_default().push(key.clone());
+        }
+        let scratch = self.new_staging_dir()?;
+        let mut repair = Repair::default();
+        for d in damage {
+            let object = self.object_path(&d.named);
+            if !matches!(d.kind, DamageKind::Missing) {
+                self.quarantine(&object, &d.named)?;
+            }
+            let mut candidates = copies.remove(&d.named).unwrap_or_default();
+            candidates.sort();
+            let source = candidates.into_iter().find_map(|key| {
+                let path = self.stat_key_path(&key);
+                let size = fs::metadata(&path).ok()?.len();
+                (hash_contents(&path, size).ok()? == d.named).then_some(path)
+            });
+            match source.map(|path| (self.ingest(&path, &scratch), path)) {
+                Some((Ok((hash, _)), path)) if hash == d.named => repair
+                    .repaired
+                    .push((d.object.clone(), path.display().to_string())),
+                _ => repair.unrepaired.push(d),
+            }
+        }
+        let _ = remove_tree(&scratch);
+        self.sync_filesystem()?;
+        Ok(repair)
     }
 
     /// Removes objects no recorded run refers to, staging directories of dead
@@ -70,7 +124,10 @@ impl Store {
             stats.objects_removed += 1;
             stats.bytes_freed += size;
         }
-        stats.staging_removed = self.remove_dead_staging();
+        stats.staging_removed = self.remove_dead_staging()
+            + self.remove_dead_scratch()
+            + self.remove_old_scratch()
+            + self.remove_damaged();
         stats.locks_removed = self.remove_unheld_locks();
         self.forget_stale_rows()?;
         stats.job_dirs_removed = self.remove_finished_job_dirs()?;
@@ -103,6 +160,48 @@ impl Store {
         }
         objects.sort();
         Ok(objects)
+    }
+
+    /// Folders that vitgraph before 0.2 left beside node folders when it was
+    /// killed mid-restore (`<node>.vitgraph-tmp-<pid>`, `<node>.vitgraph-old-<pid>`),
+    /// for processes of this host that are gone.
+    fn remove_old_scratch(&self) -> u64 {
+        let out = self.root.join("out");
+        let Ok(stages) = fs::read_dir(&out) else {
+            return 0;
+        };
+        let mut dirs = vec![out.clone()];
+        dirs.extend(stages.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        let mut removed = 0;
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let pid = ["vitgraph-tmp-", "vitgraph-old-"].iter().find_map(|m| {
+                    let rest = &name[name.rfind(m)? + m.len()..];
+                    rest.split('-').next()?.parse::<u32>().ok()
+                });
+                let dead = pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+                if dead && super::objects::remove_any(&entry.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Damaged objects set aside by restores (`cache/damaged/`).
+    fn remove_damaged(&self) -> u64 {
+        let dir = self.cache.join(super::objects::DAMAGED_DIR);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter(|e| fs::remove_file(e.path()).is_ok())
+            .count() as u64
     }
 
     fn remove_unheld_locks(&self) -> u64 {
@@ -195,6 +294,45 @@ mod tests {
             (&gone.kind, gone.runs.as_slice()),
             (&DamageKind::Missing, &["a".to_string()][..])
         );
+    }
+
+    #[test]
+    fn repair_rewrites_from_an_intact_copy_in_out_and_never_from_the_damage() {
+        let (dir, store) = workspace();
+        let run = commit(&store, "a", "ka", &[("x.txt", "xxxx"), ("y.txt", "yyyy")]);
+        store
+            .materialize("a", "a", &run, &dir.path().join("out/a"))
+            .unwrap();
+        let (x, y) = (run.outputs[0].hash, run.outputs[1].hash);
+        for (hash, text) in [(x, "xxxX"), (y, "")] {
+            let object = store.object_path(&hash);
+            fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
+            fs::write(&object, text).unwrap();
+        }
+        // y's copy in out/ is lost too: nothing intact is left of it.
+        fs::write(dir.path().join("out/a/y.txt"), "edited").unwrap();
+        let damage = store.verify().unwrap();
+        assert_eq!(damage.len(), 2);
+        let repair = store.repair(damage).unwrap();
+        assert_eq!(repair.repaired.len(), 1, "{repair:?}");
+        assert!(repair.repaired[0].1.ends_with("out/a/x.txt"));
+        assert_eq!(fs::read_to_string(store.object_path(&x)).unwrap(), "xxxx");
+        assert_eq!(repair.unrepaired.len(), 1);
+        assert_eq!(repair.unrepaired[0].named, y);
+        assert!(
+            !store.object_path(&y).exists(),
+            "the damaged y is set aside"
+        );
+        let left = store.verify().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].kind, DamageKind::Missing);
+    }
+
+    #[test]
+    fn a_sound_database_passes_its_check() {
+        let (_dir, store) = workspace();
+        commit(&store, "a", "ka", &[("x.txt", "x")]);
+        assert_eq!(store.check_database().unwrap(), None);
     }
 
     #[test]

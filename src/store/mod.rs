@@ -7,6 +7,8 @@
 //! - the stat cache avoids hashing unchanged inputs and outputs (`stat_cache`);
 //! - per-key flocks keep two processes from building one key (`lock`);
 //! - `verify` and `gc` look after the objects (`maintenance`);
+//! - the process groups of running tasks are noted, so the next command ends
+//!   what a killed build left (`groups`);
 //! - what a plan looked at is noted for the no-op snapshot (`observe`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
@@ -14,6 +16,7 @@
 mod batch;
 mod error;
 mod fileio;
+mod groups;
 mod history;
 mod jobs;
 mod lock;
@@ -35,6 +38,7 @@ pub use crate::hash::ContentHash;
 pub use batch::{Materialized, StagedRun};
 pub use error::StoreError;
 pub(crate) use fileio::now_ns;
+pub use groups::TaskGroups;
 pub use history::{BuildSummary, TimelineEntry};
 pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub use lock::KeyLock;
@@ -43,6 +47,7 @@ pub use observe::FileFacts;
 pub use open::Store;
 pub use record::{
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
-    NodeState, OutputCheck, OutputEntry, RawJson, RunRecord,
+    NodeState, OutputCheck, OutputEntry, RawJson, Repair, RunRecord,
 };
+pub use stat_cache::InputStamp;
 pub(crate) use stat_cache::RACY_WINDOW_NS;

@@ -1,13 +1,21 @@
 //! Objects: `cache/objects/<2 hex>/<62 hex>`, one read-only file per distinct
-//! content. `commit_success` moves a task's outputs in; `materialize` copies
+//! content. `commit_success` copies a task's outputs in; `materialize` copies
 //! them out to `out/<stage>/<node>/`.
 //!
+//! The store owns its bytes: an object is a copy the store made (never the
+//! task's file, which a process the task left behind or a hard link to an
+//! input could still change), and a restore checks every byte it copies out
+//! against the object's name; a damaged object is set aside and its node
+//! runs again, so a restore never puts bytes into `out/` that the run did
+//! not record.
+//!
 //! Commit order, so that a kill -9 or power cut at any instant leaves a node
-//! either fully recorded or not at all: hash each output; make it read-only;
-//! rename it into `objects/`; flush the file system (`syncfs`, once per batch,
-//! see `batch.rs`); only then record the run in one SQLite transaction. An object that is in place but
-//! not recorded is merely unreferenced (gc removes it); a recorded run never
-//! refers to an object that is not durable.
+//! either fully recorded or not at all: copy each output in and hash the
+//! copy; make it read-only; rename it into `objects/`; flush the file system
+//! (`syncfs`, once per batch, see `batch.rs`); only then record the run in
+//! one SQLite transaction. An object that is in place but not recorded is
+//! merely unreferenced (gc removes it); a recorded run never refers to an
+//! object that is not durable.
 
 use std::fs;
 use std::io;
@@ -50,67 +58,68 @@ impl Store {
             .ok_or_else(|| self.damaged("a committed batch returned no run".into()))
     }
 
-    /// Links one staged file into `objects/` (nothing to do when the object
-    /// exists). Not flushed: [`Store::commit_batch`] flushes the whole batch.
-    pub(super) fn ingest(&self, staged: &Path) -> Result<(ContentHash, u64), StoreError> {
-        let source = self.regular_source(staged)?;
-        let size = fs::metadata(&source)
-            .ctx("read metadata of", &source)?
-            .len();
-        let hash = self.hash_uncached(&source, size)?;
+    /// Copies one staged file into `objects/` (not flushed: [`Store::commit_batch`]
+    /// flushes the whole batch). The store never adopts the task's inode:
+    /// a process the task left behind, or a file that is a hard link to an
+    /// input, could still change it after the commit. So the file is copied
+    /// (a reflink where the file system has them) into `scratch` (a folder
+    /// of the attempt, on the store's file system), the copy is hashed, made
+    /// read-only and renamed into place; the staged file is left as it was.
+    pub(super) fn ingest(
+        &self,
+        staged: &Path,
+        scratch: &Path,
+    ) -> Result<(ContentHash, u64), StoreError> {
+        let seq = self.staging_seq.fetch_add(1, Ordering::Relaxed);
+        let copy = scratch.join(format!(".vitgraph-object-{seq}"));
+        remove_any(&copy).ctx("remove leftover", &copy)?;
+        clone_or_copy(staged, &copy, None).ctx("copy into the store", staged)?;
+        let size = fs::metadata(&copy).ctx("read metadata of", &copy)?.len();
+        let hash = self.hash_uncached(&copy, size)?;
         let object = self.object_path(&hash);
         if fs::metadata(&object)
             .map(|m| m.len() == size)
             .unwrap_or(false)
         {
-            return Ok((hash, size)); // same content committed before
+            // Same content committed before (a damaged one is set aside
+            // when a restore finds it, so it is not kept by this).
+            let _ = fs::remove_file(&copy);
+            return Ok((hash, size));
         }
-        make_read_only(&source).ctx("make read-only", &source)?;
+        make_read_only(&copy).ctx("make read-only", &copy)?;
         let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(StoreError::io("create directory", &shard, e)),
         }
-        // A second name, not a move: the staged file stays where it is until
-        // the run is committed, so a run staged by a process that dies before
-        // its commit (a cluster driver killed while recording a job) can be
-        // staged again from the same files.
-        match fs::hard_link(&source, &object) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(_) => fs::rename(&source, &object).ctx("move output into", &object)?,
-        }
+        fs::rename(&copy, &object).ctx("move output into", &object)?;
         Ok((hash, size))
     }
 
-    /// A task may declare a symlink as an output; the object gets the content
-    /// it points to, copied beside it so the rename stays on one file system.
-    fn regular_source(&self, staged: &Path) -> Result<PathBuf, StoreError> {
-        let meta = fs::symlink_metadata(staged).ctx("read metadata of", staged)?;
-        if !meta.file_type().is_symlink() {
-            return Ok(staged.to_path_buf());
-        }
-        let name = staged
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let copy = staged.with_file_name(format!(".vitgraph-resolved-{name}"));
-        let _ = fs::remove_file(&copy);
-        clone_or_copy(staged, &copy, None).ctx("copy", staged)?;
-        Ok(copy)
-    }
-
     /// Materializes a run's outputs into `dest` (see [`Store::place`]) and
-    /// makes the run the node's current one.
-    pub fn materialize(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
-        self.place(run, dest)?;
-        self.record_materialized(run, dest)
+    /// makes the run `node_id`'s current one (a node may restore a run that
+    /// another node of the same key recorded). Returns the run as the node's.
+    pub fn materialize(
+        &self,
+        node_id: &str,
+        stage: &str,
+        run: &RunRecord,
+        dest: &Path,
+    ) -> Result<RunRecord, StoreError> {
+        let mut run = run.clone();
+        run.node_id = node_id.to_string();
+        run.stage = stage.to_string();
+        self.place(&run, dest)?;
+        self.record_materialized(&run, dest)?;
+        Ok(run)
     }
 
-    /// Builds the directory beside `dest`, reflinks or copies each object in,
-    /// then swaps it into place, so `dest` is at every instant either the old
-    /// or the new content. Touches no database state.
+    /// Builds the directory in the workspace's scratch area
+    /// (`out/.vitgraph-tmp/`), copies each object in and checks its bytes
+    /// against the object's name, then swaps it into place, so `dest` is at
+    /// every instant either the old or the new content and never holds bytes
+    /// the run did not record. Touches no database state.
     pub(super) fn place(&self, run: &RunRecord, dest: &Path) -> Result<(), StoreError> {
         let (parent, name) = match (dest.parent(), dest.file_name()) {
             (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
@@ -123,14 +132,52 @@ impl Store {
             }
         };
         fs::create_dir_all(parent).ctx("create directory", parent)?;
-        let tmp = parent.join(format!("{name}.vitgraph-tmp-{}", std::process::id()));
-        remove_any(&tmp).ctx("remove leftover", &tmp)?;
-        fs::create_dir(&tmp).ctx("create directory", &tmp)?;
+        let tmp = self.scratch_dir(parent, &name)?;
         if let Err(e) = self.fill(run, &tmp) {
             let _ = remove_any(&tmp);
             return Err(e);
         }
-        swap_into_place(&tmp, dest, parent, &name)
+        let result = swap_into_place(&tmp, dest);
+        if result.is_err() {
+            let _ = remove_any(&tmp);
+        }
+        result
+    }
+
+    /// A new, empty folder to assemble a node's outputs in: under
+    /// `out/.vitgraph-tmp/<host>/`, named after this process so that the
+    /// leftovers of a process killed mid-restore are removed by the next
+    /// command ([`Store::remove_dead_scratch`]); beside `dest` when `dest`
+    /// is outside `out/` or on another file system.
+    fn scratch_dir(&self, parent: &Path, name: &str) -> Result<PathBuf, StoreError> {
+        let seq = self.staging_seq.fetch_add(1, Ordering::Relaxed);
+        let area = self.scratch_area();
+        let same_fs = |a: &Path, b: &Path| match (fs::metadata(a), fs::metadata(b)) {
+            (Ok(a), Ok(b)) => {
+                use std::os::unix::fs::MetadataExt;
+                a.dev() == b.dev()
+            }
+            _ => false,
+        };
+        let tmp = if parent.starts_with(self.root.join("out"))
+            && fs::create_dir_all(&area).is_ok()
+            && same_fs(&area, parent)
+        {
+            area.join(format!("{}{seq}", self.owner.staging_prefix()))
+        } else {
+            parent.join(format!("{name}.vitgraph-tmp-{}-{seq}", std::process::id()))
+        };
+        remove_any(&tmp).ctx("remove leftover", &tmp)?;
+        fs::create_dir(&tmp).ctx("create directory", &tmp)?;
+        Ok(tmp)
+    }
+
+    /// `out/.vitgraph-tmp/<host>/`.
+    pub(super) fn scratch_area(&self) -> PathBuf {
+        self.root
+            .join("out")
+            .join(SCRATCH_DIR)
+            .join(&self.owner.host)
     }
 
     pub(super) fn fill(&self, run: &RunRecord, dir: &Path) -> Result<(), StoreError> {
@@ -152,10 +199,50 @@ impl Store {
                 }
                 other => other.ctx("copy object to", &target)?,
             }
+            // What was copied is what the run recorded, or it is not restored.
+            let size = fs::metadata(&target)
+                .ctx("read metadata of", &target)?
+                .len();
+            let actual = self.hash_uncached(&target, size)?;
+            if actual != output.hash {
+                let quarantined = self.quarantine(&object, &output.hash)?;
+                return Err(StoreError::DamagedObject {
+                    node_id: run.node_id.clone(),
+                    name: output.name.clone(),
+                    object,
+                    actual,
+                    quarantined,
+                });
+            }
         }
         Ok(())
     }
+
+    /// Moves a damaged object to `cache/damaged/<hash>-<time>` (kept for a
+    /// look; `gc` removes it), so no restore or commit ever takes it for
+    /// the content its name promises.
+    pub(super) fn quarantine(
+        &self,
+        object: &Path,
+        named: &ContentHash,
+    ) -> Result<PathBuf, StoreError> {
+        let dir = self.cache.join(DAMAGED_DIR);
+        fs::create_dir_all(&dir).ctx("create directory", &dir)?;
+        let to = dir.join(format!("{}-{}", named.to_hex(), now_ns()));
+        match fs::rename(object, &to) {
+            Ok(()) => Ok(to),
+            // Set aside by another process meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(to),
+            Err(e) => Err(StoreError::io("set aside the damaged object", object, e)),
+        }
+    }
 }
+
+/// The workspace's scratch area for materializing, under `out/`.
+pub(crate) const SCRATCH_DIR: &str = ".vitgraph-tmp";
+
+/// Where damaged objects are set aside, under `cache/`.
+pub(super) const DAMAGED_DIR: &str = "damaged";
 
 impl Store {
     /// The modification time given to materialized files: when the run ended,
@@ -205,7 +292,16 @@ pub(super) fn declared_files(
         match fs::metadata(&path) {
             Ok(meta) if meta.is_file() => files.push((name.clone(), path)),
             Ok(_) => return Err(error(false)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(error(true)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Ok(target) = fs::read_link(&path) {
+                    return Err(StoreError::DanglingOutput {
+                        node_id: new.node_id.to_string(),
+                        name: name.clone(),
+                        target,
+                    });
+                }
+                return Err(error(true));
+            }
             Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
         }
     }
@@ -227,13 +323,10 @@ pub(super) fn check_name(node_id: &str, name: &str) -> Result<(), StoreError> {
 }
 
 /// Replaces `dest` by `tmp`: an atomic exchange where the kernel has it, else
-/// two renames (dest is briefly absent, never half-written).
-pub(super) fn swap_into_place(
-    tmp: &Path,
-    dest: &Path,
-    parent: &Path,
-    name: &str,
-) -> Result<(), StoreError> {
+/// two renames (dest is briefly absent, never half-written); the old content
+/// ends at `tmp`'s path and is removed. Whatever stands at `dest` — a folder,
+/// or a file a user put there — is replaced.
+pub(super) fn swap_into_place(tmp: &Path, dest: &Path) -> Result<(), StoreError> {
     match fs::symlink_metadata(dest) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return fs::rename(tmp, dest).ctx("move into place", dest)
@@ -241,14 +334,16 @@ pub(super) fn swap_into_place(
         Err(e) => return Err(StoreError::io("read metadata of", dest, e)),
         Ok(_) => {}
     }
-    if exchange(tmp, dest).is_ok() {
-        return remove_any(tmp).ctx("remove old outputs", tmp);
+    if exchange(tmp, dest).is_err() {
+        let mut old = tmp.as_os_str().to_owned();
+        old.push(".old");
+        let old = PathBuf::from(old);
+        remove_any(&old).ctx("remove leftover", &old)?;
+        fs::rename(dest, &old).ctx("move aside", dest)?;
+        fs::rename(tmp, dest).ctx("move into place", dest)?;
+        return remove_any(&old).ctx("remove old outputs", &old);
     }
-    let old = parent.join(format!("{name}.vitgraph-old-{}", std::process::id()));
-    remove_any(&old).ctx("remove leftover", &old)?;
-    fs::rename(dest, &old).ctx("move aside", dest)?;
-    fs::rename(tmp, dest).ctx("move into place", dest)?;
-    remove_any(&old).ctx("remove old outputs", &old)
+    remove_any(tmp).ctx("remove old outputs", tmp)
 }
 
 #[cfg(target_os = "linux")]
@@ -465,7 +560,7 @@ mod tests {
         );
         // Reverting to k1 restores its run without running the task.
         store
-            .materialize(&old, &dir.path().join("out/n/n"))
+            .materialize(&old.node_id, &old.stage, &old, &dir.path().join("out/n/n"))
             .unwrap();
         assert_eq!(
             store.load_states().unwrap()["n"]
@@ -489,7 +584,9 @@ mod tests {
             "k",
             &[("v.txt", "new"), ("plots/a.svg", "<svg/>")],
         );
-        store.materialize(&run, &dest).unwrap();
+        store
+            .materialize(&run.node_id, &run.stage, &run, &dest)
+            .unwrap();
         assert_eq!(std::fs::read_to_string(dest.join("v.txt")).unwrap(), "new");
         assert_eq!(
             std::fs::read_to_string(dest.join("plots/a.svg")).unwrap(),
@@ -533,12 +630,164 @@ mod tests {
         let run = commit(&store, "n", "k", &[("v.txt", "x")]);
         std::fs::remove_file(store.object_path(&run.outputs[0].hash)).unwrap();
         let dest = dir.path().join("out/n/n");
-        let err = store.materialize(&run, &dest).unwrap_err();
+        let err = store
+            .materialize(&run.node_id, &run.stage, &run, &dest)
+            .unwrap_err();
         assert!(
             matches!(err, StoreError::MissingObject { ref name, .. } if name == "v.txt"),
             "{err:?}"
         );
         assert!(!dest.exists());
+    }
+
+    /// Sets a file's mode to `mode` and writes `text` into it (as a
+    /// background writer or an editing user would, mode permitting).
+    fn overwrite(path: &std::path::Path, mode: u32, text: &str) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn the_store_never_shares_an_inode_with_a_staged_output() {
+        use std::os::unix::fs::MetadataExt;
+        let (dir, store) = workspace();
+        // The task's output is a hard link to a user's input.
+        let input = dir.path().join("data/in.txt");
+        write(&input, "input-data\n");
+        let staging = stage(&store, &[("log.txt", "still being written")]);
+        std::fs::hard_link(&input, staging.join("o.txt")).unwrap();
+        let outputs = vec!["o.txt".to_string(), "log.txt".to_string()];
+        let (parts, env) = (json!({}), json!({}));
+        let attempt = store.begin_attempt("ln", &key("k")).unwrap();
+        let mut new = new_run("ln", key("k"), &parts, &outputs, &env);
+        let log = staging.join("log.txt");
+        new.log = Some(&log);
+        let run = store.commit_success(attempt, new, &staging).unwrap();
+
+        let meta = std::fs::metadata(&input).unwrap();
+        assert_eq!(meta.nlink(), 1, "the input is not linked into the store");
+        assert_ne!(
+            meta.permissions().mode() & 0o200,
+            0,
+            "the input stays writable"
+        );
+        overwrite(&input, 0o644, "edited by the user\n");
+        let object =
+            store.object_path(&run.outputs.iter().find(|o| o.name == "o.txt").unwrap().hash);
+        assert_eq!(std::fs::read_to_string(&object).unwrap(), "input-data\n");
+        assert_eq!(std::fs::metadata(&object).unwrap().nlink(), 1);
+        assert!(
+            store.verify().unwrap().is_empty(),
+            "editing the input damages nothing"
+        );
+    }
+
+    #[test]
+    fn a_damaged_object_is_never_restored_and_is_set_aside() {
+        let (dir, store) = workspace();
+        let run = commit(
+            &store,
+            "gen",
+            "k",
+            &[("v.txt", "0123456789"), ("w.txt", "ok")],
+        );
+        let dest = dir.path().join("out/gen");
+        store.materialize("gen", "gen", &run, &dest).unwrap();
+        for damage in ["0123456788", "0123"] {
+            // Same size with one byte changed, then truncated.
+            let v = run.outputs.iter().find(|o| o.name == "v.txt").unwrap();
+            let object = store.object_path(&v.hash);
+            if !object.exists() {
+                write(&object, "");
+            }
+            overwrite(&object, 0o644, damage);
+            let err = store.materialize("gen", "gen", &run, &dest).unwrap_err();
+            assert!(err.is_damaged_object(), "{err:?}");
+            let StoreError::DamagedObject {
+                name, quarantined, ..
+            } = &err
+            else {
+                panic!("{err:?}")
+            };
+            assert_eq!(name, "v.txt");
+            assert!(!object.exists(), "the damaged object is set aside");
+            assert_eq!(std::fs::read_to_string(quarantined).unwrap(), damage);
+            assert_eq!(
+                std::fs::read_to_string(dest.join("v.txt")).unwrap(),
+                "0123456789",
+                "out/ keeps what it had"
+            );
+        }
+        // Removed, the run cannot be restored either, and says so.
+        let err = store.materialize("gen", "gen", &run, &dest).unwrap_err();
+        assert!(matches!(err, StoreError::MissingObject { .. }), "{err:?}");
+        assert_eq!(
+            store.gc().unwrap().staging_removed,
+            2,
+            "gc removes what was set aside"
+        );
+    }
+
+    #[test]
+    fn a_node_that_restores_another_nodes_run_becomes_its_owner() {
+        let (dir, store) = workspace();
+        let run = commit(&store, "rep[k=1]", "same", &[("o.txt", "same")]);
+        let restored = store
+            .materialize("rep[k=2]", "rep", &run, &dir.path().join("out/rep/k=2"))
+            .unwrap();
+        assert_eq!(restored.node_id, "rep[k=2]");
+        let states = store.load_states().unwrap();
+        assert_eq!(
+            states["rep[k=2]"].latest_success.as_ref().unwrap().key,
+            run.key
+        );
+        assert_eq!(
+            states["rep[k=1]"].latest_success.as_ref().unwrap().key,
+            run.key
+        );
+    }
+
+    #[test]
+    fn a_restore_killed_half_way_leaves_nothing_the_next_command_keeps() {
+        let (dir, store) = workspace();
+        let run = commit(&store, "n", "k", &[("v.txt", "x")]);
+        store
+            .materialize("n", "n", &run, &dir.path().join("out/n"))
+            .unwrap();
+        // What a process killed in the middle of `place` leaves.
+        let area = store.scratch_area();
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        let mut child = child;
+        child.wait().unwrap();
+        let leftover = area.join(format!("{dead}-1-0"));
+        write(&leftover.join("v.txt"), "half");
+        let mine = area.join(format!("{}7", store.owner.staging_prefix()));
+        std::fs::create_dir_all(&mine).unwrap();
+        let old_style = dir.path().join(format!("out/n.vitgraph-tmp-{dead}"));
+        write(&old_style.join("v.txt"), "half");
+        drop(super::Store::open(dir.path()).unwrap());
+        assert!(
+            !leftover.exists(),
+            "a dead process's folder is removed on open"
+        );
+        assert!(mine.exists(), "a live process's folder is kept");
+        assert!(
+            old_style.exists(),
+            "an older version's folder is left to gc"
+        );
+        assert!(store.gc().unwrap().staging_removed >= 1);
+        assert!(!old_style.exists(), "gc removes it");
+        let listed: Vec<_> = std::fs::read_dir(dir.path().join("out"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            listed.len(),
+            2,
+            "out/ holds the node and the scratch area: {listed:?}"
+        );
     }
 
     #[test]

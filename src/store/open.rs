@@ -36,7 +36,7 @@ pub struct Store {
     /// hashed again: a write in the same timestamp tick leaves the stat unchanged.
     pub(super) racy_window_ns: AtomicI64,
     pub(super) hashes: AtomicU64,
-    staging_seq: AtomicU64,
+    pub(super) staging_seq: AtomicU64,
 }
 
 /// The no-op snapshot's file name under `cache/`.
@@ -61,7 +61,10 @@ impl Store {
         let db_path = cache.join("state.sqlite");
         let conn = schema::open_writable(&db_path, true)?;
         let store = Store::with_connection(root, conn, false);
+        store.end_dead_task_groups();
         store.remove_dead_staging();
+        store.remove_dead_scratch();
+        store.adopt_staged_runs()?;
         store.interrupt_dead_attempts()?;
         Ok(store)
     }
@@ -86,7 +89,10 @@ impl Store {
             }
             Err(other) => return Err(other),
         };
-        Ok(Some(Store::with_connection(root, conn, read_only)))
+        let store = Store::with_connection(root, conn, read_only);
+        // Before anything is judged: a killed build's tasks may still write.
+        store.end_dead_task_groups();
+        Ok(Some(store))
     }
 
     fn with_connection(root: &Path, conn: Connection, read_only: bool) -> Store {
@@ -199,6 +205,29 @@ impl Store {
             };
             if owner.liveness(&self.owner.host) == Liveness::Dead
                 && remove_tree(&entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Removes the materialization folders (`out/.vitgraph-tmp/<host>/`) of
+    /// this host's dead processes: what a restore killed half-way left.
+    pub(super) fn remove_dead_scratch(&self) -> u64 {
+        let area = self.scratch_area();
+        let Ok(entries) = fs::read_dir(&area) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let name = name.strip_suffix(".old").unwrap_or(&name);
+            let Some(owner) = Owner::from_staging_name(&self.owner.host, name) else {
+                continue;
+            };
+            if owner.liveness(&self.owner.host) == Liveness::Dead
+                && super::objects::remove_any(&entry.path()).is_ok()
             {
                 removed += 1;
             }

@@ -79,7 +79,7 @@ impl Owner {
 }
 
 /// The start time of a live (not zombie) process, or None when it does not exist.
-fn process_start(pid: u32) -> Option<u64> {
+pub(super) fn process_start(pid: u32) -> Option<u64> {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => parse_stat(&stat),
         // No /proc (not Linux): fall back to asking the kernel whether the pid exists.

@@ -201,6 +201,8 @@ pub enum OutputCheck {
 pub struct Damage {
     /// The object's path.
     pub object: String,
+    /// The content its name promises.
+    pub named: ContentHash,
     pub kind: DamageKind,
     /// Node ids whose recorded runs refer to the object.
     pub runs: Vec<String>,
@@ -214,6 +216,16 @@ pub enum DamageKind {
     Missing,
     /// It exists but cannot be read.
     Unreadable(String),
+}
+
+/// What `verify --repair` did with the damage it was given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Repair {
+    /// Objects rewritten from an intact copy in `out/`: (object, the copy).
+    pub repaired: Vec<(String, String)>,
+    /// Objects set aside or missing with no intact copy: their nodes run
+    /// again when a build must restore them.
+    pub unrepaired: Vec<Damage>,
 }
 
 /// What `gc` removed.

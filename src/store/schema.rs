@@ -20,7 +20,10 @@
 //! failure as JSON: kind, exit status, log) and `attempts.job` (the cluster
 //! job an attempt runs as, JSON; see `jobs`) and `env_probes` (the
 //! environment of a cluster's compute nodes, by the job resources that
-//! reach them). An older database is brought up
+//! reach them); version 5 added `staged_runs` (a finished attempt whose
+//! outputs are in `objects/` and `out/` but whose run is not committed yet:
+//! the next process adopts it if the one that staged it died, see
+//! `batch.rs`). An older database is brought up
 //! to date in place when opened for writing (the statements are all `IF NOT
 //! EXISTS`, and a missing column is added).
 
@@ -36,7 +39,7 @@ use super::error::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -93,6 +96,20 @@ CREATE TABLE IF NOT EXISTS env_probes (
     record       TEXT NOT NULL,
     probed_at_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS staged_runs (
+    attempt       INTEGER PRIMARY KEY,
+    node_id       TEXT NOT NULL,
+    stage         TEXT NOT NULL,
+    key           BLOB NOT NULL,
+    key_parts     TEXT NOT NULL,
+    env           TEXT NOT NULL,
+    outputs       BLOB NOT NULL,
+    log           BLOB,
+    started_at_ms INTEGER NOT NULL,
+    duration_ms   INTEGER NOT NULL,
+    replace_run   INTEGER NOT NULL,
+    adopt_run     INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS generation (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     n  INTEGER NOT NULL

@@ -34,6 +34,31 @@ use crate::hash::ContentHash;
 /// milliseconds; a second also covers coarse network and FAT-like mounts.
 pub(crate) const RACY_WINDOW_NS: i64 = 1_000_000_000;
 
+/// What an input's stat said at one moment (absent: None), with its link
+/// count: a task that hard-links its input moves the input's ctime without
+/// touching its content, so a ctime that moved counts as a change only when
+/// the link count did not.
+#[derive(Clone, Copy, Debug)]
+pub struct InputStamp(Option<(Stat, u64)>);
+
+impl PartialEq for InputStamp {
+    fn eq(&self, other: &InputStamp) -> bool {
+        match (self.0, other.0) {
+            (None, None) => true,
+            (Some((a, la)), Some((b, lb))) => {
+                let content = (a.size, a.mtime_ns, a.inode) == (b.size, b.mtime_ns, b.inode);
+                content && (a.ctime_ns == b.ctime_ns || la != lb)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn stamp_of(meta: &fs::Metadata) -> (Stat, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (Stat::of(meta), meta.nlink())
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     pub stat: Stat,
@@ -52,6 +77,10 @@ pub(crate) struct StatCache {
 impl StatCache {
     pub(super) fn entries_keys(&self) -> impl Iterator<Item = &String> {
         self.entries.keys()
+    }
+
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&String, &Entry)> {
+        self.entries.iter()
     }
 }
 
@@ -118,7 +147,12 @@ impl Store {
             let recorded_ns = now_ns();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // A file where a folder of the path belongs (`out/` is a
+                // view vitgraph rewrites): the output is not there.
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
+                {
                     return Ok(OutputCheck::Missing(output.name.clone()))
                 }
                 Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
@@ -196,6 +230,36 @@ impl Store {
     pub fn stat_key(&self, path: &Path) -> String {
         let relative = path.strip_prefix(&self.root).unwrap_or(path);
         relative.to_string_lossy().into_owned()
+    }
+
+    /// The stat of an input file whose content is still `expected` (the hash
+    /// its node's key was computed with), to compare with its stat after the
+    /// task ran ([`Store::input_stamp`]); None when it changed or is gone.
+    /// A zero hash stands for an input that was absent: it must still be.
+    pub fn input_stamp_if(
+        &self,
+        path: &Path,
+        expected: &ContentHash,
+    ) -> Result<Option<InputStamp>, StoreError> {
+        let meta = match fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok((expected.0 == [0; 32]).then_some(InputStamp(None)))
+            }
+            Err(e) => return Err(StoreError::io("read metadata of", path, e)),
+        };
+        let stat = Stat::of(&meta);
+        let hash = match self.trusted_hash(&self.stat_key(path), &stat)? {
+            Some(hash) => hash,
+            None => self.hash_uncached(path, stat.size)?,
+        };
+        Ok((hash == *expected).then_some(InputStamp(Some(stamp_of(&meta)))))
+    }
+
+    /// An input's stat now, to compare with [`Store::input_stamp_if`]'s: a
+    /// write since, even one reverted with its old mtime, moves its ctime.
+    pub fn input_stamp(&self, path: &Path) -> InputStamp {
+        InputStamp(fs::metadata(path).ok().map(|m| stamp_of(&m)))
     }
 
     /// The path a stat key names.
@@ -365,7 +429,9 @@ mod tests {
             &[("a.txt", "alpha"), ("sub/b.txt", "beta")],
         );
         let dest = dir.path().join("out/n/n");
-        store.materialize(&run, &dest).unwrap();
+        store
+            .materialize(&run.node_id, &run.stage, &run, &dest)
+            .unwrap();
         write(&dest.join("extra.txt"), "extra files are ignored");
         assert_eq!(
             store.check_outputs(&run, &dest).unwrap(),
@@ -402,7 +468,9 @@ mod tests {
         store.set_racy_window_ns(WINDOW_NS);
         let run = commit(&store, "n", "k", &[("a.txt", "alpha")]);
         let dest = dir.path().join("out/n/n");
-        store.materialize(&run, &dest).unwrap();
+        store
+            .materialize(&run.node_id, &run.stage, &run, &dest)
+            .unwrap();
         // A fresh handle (a new command) sees the stats recorded by materialize.
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
@@ -464,7 +532,9 @@ mod tests {
         let old = commit(&store, "n", "k1", &[("v.txt", "1")]);
         let new = commit(&store, "n", "k2", &[("v.txt", "2")]);
         let dest = dir.path().join("out/n/n");
-        store.materialize(&old, &dest).unwrap();
+        store
+            .materialize(&old.node_id, &old.stage, &old, &dest)
+            .unwrap();
         let before = store.hashes_computed();
         assert_eq!(
             store.check_outputs(&new, &dest).unwrap(),

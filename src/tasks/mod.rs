@@ -130,19 +130,7 @@ impl TaskSpec {
             });
         }
         for out in self.outputs() {
-            let p = std::path::Path::new(&out);
-            if out.is_empty()
-                || p.is_absolute()
-                || p.components()
-                    .any(|c| matches!(c, std::path::Component::ParentDir))
-            {
-                return Err(Invalid {
-                    message: format!("output `{out}` must be a relative path inside `${{out}}`"),
-                    help:
-                        "name the file relative to the node's output directory, e.g. `results.json`"
-                            .into(),
-                });
-            }
+            check_output_name(&out)?;
         }
         Ok(())
     }
@@ -229,4 +217,52 @@ pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> 
         TaskSpec::Analyze(s) => analyze::run(s, ctx),
         TaskSpec::Report(s) => report::run(s, ctx),
     }
+}
+
+/// The longest file name most file systems take (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+
+/// An output name is a plain relative path inside `${out}`: no `.` or `..`
+/// segments, no empty segment (`a//b`, a trailing `/`), segments no longer
+/// than a file name may be, and not one of vitgraph's own scratch names.
+fn check_output_name(out: &str) -> Result<(), Invalid> {
+    let segments: Vec<&str> = out.split('/').collect();
+    let plain: Vec<&str> = segments
+        .iter()
+        .copied()
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect();
+    let bad = out.is_empty()
+        || out.starts_with('/')
+        || segments
+            .iter()
+            .any(|s| s.is_empty() || *s == "." || *s == "..")
+        || out.contains('\0');
+    if bad {
+        let help = if !out.starts_with('/') && !plain.is_empty() && !plain.contains(&"..") {
+            format!("write `{}`", plain.join("/"))
+        } else {
+            "name the file relative to the node's output directory, e.g. `results.json`".into()
+        };
+        return Err(Invalid {
+            message: format!("output `{out}` must be a plain relative path inside `${{out}}`"),
+            help,
+        });
+    }
+    if let Some(long) = segments.iter().find(|s| s.len() > NAME_MAX) {
+        return Err(Invalid {
+            message: format!(
+                "output `{out}` has a name of {} bytes; file systems take at most {NAME_MAX}",
+                long.len()
+            ),
+            help: "use a shorter file name".into(),
+        });
+    }
+    if segments[0].starts_with(".vitgraph-") {
+        return Err(Invalid {
+            message: format!("output `{out}`: names starting with `.vitgraph-` are vitgraph's own"),
+            help: "rename the output".into(),
+        });
+    }
+    Ok(())
 }

@@ -11,5 +11,6 @@ mod freshness;
 mod graph_cache;
 mod noop;
 mod pipeline_errors;
+mod promises;
 mod runtime_errors;
 mod status_text;
