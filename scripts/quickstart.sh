@@ -5,13 +5,19 @@
 # (`vitgraph report`) and prints where the report and the page are.
 # On a machine with an NVIDIA GPU the runs use it; otherwise the CPU.
 # Extra arguments go to `vitgraph build` (e.g. `-p samples=200`).
+# VITGRAPH_BIN_DIR=DIR runs the `vitgraph` (and `vitgraph-torch`) in DIR
+# instead of building them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/env.sh
-# The dev profile builds dependencies optimized (Cargo.toml), and shares its
-# build with scripts/test.sh; use `cargo build --release` for large studies.
-build_vitgraph
-vitgraph="${CARGO_TARGET_DIR:-target}/debug/vitgraph"
+if [ -n "${VITGRAPH_BIN_DIR:-}" ]; then
+    vitgraph="$VITGRAPH_BIN_DIR/vitgraph"
+else
+    source scripts/env.sh
+    # The dev profile builds dependencies optimized (Cargo.toml), and shares its
+    # build with scripts/test.sh; use `cargo build --release` for large studies.
+    build_vitgraph
+    vitgraph="${CARGO_TARGET_DIR:-target}/debug/vitgraph"
+fi
 args=()
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     args+=(-p device=cuda)

@@ -13,6 +13,7 @@
 pub mod analysis;
 pub mod atomic;
 pub mod cli;
+pub mod clock;
 pub mod engine;
 pub mod exit;
 pub mod gpu;

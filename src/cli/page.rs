@@ -632,11 +632,7 @@ fn parse_age(text: &str) -> Result<i64, String> {
     Ok((n * ms) as i64)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::clock::now_ms;
 
 /// `2026-11-24 08:50:12 UTC`.
 fn utc(ms: i64) -> String {

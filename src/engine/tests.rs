@@ -717,12 +717,23 @@ fn a_node_another_process_is_building_waits_and_reuses_its_run() {
     let other = b.store();
     let lock = other.lock_key(&key).unwrap();
     let root = b.root().to_path_buf();
+    // The other process records the run once this build has started the
+    // node (and so waits for the lock), however long that takes.
+    let (started, wait) = std::sync::mpsc::channel::<()>();
     let worker = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
+        wait.recv().unwrap();
         record_elsewhere(&root, "gen[i=0]", key, &parts);
         drop(lock);
     });
-    let o = b.build(Opts::default());
+    let o = b.build(Opts {
+        interrupt_when: Some(Box::new(move |e| {
+            if matches!(e, Event::Started { node, .. } if node == "gen[i=0]") {
+                let _ = started.send(());
+            }
+            false
+        })),
+        ..Opts::default()
+    });
     worker.join().unwrap();
     assert_eq!(o.status, BuildStatus::Success);
     assert!(

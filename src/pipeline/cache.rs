@@ -14,7 +14,7 @@
 //! 2. every folder a `files:` stage listed still has the stat it had before
 //!    it was read (a file added or removed changes its folder's mtime). A
 //!    graph is only written when each of those stats was *settled* — its
-//!    mtime more than [`RACY_WINDOW_NS`] older than the moment it was taken —
+//!    mtime more than the racy window ([`crate::clock::racy_window_ns`]) older than the moment it was taken —
 //!    so any later change gives the folder another stat.
 //!
 //! Anything unreadable, truncated or of another format is a miss, and a
@@ -39,10 +39,6 @@ const MAGIC: &[u8; 8] = b"VGGRAPH2";
 /// Nodes per independently decoded chunk.
 const CHUNK: usize = 2048;
 const FILE: &str = "graph.bin";
-
-// A folder's mtime must be RACY_WINDOW_NS older than its stat for the stat
-// to vouch that nothing in it changed since (the stat cache's rule).
-use crate::store::RACY_WINDOW_NS;
 
 /// A graph, and whether it came from the cache.
 pub struct Loaded {
@@ -131,7 +127,7 @@ fn token(exe: &Path, root: &Path, overrides: &[Override]) -> Option<[u8; 32]> {
 fn settled(listings: &[Listing]) -> bool {
     listings
         .iter()
-        .all(|l| l.mtime_ns < l.at_ns - RACY_WINDOW_NS)
+        .all(|l| l.mtime_ns < l.at_ns - crate::clock::racy_window_ns())
 }
 
 /// Whether a listed folder still has the stat it had.

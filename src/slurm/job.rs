@@ -197,9 +197,4 @@ pub fn read_outcome(dir: &Path) -> Option<Result<Outcome, NodeFailure>> {
     }))
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;

@@ -347,12 +347,7 @@ fn ago(s: i64) -> String {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 #[cfg(test)]
 mod tests {

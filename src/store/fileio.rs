@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::hash::ContentHash;
 
@@ -81,16 +81,7 @@ pub(crate) fn make_read_only(path: &Path) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o444))
 }
 
-pub(crate) fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
-
-pub(crate) fn now_ms() -> i64 {
-    now_ns() / 1_000_000
-}
+pub(crate) use crate::clock::{now_ms, now_ns};
 
 /// Removes a directory tree, also when some files in it are read-only.
 pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
@@ -125,7 +116,7 @@ mod tests {
         let dst = dir.path().join("dst");
         fs::write(&src, b"object").unwrap();
         make_read_only(&src).unwrap();
-        let mtime = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         clone_or_copy(&src, &dst, Some(mtime)).unwrap();
         assert_eq!(fs::metadata(&dst).unwrap().modified().unwrap(), mtime);
         assert_eq!(fs::read(&dst).unwrap(), b"object");

@@ -50,4 +50,3 @@ pub use record::{
     NodeState, OutputCheck, OutputEntry, RawJson, Repair, RunRecord,
 };
 pub use stat_cache::InputStamp;
-pub(crate) use stat_cache::RACY_WINDOW_NS;

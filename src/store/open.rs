@@ -14,7 +14,7 @@ use super::fileio::{now_ms, remove_tree};
 use super::observe::Observations;
 use super::owner::{Liveness, Owner};
 use super::schema;
-use super::stat_cache::{StatCache, RACY_WINDOW_NS};
+use super::stat_cache::StatCache;
 
 /// Tells backup and archiving tools that `cache/` can be skipped.
 const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
@@ -106,7 +106,7 @@ impl Store {
             observed: Mutex::new(Observations::default()),
             owner: Owner::current(),
             read_only,
-            racy_window_ns: AtomicI64::new(RACY_WINDOW_NS),
+            racy_window_ns: AtomicI64::new(crate::clock::racy_window_ns()),
             hashes: AtomicU64::new(0),
             staging_seq: AtomicU64::new(0),
         }

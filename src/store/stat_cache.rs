@@ -8,7 +8,7 @@
 //! A write that lands in the same timestamp tick as the stat we recorded leaves
 //! the stat unchanged ("racy" files, as git calls them). So an entry is trusted
 //! only when the file's mtime is older than the moment the entry was recorded by
-//! more than [`RACY_WINDOW_NS`]: any later write sets the mtime to about the
+//! more than the racy window ([`crate::clock::racy_window_ns`]): any later write sets the mtime to about the
 //! current time, which then differs. A racy file is hashed again, and once
 //! re-recorded after the window it is trusted. `materialize` sets the mtime of
 //! the files it writes a window in the past, so they are trusted at once.
@@ -29,10 +29,6 @@ use super::open::Store;
 use super::record::{OutputCheck, RunRecord};
 use super::runs::point_node_at;
 use crate::hash::ContentHash;
-
-/// Timestamp granularity covered: local Linux file systems tick every few
-/// milliseconds; a second also covers coarse network and FAT-like mounts.
-pub(crate) const RACY_WINDOW_NS: i64 = 1_000_000_000;
 
 /// What an input's stat said at one moment (absent: None), with its link
 /// count: a task that hard-links its input moves the input's ctime without
@@ -411,11 +407,19 @@ mod tests {
     use super::super::{OutputCheck, Store};
     use crate::hash::ContentHash;
 
-    /// A window short enough for tests; files are then made older than it.
-    const WINDOW_NS: i64 = 20_000_000;
+    /// A window no loaded machine outlasts between two steps of a test
+    /// (ten minutes): a file written "just now" stays racy; [`settle`]
+    /// dates a file back instead of waiting for it to age.
+    const WINDOW_NS: i64 = 600_000_000_000;
 
-    fn settle() {
-        std::thread::sleep(Duration::from_nanos(2 * WINDOW_NS as u64));
+    /// Dates `path` an hour back, as if written long ago.
+    fn settle(path: &std::path::Path) {
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
     }
 
     #[test]
@@ -482,7 +486,7 @@ mod tests {
         assert_eq!(fresh.hashes_computed(), 0);
 
         // Touching without a change: hashed once, intact, then trusted again.
-        let touched = SystemTime::now() - Duration::from_secs(3);
+        let touched = SystemTime::now() - Duration::from_secs(7200);
         fs::File::options()
             .write(true)
             .open(dest.join("a.txt"))
@@ -499,7 +503,7 @@ mod tests {
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 1);
-        // Touched to now (racy): hashed until its mtime is a window old.
+        // Touched to now (racy): hashed on every look until it is dated back.
         let now = SystemTime::now();
         fs::File::options()
             .write(true)
@@ -512,7 +516,7 @@ mod tests {
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 2);
-        settle();
+        settle(&dest.join("a.txt"));
         assert_eq!(
             fresh.check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
@@ -556,7 +560,7 @@ mod tests {
         let first = store.hash_file(&input).unwrap().unwrap();
         assert_eq!(first, ContentHash::of_bytes(b"depth=6"));
         // Still racy (written a moment ago): hashed again, then trusted.
-        settle();
+        settle(&input);
         store.hash_file(&input).unwrap();
         let hashed = store.hashes_computed();
         assert_eq!(store.hash_file(&input).unwrap(), Some(first));
@@ -570,7 +574,7 @@ mod tests {
         );
 
         // Persisted: a new handle trusts the flushed entry.
-        settle();
+        settle(&input);
         store.hash_file(&input).unwrap();
         store.flush_stat_cache().unwrap();
         let fresh = Store::open(dir.path()).unwrap();

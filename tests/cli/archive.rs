@@ -3,7 +3,7 @@
 //! stale, a removed one leaves the graph; the no-op snapshot sees files
 //! come and go.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::harness::Ws;
 
@@ -135,9 +135,9 @@ fn files_come_change_and_go_and_exactly_their_nodes_follow() {
     );
 }
 
-/// Dates every file and folder of the workspace 10 s back, as if written long ago.
+/// Dates every file and folder of the workspace an hour back, as if written long ago.
 fn settle(ws: &Ws) {
-    let past = SystemTime::now() - Duration::from_secs(10);
+    let past = SystemTime::now() - super::harness::SETTLE_BACK;
     for e in walkdir::WalkDir::new(ws.path())
         .contents_first(true)
         .into_iter()
@@ -325,7 +325,9 @@ mod real_traces {
         );
         assert_eq!(rows(&ws, RQ1).len(), 3);
 
-        // A replaced trace: exactly its chain.
+        // A replaced trace: exactly its chain. (The copy above kept the
+        // source's read-only mode: replace the file, as `cp -f` would.)
+        std::fs::remove_file(ws.path().join(RQ1_DIR).join("gpu0_numa0_vit8x6x384.sqlite")).unwrap();
         std::fs::copy(
             traces.join("test-cuda/report1.sqlite"),
             ws.path().join(RQ1_DIR).join("gpu0_numa0_vit8x6x384.sqlite"),

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::harness::{Run, Ws, BIN, CHAIN};
 
@@ -20,6 +20,7 @@ fn ls_with(exe: &Path, ws: &Ws, args: &[&str]) -> (Vec<String>, bool) {
         .arg("ls")
         .args(args)
         .env("NO_COLOR", "1")
+        .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
         .env("VITGRAPH_TIMINGS", "1")
         .output()
         .expect("run vitgraph");
@@ -247,9 +248,9 @@ const FILES: &str = r#"Pipeline(stages: {
     "conv": Stage(files: "traces/{run}/{name}.txt", exclude: [{ "name": "skip" }], task: Command(run: "true")),
 })"#;
 
-/// Dates every folder and file under `traces/` 10 s back.
+/// Dates every folder and file under `traces/` an hour back.
 fn settle(ws: &Ws) {
-    let past = SystemTime::now() - Duration::from_secs(10);
+    let past = SystemTime::now() - super::harness::SETTLE_BACK;
     for e in walkdir::WalkDir::new(ws.path().join("traces"))
         .contents_first(true)
         .into_iter()

@@ -5,6 +5,16 @@ use std::process::{Command, Output};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vitgraph");
 
+/// The racy window every command of these tests runs with
+/// (`VITGRAPH_RACY_WINDOW_MS`, see `vitgraph::clock`): ten minutes, so a
+/// file a test wrote "just now" is still too recent to vouch for however
+/// loaded the machine is; tests that need files older than it date them
+/// back with [`SETTLE_BACK`] instead of waiting.
+pub const RACY_WINDOW_MS: &str = "600000";
+
+/// How far the tests' `settle` helpers date files back: well beyond the window.
+pub const SETTLE_BACK: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub struct Ws {
     pub dir: tempfile::TempDir,
 }
@@ -41,7 +51,8 @@ impl Ws {
             .arg(self.path())
             .args(args)
             .env("NO_COLOR", "1")
-            .env("VITGRAPH_NO_PROGRESS", "1");
+            .env("VITGRAPH_NO_PROGRESS", "1")
+            .env("VITGRAPH_RACY_WINDOW_MS", RACY_WINDOW_MS);
         c
     }
 

@@ -6,15 +6,15 @@
 //! The snapshot only vouches for files written more than a racy window (1 s)
 //! before they were looked at, so the tests date the workspace's files back.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::harness::{Run, Ws, CHAIN};
 
 const SNAPSHOT: &str = "cache/noop.snapshot";
 
-/// Dates every input and output file 10 s back, as if written long ago.
+/// Dates every input and output file an hour back, as if written long ago.
 fn settle(ws: &Ws) {
-    let past = SystemTime::now() - Duration::from_secs(10);
+    let past = SystemTime::now() - super::harness::SETTLE_BACK;
     for dir in ["out", "data.txt", "inputs"] {
         for e in walkdir::WalkDir::new(ws.path().join(dir))
             .into_iter()

@@ -98,7 +98,7 @@ fn full_disk_while_recording_keeps_the_store_consistent() {
     }
     let root = mnt.path();
     std::fs::create_dir_all(root.join("pipelines")).unwrap();
-    // 1.2 MB output: it fits once (in staging, moved into the store), not twice (materialized copy).
+    // 1.2 MB output: it fits once (in staging), not twice (the store's copy of it).
     std::fs::write(
         root.join("pipelines/p.ron"),
         r#"Pipeline(stages: { "big": Stage(task: Command(run: "head -c 1200000 /dev/zero > ${out}/big.bin", outputs: ["big.bin"])) })"#,

@@ -58,6 +58,7 @@ impl Workspace {
             .args(args)
             .current_dir(self.path())
             .env("NO_COLOR", "1")
+            .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
             .env_remove("CLICOLOR_FORCE")
             .env_remove("VITGRAPH_FAKE_ENV")
             .output()
