@@ -81,24 +81,28 @@ impl Interrupt {
     }
 
     /// Fires on SIGINT, SIGTERM or SIGHUP (a closed terminal or SSH session)
-    /// (call inside a tokio runtime).
+    /// (call inside a tokio runtime). The handlers are in place when this
+    /// returns, before any task can start: a signal never finds vitgraph
+    /// with the default action (which would leave its tasks' children running).
     pub fn on_signals(&self) {
+        use tokio::signal::unix::{signal, Signal, SignalKind};
+        async fn recv(s: &mut Option<Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hup = signal(SignalKind::hangup()).ok();
         let me = self.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let term = signal(SignalKind::terminate());
-            let hup = signal(SignalKind::hangup());
-            match (term, hup) {
-                (Ok(mut term), Ok(mut hup)) => {
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = term.recv() => {}
-                        _ = hup.recv() => {}
-                    }
-                }
-                _ => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
+            tokio::select! {
+                _ = recv(&mut int) => {}
+                _ = recv(&mut term) => {}
+                _ = recv(&mut hup) => {}
             }
             me.fire();
         });

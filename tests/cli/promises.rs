@@ -472,3 +472,51 @@ fn verify_sees_a_damaged_database() {
     let said = format!("{}{}", v.stdout(), v.stderr());
     assert!(said.contains("state.sqlite"), "{said}");
 }
+
+/// F13: a build stopped while it waits for another build's lock on a key
+/// reports an interruption, not a failure.
+#[test]
+fn sigterm_while_waiting_for_a_lock_is_an_interruption() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "slow": Stage(task: Command(run: "touch started; while [ ! -e go ]; do sleep 0.01; done; echo ok > ${out}/v.txt", outputs: ["v.txt"])) })"#,
+    )]);
+    let first = ws
+        .cmd(&["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the first build's task", || {
+        ws.path().join("started").exists()
+    });
+    let mut second = ws
+        .cmd(&["build", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The second build judges the node and waits for the key's lock.
+    let mut stdout = std::io::BufReader::new(second.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("\"started\"") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0,
+            "no started event"
+        );
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(second.id() as i32, libc::SIGTERM);
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = second.wait().unwrap();
+    ws.write("go", "");
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(!rest.contains("\"event\":\"failed\""), "{rest}");
+    assert!(rest.contains("\"event\":\"interrupted\""), "{rest}");
+}
