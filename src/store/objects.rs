@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::error::{IoContext, StoreError};
 
 use super::batch::Materialized;
-use super::fileio::{clone_or_copy, make_read_only, now_ns, remove_tree};
+use super::fileio::{clone_or_copy, make_read_only, now_ns, remove_tree, LARGE_FILE};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, RunRecord};
 use crate::hash::ContentHash;
@@ -73,19 +73,33 @@ impl Store {
         let seq = self.staging_seq.fetch_add(1, Ordering::Relaxed);
         let copy = scratch.join(format!(".vitgraph-object-{seq}"));
         remove_any(&copy).ctx("remove leftover", &copy)?;
-        clone_or_copy(staged, &copy, None).ctx("copy into the store", staged)?;
-        let size = fs::metadata(&copy).ctx("read metadata of", &copy)?.len();
-        let hash = self.hash_uncached(&copy, size)?;
+        let read_error = |e| StoreError::io("read", staged, e);
+        let (hash, size) = match small_file(staged).map_err(read_error)? {
+            // A small file is read once: its bytes are hashed and, unless an
+            // object holds them already, written as the object.
+            Some(bytes) => {
+                self.hashes.fetch_add(1, Ordering::Relaxed);
+                let hash = ContentHash::of_bytes(&bytes);
+                if self.holds(&hash, bytes.len() as u64) {
+                    return Ok((hash, bytes.len() as u64));
+                }
+                write_new(&copy, &bytes).ctx("copy into the store", staged)?;
+                (hash, bytes.len() as u64)
+            }
+            // A large one is copied (reflinked where the file system can),
+            // and the copy is hashed.
+            None => {
+                clone_or_copy(staged, &copy, None).ctx("copy into the store", staged)?;
+                let size = fs::metadata(&copy).ctx("read metadata of", &copy)?.len();
+                let hash = self.hash_uncached(&copy, size)?;
+                if self.holds(&hash, size) {
+                    let _ = fs::remove_file(&copy);
+                    return Ok((hash, size));
+                }
+                (hash, size)
+            }
+        };
         let object = self.object_path(&hash);
-        if fs::metadata(&object)
-            .map(|m| m.len() == size)
-            .unwrap_or(false)
-        {
-            // Same content committed before (a damaged one is set aside
-            // when a restore finds it, so it is not kept by this).
-            let _ = fs::remove_file(&copy);
-            return Ok((hash, size));
-        }
         make_read_only(&copy).ctx("make read-only", &copy)?;
         let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
@@ -95,6 +109,13 @@ impl Store {
         }
         fs::rename(&copy, &object).ctx("move output into", &object)?;
         Ok((hash, size))
+    }
+
+    /// Whether the object of `hash` is in place (same content committed
+    /// before; a damaged one is set aside when a restore finds it, so it is
+    /// not kept by this).
+    fn holds(&self, hash: &ContentHash, size: u64) -> bool {
+        fs::metadata(self.object_path(hash)).is_ok_and(|m| m.len() == size)
     }
 
     /// Materializes a run's outputs into `dest` (see [`Store::place`]) and
@@ -236,6 +257,30 @@ impl Store {
             Err(e) => Err(StoreError::io("set aside the damaged object", object, e)),
         }
     }
+}
+
+/// The bytes of a regular file under [`LARGE_FILE`], read once; None for a
+/// larger one (it is copied, not read into memory).
+fn small_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut f = fs::File::open(path)?;
+    if f.metadata()?.len() >= LARGE_FILE {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    f.by_ref().take(LARGE_FILE).read_to_end(&mut bytes)?;
+    // Grew past the limit while being read: copy it as a large one.
+    Ok((bytes.len() < LARGE_FILE as usize).then_some(bytes))
+}
+
+/// Creates `path` (which must not exist) with `bytes`.
+fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// The workspace's scratch area for materializing, under `out/`.
