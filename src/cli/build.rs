@@ -3,8 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
-
+use super::args::{is_slurm, BuildArgs};
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::events::{Event, Reporter};
@@ -18,89 +17,6 @@ use crate::pipeline::Override;
 use crate::report::{human::Human, json::JsonLines};
 use crate::store::Store;
 use crate::workspace::Workspace;
-
-#[derive(Args, Debug)]
-pub struct BuildArgs {
-    /// Stages, node ids, globs ('rq1_*') or pipeline file stems; none means everything.
-    pub targets: Vec<String>,
-    /// CPU slots: how many CPU nodes run at once (default: the number of cores).
-    #[arg(short = 'j', long = "jobs")]
-    pub jobs: Option<usize>,
-    /// Keep going past failures: build everything that does not depend on a failed node.
-    #[arg(short = 'k', long)]
-    pub keep_going: bool,
-    /// Print what would run and why; run nothing.
-    #[arg(short = 'n', long)]
-    pub dry_run: bool,
-    /// With `-n`: list every node that would run, not ten per stage.
-    #[arg(short = 'v', long, requires = "dry_run")]
-    pub verbose: bool,
-    /// Run the targeted nodes even if they are fresh.
-    #[arg(long)]
-    pub force: bool,
-    /// Where nodes run (default: `executor:` in vitgraph.ron, else local).
-    #[arg(long, value_enum)]
-    pub executor: Option<Executor>,
-    /// GPUs for GPU nodes: indexes, UUIDs (`GPU-…`) or MIG ids, comma-separated
-    /// (default: `CUDA_VISIBLE_DEVICES`, else the GPUs `nvidia-smi -L` lists).
-    #[arg(long, value_name = "IDS")]
-    pub gpus: Option<String>,
-    /// One JSON object per line for each event, instead of progress output.
-    #[arg(long)]
-    pub json: bool,
-    /// With `--executor slurm`: submit the ready jobs and exit; a later `build` collects them.
-    #[arg(long)]
-    pub detach: bool,
-    /// With `--executor slurm`: run a node again this many times when its job failed with
-    /// its node (NODE_FAIL, launch failure) or was preempted.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub retries: u32,
-    #[command(flatten)]
-    pub slurm: SlurmFlags,
-}
-
-/// SLURM settings on the command line, over `vitgraph.ron` and each stage's `slurm:`.
-#[derive(Args, Debug, Default)]
-pub struct SlurmFlags {
-    /// SLURM partition for the cluster's jobs.
-    #[arg(long, value_name = "NAME")]
-    pub partition: Option<String>,
-    /// SLURM account to charge.
-    #[arg(long, value_name = "NAME")]
-    pub account: Option<String>,
-    /// SLURM quality of service.
-    #[arg(long, value_name = "NAME")]
-    pub qos: Option<String>,
-    /// Time limit per job (`30`, `1:30:00`, `2-00:00:00`).
-    #[arg(long, value_name = "LIMIT")]
-    pub time: Option<String>,
-    /// Memory per job (`16G`).
-    #[arg(long, value_name = "SIZE")]
-    pub mem: Option<String>,
-    /// Node features the jobs need (`--constraint`).
-    #[arg(long, value_name = "FEATURES")]
-    pub constraint: Option<String>,
-}
-
-impl SlurmFlags {
-    pub(super) fn settings(&self) -> crate::slurm::settings::Slurm {
-        crate::slurm::settings::Slurm {
-            partition: self.partition.clone(),
-            account: self.account.clone(),
-            qos: self.qos.clone(),
-            time: self.time.clone(),
-            mem: self.mem.clone(),
-            constraint: self.constraint.clone(),
-            ..Default::default()
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Executor {
-    Local,
-    Slurm,
-}
 
 pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
     let t = super::Timer::start();
@@ -121,7 +37,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     let whole = from_snapshot && args.targets.is_empty();
     let env = HostEnv::new();
     let snapshot = if from_snapshot {
-        NoopSnapshot::for_workspace(&ws.root, overrides)
+        NoopSnapshot::for_workspace(&super::PipelineSources::new(&ws.root, overrides))
     } else {
         None
     };
@@ -228,7 +144,8 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         super::slurm::report_calls(&c.executor);
     }
     if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
-        snapshot.write_captured(&store, &ws.root, overrides, &graph, &env);
+        let sources = super::PipelineSources::new(&ws.root, overrides);
+        snapshot.write_captured(&store, &sources, &graph, &env);
     }
     drop(builder);
     // The process ends here: freeing 100,000 nodes one by one would cost
@@ -385,18 +302,6 @@ fn reporter(json: bool) -> Box<dyn Reporter> {
         Box::new(JsonLines::new(std::io::stdout()))
     } else {
         Box::new(Human::new())
-    }
-}
-
-/// Whether nodes run on SLURM: `--executor`, else `executor:` in vitgraph.ron.
-pub(super) fn is_slurm(
-    flag: Option<Executor>,
-    file: &crate::slurm::settings::WorkspaceFile,
-) -> bool {
-    use crate::slurm::settings::ExecutorKind;
-    match flag {
-        Some(e) => e == Executor::Slurm,
-        None => file.executor == Some(ExecutorKind::Slurm),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The command line: argument parsing, dispatch, and the one place errors
 //! become exit codes (see [`crate::exit`]).
 
+mod args;
 mod build;
 mod exec;
 mod inspect;
@@ -52,7 +53,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Build targets (stage, node id, glob or pipeline file stem) and what they need.
-    Build(build::BuildArgs),
+    Build(args::BuildArgs),
     /// Show which nodes are stale, and why.
     Status(status::StatusArgs),
     /// Show a node's key, part by part, against its recorded run.
@@ -196,7 +197,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             )
         }),
         Command::TorchInfo => {
-            let info = crate::tasks::torch_exe::this_build();
+            let info = crate::host::torch_exe::this_build();
             println!("{}", serde_json::to_string(&info).unwrap_or_default());
             Ok(exit::SUCCESS)
         }
@@ -317,4 +318,24 @@ pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Fail
         eprintln!("warning: {w}");
     }
     Ok(graph)
+}
+
+/// What the workspace's graph is made from, as the pipeline layer hashes
+/// it: the no-op snapshot's token (see `engine::noop::Sources`).
+pub(crate) struct PipelineSources<'a> {
+    root: &'a std::path::Path,
+    overrides: &'a [Override],
+}
+
+impl<'a> PipelineSources<'a> {
+    pub(crate) fn new(root: &'a std::path::Path, overrides: &'a [Override]) -> Self {
+        PipelineSources { root, overrides }
+    }
+}
+
+impl crate::engine::noop::Sources for PipelineSources<'_> {
+    fn hash_into(&self, h: &mut blake3::Hasher) -> Option<()> {
+        let exe = std::env::current_exe().ok()?;
+        crate::pipeline::cache::hash_sources(h, &exe, self.root, self.overrides)
+    }
 }

@@ -4,16 +4,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::build::BuildArgs;
+use super::args::BuildArgs;
 use super::{usage, Failure};
+use crate::config::WorkspaceFile;
+use crate::config::DEFAULT_MAX_JOBS;
 use crate::engine::plan::EnvProbe;
 use crate::engine::schedule::Cluster;
 use crate::exit;
 use crate::graph::Graph;
 use crate::slurm::executor::{Config, SlurmExecutor};
 use crate::slurm::probe::{self, ClusterEnv};
-use crate::slurm::settings::WorkspaceFile;
-use crate::slurm::settings::DEFAULT_MAX_JOBS;
 use crate::store::{DriverLock, LiveJob, Store};
 use crate::workspace::Workspace;
 
@@ -111,7 +111,7 @@ pub(super) fn cluster<'a>(
 pub(super) fn stored_env<'a>(
     graph: &Graph,
     file: &WorkspaceFile,
-    flags: &super::build::SlurmFlags,
+    flags: &super::args::SlurmFlags,
     host: &'a dyn EnvProbe,
     store: Option<&Store>,
 ) -> Result<ClusterEnv<'a>, Failure> {

@@ -37,9 +37,9 @@ pub struct StatusArgs {
 pub struct ClusterArgs {
     /// Judge as `build --executor EXECUTOR` would (default: `executor:` in vitgraph.ron).
     #[arg(long, value_enum)]
-    pub executor: Option<super::build::Executor>,
+    pub executor: Option<super::args::Executor>,
     #[command(flatten)]
-    pub slurm: super::build::SlurmFlags,
+    pub slurm: super::args::SlurmFlags,
 }
 
 #[derive(Args, Debug)]
@@ -119,7 +119,7 @@ fn judged_on_cluster<'a>(
     store: Option<&Store>,
 ) -> Result<Option<crate::slurm::probe::ClusterEnv<'a>>, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
-    if !super::build::is_slurm(cluster.executor, &file) {
+    if !super::args::is_slurm(cluster.executor, &file) {
         return Ok(None);
     }
     super::slurm::stored_env(graph, &file, &cluster.slurm, host, store).map(Some)
@@ -151,7 +151,9 @@ fn status_from_snapshot(
     if !NoopSnapshot::exists(&ws.root) {
         return FromSnapshot::Miss;
     }
-    let Some(snapshot) = NoopSnapshot::for_workspace(&ws.root, overrides) else {
+    let Some(snapshot) =
+        NoopSnapshot::for_workspace(&super::PipelineSources::new(&ws.root, overrides))
+    else {
         return FromSnapshot::Miss;
     };
     let Ok(Some(store)) = Store::open_existing(&ws.root) else {
@@ -231,7 +233,7 @@ fn judged_from_snapshot(
 
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
-    let on_cluster = super::build::is_slurm(args.cluster.executor, &file);
+    let on_cluster = super::args::is_slurm(args.cluster.executor, &file);
     let from_snapshot = if on_cluster {
         FromSnapshot::Miss
     } else {

@@ -28,7 +28,7 @@ impl EnvProbe for HostEnv {
         self.facets
             .get_or_init(|| match std::env::var("VITGRAPH_FAKE_ENV") {
                 Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
-                Err(_) => crate::tasks::env::fingerprint().key_facets,
+                Err(_) => crate::host::env::fingerprint().key_facets,
             })
     }
 
@@ -36,7 +36,7 @@ impl EnvProbe for HostEnv {
         if std::env::var_os("VITGRAPH_FAKE_ENV").is_some() {
             return Ok(());
         }
-        match crate::tasks::env::problem() {
+        match crate::host::env::problem() {
             Some(p) => Err(p.to_string()),
             None => Ok(()),
         }
@@ -46,6 +46,6 @@ impl EnvProbe for HostEnv {
         if std::env::var_os("VITGRAPH_FAKE_ENV").is_some() {
             return serde_json::json!({ "key_facets": self.facets() });
         }
-        crate::tasks::env::fingerprint().record
+        crate::host::env::fingerprint().record
     }
 }

@@ -195,6 +195,25 @@ impl std::fmt::Display for NodeFailure {
     }
 }
 
+/// Records how `attempt` ended: failed, or interrupted for a failure that
+/// may go away by itself. A failure to record it is added to the failure.
+pub(crate) fn settle(
+    store: &crate::store::Store,
+    attempt: crate::store::AttemptId,
+    failure: NodeFailure,
+) -> NodeFailure {
+    let status = if failure.kind.is_transient() {
+        crate::store::AttemptStatus::Interrupted
+    } else {
+        crate::store::AttemptStatus::Failed
+    };
+    let detail = crate::store::RawJson(serde_json::to_string(&failure).unwrap_or_default());
+    match store.end_attempt(attempt, status, Some(&failure.message), Some(&detail)) {
+        Ok(()) => failure,
+        Err(e) => failure.also(&e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

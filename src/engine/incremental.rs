@@ -17,10 +17,36 @@ use std::path::Path;
 
 use super::noop::Scope;
 use super::plan::{EnvProbe, Evaluation, Evaluator, JudgeError, Verdict};
-use super::schedule::{Build, Builder, Done, Incremental};
 use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
 use crate::store::{NodeState, Store, StoreError};
+
+/// What a build's start and end read of its builder.
+pub(super) struct Ctx<'a> {
+    pub graph: &'a Graph,
+    pub root: &'a Path,
+    pub store: &'a Store,
+    pub env: &'a dyn EnvProbe,
+    pub noop: Option<&'a super::noop::NoopSnapshot>,
+    pub incremental: Option<&'a Incremental>,
+    /// Nodes `--force` runs even when fresh.
+    pub force: &'a HashSet<NodeIdx>,
+}
+
+/// What an incremental build starts from (see `noop::Snapshot::Changed`):
+/// while the store is still at the snapshot's `generation`, every node of
+/// its `scope` outside `dirty` is fresh with its latest successful run, so
+/// only `dirty` is judged. After a successful build the dirty nodes are
+/// judged again and the snapshot's `facts` updated with what they saw, for
+/// the next no-op — when `dirty` holds every node of the scope the change
+/// reached (`complete`: none of them left out by a build's targets).
+pub struct Incremental {
+    pub dirty: HashSet<NodeIdx>,
+    pub generation: i64,
+    pub facts: crate::store::FileFacts,
+    pub scope: super::noop::Scope,
+    pub complete: bool,
+}
 
 /// What an incremental build reads: the judged nodes' recorded states, the
 /// manifests of their upstream nodes that are not judged, and the change
@@ -59,14 +85,14 @@ enum Refresh {
 }
 
 /// Loads the states the build judges with, and judges what it can up front.
-pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, StoreError> {
+pub(super) fn start(b: &Ctx<'_>, selection: &[NodeIdx]) -> Result<Start, StoreError> {
     if b.noop.is_some() && b.incremental.is_none() {
         b.store.observe_files();
         b.store.note_listings(&b.graph.listings);
     }
     // An incremental build whose store has not moved since the snapshot
     // reads the states of the dirty nodes and their direct upstream only.
-    let partial = match &b.incremental {
+    let partial = match b.incremental {
         Some(inc) => load_incremental(b, inc)?,
         None => None,
     };
@@ -80,7 +106,6 @@ pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, Sto
     let own_at_load = b.store.own_generation();
     let incremental = b
         .incremental
-        .as_ref()
         .filter(|inc| generation == Some(inc.generation));
     let mut fresh_only = HashSet::new();
     let mut snapshot = SnapshotPlan {
@@ -120,7 +145,7 @@ pub(super) fn start(b: &Builder<'_>, selection: &[NodeIdx]) -> Result<Start, Sto
 
 /// Judges every selected node once up front (in parallel): the ones fresh now.
 fn plan_up_front(
-    b: &Builder<'_>,
+    b: &Ctx<'_>,
     selection: &[NodeIdx],
     states: &HashMap<String, NodeState>,
 ) -> HashMap<NodeIdx, ContentHash> {
@@ -134,9 +159,7 @@ fn plan_up_front(
         Ok(p) => p
             .into_iter()
             .filter_map(|(i, e)| match e.verdict {
-                Verdict::Fresh(run) if !b.options.force.contains(&i) => {
-                    Some((i, run.manifest_hash()))
-                }
+                Verdict::Fresh(run) if !b.force.contains(&i) => Some((i, run.manifest_hash())),
                 _ => None,
             })
             .collect(),
@@ -153,7 +176,7 @@ fn plan_up_front(
 /// written too recently to vouch for goes in as "untrusted", so the next
 /// command judges its nodes again instead of planning in full.
 fn after_full(
-    b: &Builder<'_>,
+    b: &Ctx<'_>,
     selection: &[NodeIdx],
     fresh: &HashMap<NodeIdx, ContentHash>,
     generation: Option<i64>,
@@ -194,8 +217,8 @@ fn after_full(
 /// The states an incremental build judges with (the dirty nodes' and their
 /// direct upstream's) and the change counter, read in one transaction; None
 /// when the store moved since the snapshot.
-fn load_incremental(b: &Builder<'_>, inc: &Incremental) -> Result<Option<Loaded>, StoreError> {
-    load_reached(b.graph, &b.root, &b.store, inc)
+fn load_incremental(b: &Ctx<'_>, inc: &Incremental) -> Result<Option<Loaded>, StoreError> {
+    load_reached(b.graph, b.root, b.store, inc)
 }
 
 /// [`load_incremental`] for any reader of the store.
@@ -297,13 +320,15 @@ pub fn judge_reached(
 /// are fresh and the change counter moved by this process's own records
 /// only (so the assumed nodes' records are still the ones the build started
 /// from). The snapshot only saves time, so any error here just skips it.
-pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
-    let b = build.builder();
-    let selection = build.selection();
+pub(super) fn refresh_snapshot(
+    b: &Ctx<'_>,
+    selection: &[NodeIdx],
+    plan: SnapshotPlan,
+    known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
+) {
     let Some(snapshot) = b.noop else { return };
-    let plan = std::mem::take(&mut build.snapshot);
     let inc = match &plan.refresh {
-        Some(Refresh::Incremental) => match &b.incremental {
+        Some(Refresh::Incremental) => match b.incremental {
             Some(inc) => inc,
             None => return,
         },
@@ -342,17 +367,12 @@ pub(super) fn refresh_snapshot(build: &mut Build<'_, '_>) {
         return;
     }
     let ev = Evaluator {
-        root: &b.root,
-        store: Some(&b.store),
+        root: b.root,
+        store: Some(b.store),
         states: &states,
         env: b.env,
     };
-    let done = &build.done;
-    let known = |d: NodeIdx| match done.get(&d) {
-        Some(Done::Ok(manifest)) => Some(*manifest),
-        _ => None,
-    };
-    let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, &known) else {
+    let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, known) else {
         return;
     };
     let _ = b.store.flush_stat_cache();

@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::executor::{Executor, Interrupt};
-use super::failure::{FailureKind, NodeFailure};
+use super::failure::{settle, FailureKind, NodeFailure};
 use super::recorder::Recorder;
 use super::run::{self, Job};
 use crate::gpu::GpuId;
 use crate::graph::NodeIdx;
 use crate::hash::ContentHash;
-use crate::store::{AttemptId, AttemptStatus, NewRun, RawJson, RunRecord, Store, StoreError};
+use crate::store::{AttemptId, NewRun, RawJson, RunRecord, Store, StoreError};
 use crate::tasks::{TaskSpec, UpstreamNode};
 
 /// How often a node waiting for another process's key lock tries again.
@@ -413,21 +413,6 @@ impl JobCtx {
             .materialize_files(&staged.run, &self.dest)
             .map_err(fail)?;
         Ok((staged, materialized))
-    }
-}
-
-/// Records how `attempt` ended: failed, or interrupted for a failure that
-/// may go away by itself. A failure to record it is added to the failure.
-pub(crate) fn settle(store: &Store, attempt: AttemptId, failure: NodeFailure) -> NodeFailure {
-    let status = if failure.kind.is_transient() {
-        AttemptStatus::Interrupted
-    } else {
-        AttemptStatus::Failed
-    };
-    let detail = RawJson(serde_json::to_string(&failure).unwrap_or_default());
-    match store.end_attempt(attempt, status, Some(&failure.message), Some(&detail)) {
-        Ok(()) => failure,
-        Err(e) => failure.also(&e),
     }
 }
 

@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::plan::EnvProbe;
+use crate::codec::take;
 use crate::graph::Graph;
-use crate::pipeline::Override;
-use crate::store::{take, FileFacts, Store};
+use crate::store::{FileFacts, Store};
 
 const MAGIC: &[u8; 8] = b"VGNOOP03";
 
@@ -46,18 +46,22 @@ const MAGIC: &[u8; 8] = b"VGNOOP03";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token([u8; 32]);
 
-/// Hashes what the graph comes from: vitgraph's version and executable, the
-/// pipeline files, the overrides. None when a pipeline file cannot be read
-/// (the full load then reports it).
-pub fn token(root: &Path, overrides: &[Override]) -> Option<Token> {
-    token_for(&std::env::current_exe().ok()?, root, overrides)
+/// What a workspace's graph is made from, as the layer that reads pipeline
+/// files hashes it: vitgraph's version and executable, the pipeline files,
+/// the `-p` overrides (the command line hands it in; the engine never reads
+/// pipelines itself).
+pub trait Sources {
+    /// Feeds them into `h`; None when a pipeline file cannot be read (the
+    /// full load then reports it).
+    fn hash_into(&self, h: &mut blake3::Hasher) -> Option<()>;
 }
 
-/// [`token`] as the executable `exe` would compute it.
-fn token_for(exe: &Path, root: &Path, overrides: &[Override]) -> Option<Token> {
+/// Hashes what the graph comes from, and the environment variables that
+/// enter keys. None when a pipeline file cannot be read.
+pub fn token(sources: &dyn Sources) -> Option<Token> {
     let mut h = blake3::Hasher::new();
     h.update(b"vitgraph-noop-token-v1\0");
-    crate::pipeline::cache::hash_sources(&mut h, exe, root, overrides)?;
+    sources.hash_into(&mut h)?;
     // The diagnostic switches enter the keys of the experiments they change.
     for name in crate::tasks::diagnostics::VARS {
         if let Some(v) = std::env::var_os(name) {
@@ -147,9 +151,9 @@ pub struct NoopSnapshot {
 impl NoopSnapshot {
     /// The snapshot of a command over the whole workspace; None when a
     /// pipeline file cannot be read (the full load then reports it).
-    pub fn for_workspace(root: &Path, overrides: &[Override]) -> Option<NoopSnapshot> {
+    pub fn for_workspace(sources: &dyn Sources) -> Option<NoopSnapshot> {
         Some(NoopSnapshot {
-            token: token(root, overrides)?,
+            token: token(sources)?,
             captured: Mutex::new(None),
         })
     }
@@ -176,8 +180,7 @@ impl NoopSnapshot {
     pub fn write_captured(
         &self,
         store: &Store,
-        root: &Path,
-        overrides: &[Override],
+        sources: &dyn Sources,
         graph: &Graph,
         env: &dyn EnvProbe,
     ) {
@@ -187,7 +190,7 @@ impl NoopSnapshot {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some((generation, files, scope)) = captured {
-            if token(root, overrides) == Some(self.token) {
+            if token(sources) == Some(self.token) {
                 write(store, self.token, generation, &files, graph, &scope, env);
             }
         }
@@ -456,56 +459,6 @@ fn get_str(b: &mut &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn over(key: &str, value: &str) -> Override {
-        Override {
-            key: key.into(),
-            value: value.into(),
-        }
-    }
-
-    #[test]
-    fn the_token_follows_the_executable_the_pipelines_and_the_overrides() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs::create_dir_all(root.join("pipelines/sub")).unwrap();
-        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: {})").unwrap();
-        let exe = root.join("vitgraph-exe");
-        fs::write(&exe, "build 1").unwrap();
-        let t = |overrides: &[Override]| token_for(&exe, root, overrides).unwrap();
-        let base = t(&[]);
-        assert_eq!(base, t(&[]), "stable");
-
-        // The executable: replaced by another file, or rewritten in place.
-        let other = root.join("other-exe");
-        fs::write(&other, "build 1").unwrap();
-        assert_ne!(token_for(&other, root, &[]).unwrap(), base);
-        fs::write(&exe, "build 2").unwrap();
-        let rebuilt = t(&[]);
-        assert_ne!(rebuilt, base);
-
-        // Pipeline files: edited, added in a subfolder, renamed. Other files do not count.
-        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: { })").unwrap();
-        let edited = t(&[]);
-        assert_ne!(edited, rebuilt);
-        fs::write(root.join("pipelines/notes.txt"), "not a pipeline").unwrap();
-        assert_eq!(t(&[]), edited);
-        fs::write(root.join("pipelines/sub/b.ron"), "Pipeline(stages: {})").unwrap();
-        let added = t(&[]);
-        assert_ne!(added, edited);
-        fs::rename(
-            root.join("pipelines/sub/b.ron"),
-            root.join("pipelines/sub/c.ron"),
-        )
-        .unwrap();
-        assert_ne!(t(&[]), added);
-
-        // Overrides: present, different, split differently.
-        let now = t(&[]);
-        assert_ne!(t(&[over("res", "224")]), now);
-        assert_ne!(t(&[over("res", "224")]), t(&[over("res", "512")]));
-        assert_ne!(t(&[over("ab", "c")]), t(&[over("a", "bc")]));
-    }
 
     #[test]
     fn a_damaged_or_foreign_snapshot_is_ignored() {

@@ -86,7 +86,7 @@ impl Recorder {
                         Err(e) => {
                             let failure = NodeFailure::store(&e);
                             for (attempt, reply) in attempts.into_iter().zip(replies) {
-                                let f = super::job::settle(&store, attempt, failure.clone());
+                                let f = super::failure::settle(&store, attempt, failure.clone());
                                 let _ = reply.send(Err(f));
                             }
                         }

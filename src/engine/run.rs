@@ -189,7 +189,7 @@ pub fn launch(job: &Job) -> Result<Launch, NodeFailure> {
                 &serde_json::to_vec_pretty(&body).unwrap_or_default(),
             )
             .map_err(|e| start(format!("cannot write `{}`: {e}", job_file.display())))?;
-            let exe = crate::tasks::torch_exe::executable_for(builtin)
+            let exe = crate::tasks::executable_for(builtin)
                 .map_err(|e| start(format!("cannot find the vitgraph executable: {e}")))?;
             let mut argv: Vec<OsString> = crate::tasks::wrapper(builtin, &job.staging)
                 .map_err(|e| start(e.to_string()))?

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use super::events::{Event, Reporter};
 use super::executor::{Executor, Interrupt};
 use super::failure::{FailureKind, NodeFailure};
+pub use super::incremental::Incremental;
 use super::job::{JobCtx, Progress, Ran};
 use super::plan::{EnvProbe, Evaluator, Reason, ReasonKind, Verdict};
 use super::recorder::Recorder;
@@ -83,21 +84,6 @@ pub struct Cluster {
     pub live: HashMap<String, crate::store::LiveJob>,
 }
 
-/// What an incremental build starts from (see `noop::Snapshot::Changed`):
-/// while the store is still at the snapshot's `generation`, every node of
-/// its `scope` outside `dirty` is fresh with its latest successful run, so
-/// only `dirty` is judged. After a successful build the dirty nodes are
-/// judged again and the snapshot's `facts` updated with what they saw, for
-/// the next no-op — when `dirty` holds every node of the scope the change
-/// reached (`complete`: none of them left out by a build's targets).
-pub struct Incremental {
-    pub dirty: HashSet<NodeIdx>,
-    pub generation: i64,
-    pub facts: crate::store::FileFacts,
-    pub scope: super::noop::Scope,
-    pub complete: bool,
-}
-
 /// How a node ended in this build. (Kept unboxed: most nodes of a build end
 /// `Ok`, and a box each would only add an allocation per node.)
 #[allow(clippy::large_enum_variant)]
@@ -136,6 +122,19 @@ struct Counts {
 }
 
 impl<'a> Builder<'a> {
+    /// What the build's start and end (`incremental`) read of it.
+    fn ctx(&self) -> super::incremental::Ctx<'_> {
+        super::incremental::Ctx {
+            graph: self.graph,
+            root: &self.root,
+            store: &self.store,
+            env: self.env,
+            noop: self.noop,
+            incremental: self.incremental.as_ref(),
+            force: &self.options.force,
+        }
+    }
+
     /// Builds `selection` (topologically ordered, closed under dependencies).
     pub async fn build(&self, selection: &[NodeIdx], reporter: &mut dyn Reporter) -> BuildStatus {
         let t0 = Instant::now();
@@ -172,7 +171,7 @@ pub(super) struct Build<'b, 'a> {
     dependents: Vec<Vec<NodeIdx>>,
     /// Upstream nodes not yet done, per node.
     remaining: HashMap<NodeIdx, usize>,
-    pub(super) done: HashMap<NodeIdx, Done>,
+    done: HashMap<NodeIdx, Done>,
     ready: VecDeque<NodeIdx>,
     queue: VecDeque<Pending>,
     slots: Slots,
@@ -197,7 +196,7 @@ pub(super) struct Build<'b, 'a> {
     rx: mpsc::UnboundedReceiver<Progress>,
     recorder: Recorder,
     /// The snapshot work left for the end (see `incremental`).
-    pub(super) snapshot: super::incremental::SnapshotPlan,
+    snapshot: super::incremental::SnapshotPlan,
 }
 
 impl<'b, 'a> Build<'b, 'a> {
@@ -206,7 +205,7 @@ impl<'b, 'a> Build<'b, 'a> {
         b: &'b Builder<'a>,
         selection: &'b [NodeIdx],
     ) -> Result<Build<'b, 'a>, crate::store::StoreError> {
-        let start = super::incremental::start(b, selection)?;
+        let start = super::incremental::start(&b.ctx(), selection)?;
         let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
         let remaining: HashMap<NodeIdx, usize> = selection
             .iter()
@@ -878,7 +877,13 @@ impl<'b, 'a> Build<'b, 'a> {
         let _ = self.b.store.flush_stat_cache();
         let c = &self.counts;
         if !self.interrupted && c.failed == 0 && c.skipped == 0 {
-            super::incremental::refresh_snapshot(&mut self);
+            let plan = std::mem::take(&mut self.snapshot);
+            let done = &self.done;
+            let known = |d: NodeIdx| match done.get(&d) {
+                Some(Done::Ok(manifest)) => Some(*manifest),
+                _ => None,
+            };
+            super::incremental::refresh_snapshot(&self.b.ctx(), self.selection, plan, &known);
         }
         let c = &self.counts;
         reporter.event(&Event::Done {
@@ -896,13 +901,5 @@ impl<'b, 'a> Build<'b, 'a> {
         } else {
             BuildStatus::Success
         }
-    }
-
-    pub(super) fn builder(&self) -> &'b Builder<'a> {
-        self.b
-    }
-
-    pub(super) fn selection(&self) -> &'b [NodeIdx] {
-        self.selection
     }
 }

@@ -6,6 +6,7 @@
 
 mod select;
 
+pub use crate::listing::Listing;
 pub use select::{select, select_named, SelectError};
 
 use std::collections::HashMap;
@@ -140,24 +141,10 @@ pub struct Stage {
     pub pipeline: String,
     pub nodes: Vec<NodeIdx>,
     /// The stage's own SLURM settings (`slurm: (…)`), over the workspace's.
-    pub slurm: crate::slurm::settings::Slurm,
+    pub slurm: crate::config::Slurm,
     /// Where its nodes run under `--executor slurm` (`placement:`); None:
     /// by kind (see `slurm::placement`).
-    pub placement: Option<crate::slurm::settings::Placement>,
-}
-
-/// A folder a `files:` stage listed, with the stat it had just before (so
-/// the no-op snapshot can tell that no file came or went).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listing {
-    /// Relative to the workspace root (`.` for the root).
-    pub rel: String,
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-    pub inode: u64,
-    /// When the stat was taken.
-    pub at_ns: i64,
+    pub placement: Option<crate::config::Placement>,
 }
 
 #[cfg(test)]

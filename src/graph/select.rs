@@ -94,7 +94,7 @@ fn resolve_one(graph: &Graph, target: &str) -> Result<Vec<NodeIdx>, SelectError>
         .iter()
         .map(|s| s.name.as_str())
         .chain(graph.stages.iter().map(|s| s.pipeline.as_str()));
-    let help = match crate::pipeline::did_you_mean(target, candidates) {
+    let help = match crate::suggest::did_you_mean(target, candidates) {
         Some(s) => format!("did you mean `{s}`? `vitgraph ls` lists every stage and node"),
         None => "`vitgraph ls` lists every stage and node".to_string(),
     };

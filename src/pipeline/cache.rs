@@ -135,7 +135,7 @@ fn unchanged(root: &Path, l: &Listing) -> bool {
     let Ok(m) = fs::metadata(root.join(&l.rel)) else {
         return false;
     };
-    let now = super::files::listing_stat(&m, 0);
+    let now = Listing::of(&m, 0);
     m.is_dir()
         && (now.size, now.mtime_ns, now.ctime_ns, now.inode)
             == (l.size, l.mtime_ns, l.ctime_ns, l.inode)
@@ -426,7 +426,7 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        crate::store::take(&mut self.0, n)
+        crate::codec::take(&mut self.0, n)
     }
 
     fn u64(&mut self) -> Option<u64> {
@@ -485,6 +485,63 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn over(key: &str, value: &str) -> Override {
+        Override {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    /// What the no-op snapshot's token and the graph cache's key hash.
+    fn sources(exe: &Path, root: &Path, overrides: &[Override]) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        hash_sources(&mut h, exe, root, overrides).unwrap();
+        *h.finalize().as_bytes()
+    }
+
+    #[test]
+    fn the_sources_hash_follows_the_executable_the_pipelines_and_the_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("pipelines/sub")).unwrap();
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: {})").unwrap();
+        let exe = root.join("vitgraph-exe");
+        fs::write(&exe, "build 1").unwrap();
+        let t = |overrides: &[Override]| sources(&exe, root, overrides);
+        let base = t(&[]);
+        assert_eq!(base, t(&[]), "stable");
+
+        // The executable: replaced by another file, or rewritten in place.
+        let other = root.join("other-exe");
+        fs::write(&other, "build 1").unwrap();
+        assert_ne!(sources(&other, root, &[]), base);
+        fs::write(&exe, "build 2").unwrap();
+        let rebuilt = t(&[]);
+        assert_ne!(rebuilt, base);
+
+        // Pipeline files: edited, added in a subfolder, renamed. Other files do not count.
+        fs::write(root.join("pipelines/a.ron"), "Pipeline(stages: { })").unwrap();
+        let edited = t(&[]);
+        assert_ne!(edited, rebuilt);
+        fs::write(root.join("pipelines/notes.txt"), "not a pipeline").unwrap();
+        assert_eq!(t(&[]), edited);
+        fs::write(root.join("pipelines/sub/b.ron"), "Pipeline(stages: {})").unwrap();
+        let added = t(&[]);
+        assert_ne!(added, edited);
+        fs::rename(
+            root.join("pipelines/sub/b.ron"),
+            root.join("pipelines/sub/c.ron"),
+        )
+        .unwrap();
+        assert_ne!(t(&[]), added);
+
+        // Overrides: present, different, split differently.
+        let now = t(&[]);
+        assert_ne!(t(&[over("res", "224")]), now);
+        assert_ne!(t(&[over("res", "224")]), t(&[over("res", "512")]));
+        assert_ne!(t(&[over("ab", "c")]), t(&[over("a", "bc")]));
+    }
 
     /// Every pipeline of the repository (every task kind, matrices, needs,
     /// for_each, SLURM settings) reads back from the cache as it was expanded.

@@ -36,6 +36,44 @@ impl Sources {
         format!("{}:{line}:{col}", self.name(span.src))
     }
 
+    /// A deserialization error, with its place, and where a param-sourced
+    /// value came from.
+    pub(super) fn de_error(&self, e: super::de::DeError) -> PipelineError {
+        let span = e.span.unwrap_or_default();
+        let label = if e.message.starts_with("unknown field") {
+            "unknown field".to_string()
+        } else if e.message.starts_with("missing field") {
+            "in this value".to_string()
+        } else {
+            "here".to_string()
+        };
+        let mut err = self.error(e.message.clone(), span, label);
+        let mut help = e.help.clone();
+        if let Some((param, at)) = &e.origin {
+            let from = format!(
+                "the value comes from param `{param}`, set at {}",
+                self.location(*at)
+            );
+            help = Some(match help {
+                Some(h) => format!("{h}; {from}"),
+                None => from,
+            });
+            if at.src == span.src {
+                err = err.with_label(*at, format!("value of `{param}`"));
+            } else {
+                err = err.with_related(self.error(
+                    format!("param `{param}` is set here"),
+                    *at,
+                    "this value",
+                ));
+            }
+        }
+        match help {
+            Some(h) => err.with_help(h),
+            None => err,
+        }
+    }
+
     /// An error at `span`, labelled `label`.
     pub fn error(
         &self,

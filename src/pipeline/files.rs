@@ -539,7 +539,7 @@ impl Walker<'_> {
                 } else {
                     dir.to_string()
                 },
-                ..listing_stat(&meta, at_ns)
+                ..Listing::of(&meta, at_ns)
             });
         }
         let mut entries = Vec::new();
@@ -708,17 +708,6 @@ fn node_of(v: Value, span: Span) -> Node {
 }
 
 /// A folder's stat as a listing records it (`rel` left empty), taken at `at_ns`.
-pub(super) fn listing_stat(meta: &fs::Metadata, at_ns: i64) -> Listing {
-    Listing {
-        rel: String::new(),
-        size: meta.size(),
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        inode: meta.ino(),
-        at_ns,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1033,7 +1033,7 @@ const PARALLEL_EXPANSION: usize = 256;
 
 /// A stage's task read with `scope`, and checked.
 fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSpec, PipelineError> {
-    let t: TaskSpec = de::from_node(&s.task, scope).map_err(|e| de_error(sources, e))?;
+    let t: TaskSpec = de::from_node(&s.task, scope).map_err(|e| sources.de_error(e))?;
     t.validate().map_err(|msg| {
         sources
             .error(msg.message, s.task.span, "in this task")
@@ -1047,23 +1047,17 @@ fn cluster_of(
     sources: &Sources,
     s: &StageDecl,
     scope: &Scope<'_>,
-) -> Result<
-    (
-        crate::slurm::settings::Slurm,
-        Option<crate::slurm::settings::Placement>,
-    ),
-    PipelineError,
-> {
+) -> Result<(crate::config::Slurm, Option<crate::config::Placement>), PipelineError> {
     let slurm = match &s.slurm {
         Some(node) => {
-            let slurm = de::from_node(node, scope).map_err(|e| de_error(sources, e))?;
+            let slurm = de::from_node(node, scope).map_err(|e| sources.de_error(e))?;
             super::settings::check_slurm(sources, &slurm, node)?;
             slurm
         }
         None => Default::default(),
     };
     let placement = match &s.placement {
-        Some(node) => Some(de::from_node(node, scope).map_err(|e| de_error(sources, e))?),
+        Some(node) => Some(de::from_node(node, scope).map_err(|e| sources.de_error(e))?),
         None => None,
     };
     Ok((slurm, placement))
@@ -1127,42 +1121,6 @@ pub fn node_id(stage: &str, params: &[(String, crate::value::Value)]) -> String 
         .collect::<Vec<_>>()
         .join(",");
     format!("{stage}[{inner}]")
-}
-
-pub(super) fn de_error(sources: &Sources, e: de::DeError) -> PipelineError {
-    let span = e.span.unwrap_or_default();
-    let label = if e.message.starts_with("unknown field") {
-        "unknown field".to_string()
-    } else if e.message.starts_with("missing field") {
-        "in this value".to_string()
-    } else {
-        "here".to_string()
-    };
-    let mut err = sources.error(e.message.clone(), span, label);
-    let mut help = e.help.clone();
-    if let Some((param, at)) = &e.origin {
-        let from = format!(
-            "the value comes from param `{param}`, set at {}",
-            sources.location(*at)
-        );
-        help = Some(match help {
-            Some(h) => format!("{h}; {from}"),
-            None => from,
-        });
-        if at.src == span.src {
-            err = err.with_label(*at, format!("value of `{param}`"));
-        } else {
-            err = err.with_related(sources.error(
-                format!("param `{param}` is set here"),
-                *at,
-                "this value",
-            ));
-        }
-    }
-    match help {
-        Some(h) => err.with_help(h),
-        None => err,
-    }
 }
 
 #[cfg(test)]

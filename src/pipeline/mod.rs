@@ -22,18 +22,7 @@ pub use settings::{load_settings, FILE as SETTINGS_FILE};
 use crate::value::Value;
 use syntax::{Kind, Node};
 
-/// The closest candidate to `name` by edit distance, if it is close enough to be a typo.
-pub fn did_you_mean<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3) && *d < name.len().max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
+pub use crate::suggest::did_you_mean;
 
 /// The plain value of a spanned node, if it is a scalar or a list of them.
 pub fn value_of(node: &Node) -> Option<Value> {

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::de::{self, Scope};
 use super::error::{PipelineError, Sources};
 use super::syntax::{self, Kind, Node};
-use crate::slurm::settings::{Slurm, WorkspaceFile};
+use crate::config::{Slurm, WorkspaceFile};
 
 /// The settings file's name, in the workspace root.
 pub const FILE: &str = "vitgraph.ron";
@@ -54,8 +54,7 @@ pub fn load_settings(root: &Path) -> Result<WorkspaceFile, PipelineError> {
         params: &[],
         needs: &[],
     };
-    let file: WorkspaceFile =
-        de::from_node(&tree, &scope).map_err(|e| super::load::de_error(&sources, e))?;
+    let file: WorkspaceFile = de::from_node(&tree, &scope).map_err(|e| sources.de_error(e))?;
     let slurm_node = field(&tree, "slurm");
     check_slurm(&sources, &file.slurm, slurm_node.unwrap_or(&tree))?;
     Ok(file)

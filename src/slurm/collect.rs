@@ -49,7 +49,7 @@ pub fn collect_finished(store: &Store, live: &[LiveJob]) -> Result<Collected, St
         } else {
             failure
         };
-        crate::engine::job::settle(store, job.attempt, failure);
+        crate::engine::failure::settle(store, job.attempt, failure);
         out.failed.push(job.node_id.clone());
     }
     Ok(out)

@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, Notify};
 use super::classify::{classify, Vanished};
 use super::cmd::{self, Calls};
 use super::job::{read_outcome, JOB_FILE};
-use super::settings::{GpuRequest, Slurm, DEFAULT_MAX_SUBMIT_PER_S, DEFAULT_POLL_S};
+use crate::config::{GpuRequest, Slurm, DEFAULT_MAX_SUBMIT_PER_S, DEFAULT_POLL_S};
 use crate::engine::executor::{Executor, Finished, RunFuture};
 use crate::engine::failure::{FailureKind, NodeFailure};
 use crate::engine::run::Job;

@@ -81,7 +81,7 @@ pub fn run(manifest: &Path) -> Result<i32, String> {
         array_job_id: env("SLURM_ARRAY_JOB_ID"),
         array_task_id: env("SLURM_ARRAY_TASK_ID"),
         restart_count: env("SLURM_RESTART_COUNT"),
-        host: crate::tasks::env::hostname(),
+        host: crate::host::env::hostname(),
         cuda_visible_devices: env("CUDA_VISIBLE_DEVICES"),
         slurm_job_gpus: env("SLURM_JOB_GPUS"),
         started_at_ms: now_ms(),

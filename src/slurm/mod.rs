@@ -1,7 +1,8 @@
 //! Running nodes as SLURM jobs (`vitgraph build --executor slurm`).
 //!
-//! - [`settings`]: `vitgraph.ron`'s `Slurm(…)`, a stage's `slurm:` and
-//!   `placement:`, merged with the command line's flags;
+//! - [`stage_settings`]: the settings (`crate::config`: `vitgraph.ron`'s
+//!   `Slurm(…)`, a stage's `slurm:` and `placement:`) merged with the
+//!   command line's flags;
 //! - [`executor`]: submits job arrays, follows them, cancels them;
 //! - [`job`]: the compute node's side (`vitgraph slurm-job`), which writes
 //!   only files: the outputs and a result record;
@@ -17,13 +18,12 @@ pub mod collect;
 pub mod executor;
 pub mod job;
 pub mod probe;
-pub mod settings;
 
 use std::collections::HashMap;
 
+use crate::config::{Placement, Slurm};
 use crate::graph::Graph;
 use crate::tasks::TaskSpec;
-use settings::{Placement, Slurm};
 
 /// Where each node of `graph` runs under `--executor slurm` (true: as a
 /// job): as its stage's `placement:` says, else by kind — the analysis

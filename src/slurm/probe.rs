@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::cmd::{self, Calls};
-use super::settings::{GpuRequest, Slurm};
+use crate::config::{GpuRequest, Slurm};
 use crate::engine::plan::EnvProbe;
 use crate::graph::{Graph, Node};
 use crate::store::{EnvProbeRecord, RawJson, Store, StoreError};

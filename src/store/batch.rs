@@ -28,7 +28,7 @@ use super::error::{IoContext, StoreError};
 use super::fileio::remove_tree;
 use super::fileio::{now_ns, Stat};
 use super::lock::StoreLock;
-use super::objects::declared_files;
+use super::objects::{declared_files, Materialized};
 use super::open::Store;
 use super::owner::{Liveness, Owner};
 use super::record::{
@@ -57,18 +57,6 @@ struct StagedNote {
     run: RunRecord,
     replace: bool,
     adopt: bool,
-}
-
-/// Stats of materialized files, recorded with the batch so `check_outputs` need not hash them.
-pub struct Materialized {
-    stats: Vec<(String, Entry)>,
-}
-
-impl Materialized {
-    /// Nothing materialized (a run recorded without copying it to `out/`).
-    pub(super) fn none() -> Materialized {
-        Materialized { stats: Vec::new() }
-    }
 }
 
 impl StagedRun {

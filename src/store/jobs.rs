@@ -78,7 +78,7 @@ impl Store {
         let me = format!(
             "pid {} on `{}`",
             std::process::id(),
-            crate::tasks::env::hostname()
+            crate::host::env::hostname()
         );
         let written = file
             .set_len(0)

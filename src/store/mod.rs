@@ -21,6 +21,7 @@ mod history;
 mod jobs;
 mod lock;
 mod maintenance;
+mod memo;
 mod objects;
 mod observe;
 mod open;
@@ -35,15 +36,15 @@ mod stat_cache;
 mod test_support;
 
 pub use crate::hash::ContentHash;
-pub use batch::{Materialized, StagedRun};
+pub use batch::StagedRun;
 pub use error::StoreError;
 pub(crate) use fileio::now_ns;
 pub use groups::TaskGroups;
 pub use history::{BuildSummary, TimelineEntry};
 pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub use lock::KeyLock;
-pub(crate) use observe::take;
-pub use observe::FileFacts;
+pub use memo::FileFacts;
+pub use objects::Materialized;
 pub use open::Store;
 pub use record::{
     manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,

@@ -25,10 +25,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::error::{IoContext, StoreError};
 
-use super::batch::Materialized;
 use super::fileio::{clone_or_copy, make_read_only, now_ns, remove_tree, LARGE_FILE};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, RunRecord};
+use super::stat_cache::Entry;
 use crate::hash::ContentHash;
 
 impl Store {
@@ -256,6 +256,18 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(to),
             Err(e) => Err(StoreError::io("set aside the damaged object", object, e)),
         }
+    }
+}
+
+/// Stats of materialized files, recorded with the batch so `check_outputs` need not hash them.
+pub struct Materialized {
+    pub(super) stats: Vec<(String, Entry)>,
+}
+
+impl Materialized {
+    /// Nothing materialized (a run recorded without copying it to `out/`).
+    pub(super) fn none() -> Materialized {
+        Materialized { stats: Vec::new() }
     }
 }
 

@@ -23,42 +23,10 @@ use rusqlite::OptionalExtension;
 
 use super::error::StoreError;
 use super::fileio::Stat;
+use super::memo::FileFacts;
+pub(crate) use super::memo::{Observations, Observed, Probe};
 use super::open::Store;
 use super::record::NodeState;
-
-/// How a path was looked at: inputs follow symbolic links (`hash_file`),
-/// outputs do not (`check_outputs`); either way it had to be a regular file.
-/// A folder a `files:` stage listed is followed and must be a folder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Probe {
-    Follow = 0,
-    NoFollow = 1,
-    Dir = 2,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Observed {
-    pub rel: String,
-    pub probe: Probe,
-    /// None: the file did not exist.
-    pub stat: Option<Stat>,
-    /// When the stat was taken.
-    pub at_ns: i64,
-}
-
-#[derive(Default)]
-pub(crate) struct Observations {
-    on: bool,
-    /// Something was judged that a stat cannot vouch for (a directory input).
-    unusable: bool,
-    files: Vec<Observed>,
-}
-
-/// The settled stats a plan relied on, by path relative to the workspace root.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileFacts {
-    entries: Vec<(String, Probe, Option<Stat>)>,
-}
 
 impl Store {
     /// Starts noting the files `hash_file` and `check_outputs` judge (forgets
@@ -78,7 +46,7 @@ impl Store {
 
     /// Notes the folders the graph's `files:` stages listed, with the stats
     /// they had before they were read.
-    pub fn note_listings(&self, listings: &[crate::graph::Listing]) {
+    pub fn note_listings(&self, listings: &[crate::listing::Listing]) {
         for l in listings {
             let stat = Stat {
                 size: l.size,
@@ -419,15 +387,7 @@ impl<'r> Dirs<'r> {
     }
 }
 
-/// The next `n` bytes of `bytes`, advancing it; None when fewer are left.
-pub(crate) fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if bytes.len() < n {
-        return None;
-    }
-    let (head, tail) = bytes.split_at(n);
-    *bytes = tail;
-    Some(head)
-}
+use crate::codec::take;
 
 #[cfg(test)]
 mod tests {

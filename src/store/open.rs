@@ -11,10 +11,10 @@ use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
-use super::observe::Observations;
+use super::memo::Observations;
+use super::memo::StatCache;
 use super::owner::{Liveness, Owner};
 use super::schema;
-use super::stat_cache::StatCache;
 
 /// Tells backup and archiving tools that `cache/` can be skipped.
 const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\

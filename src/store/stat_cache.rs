@@ -24,7 +24,8 @@ use rusqlite::{params, TransactionBehavior};
 
 use super::error::StoreError;
 use super::fileio::{hash_contents, now_ns, Stat};
-use super::observe::Probe;
+use super::memo::Probe;
+pub(crate) use super::memo::{Entry, StatCache};
 use super::open::Store;
 use super::record::{OutputCheck, RunRecord};
 use super::runs::point_node_at;
@@ -53,31 +54,6 @@ impl PartialEq for InputStamp {
 fn stamp_of(meta: &fs::Metadata) -> (Stat, u64) {
     use std::os::unix::fs::MetadataExt;
     (Stat::of(meta), meta.nlink())
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry {
-    pub stat: Stat,
-    pub hash: ContentHash,
-    pub recorded_ns: i64,
-}
-
-#[derive(Default)]
-pub(crate) struct StatCache {
-    loaded: bool,
-    entries: HashMap<String, Entry>,
-    /// Learned since the last flush.
-    dirty: HashMap<String, Entry>,
-}
-
-impl StatCache {
-    pub(super) fn entries_keys(&self) -> impl Iterator<Item = &String> {
-        self.entries.keys()
-    }
-
-    pub(super) fn entries(&self) -> impl Iterator<Item = (&String, &Entry)> {
-        self.entries.iter()
-    }
 }
 
 impl Store {

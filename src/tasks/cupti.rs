@@ -491,7 +491,7 @@ impl Activity {
 /// (CUDA device id, name, UUID) of the GPUs this process sees, from the
 /// environment probe.
 fn visible_gpus() -> Vec<(u32, String, String)> {
-    let env = super::env::probe();
+    let env = crate::host::env::probe();
     let gpus = env.record["gpus"].as_array().cloned().unwrap_or_default();
     gpus.iter()
         .enumerate()

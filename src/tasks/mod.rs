@@ -17,14 +17,12 @@ mod cupti_calls;
 #[cfg(feature = "torch")]
 pub mod cupti_sqlite;
 pub mod diagnostics;
-pub mod env;
 pub mod error;
 pub mod export;
 pub mod hygiene;
 pub mod nvtx;
 pub mod opbench;
 pub mod report;
-pub mod torch_exe;
 pub mod vit;
 
 pub use error::TaskError;
@@ -265,4 +263,21 @@ fn check_output_name(out: &str) -> Result<(), Invalid> {
         });
     }
     Ok(())
+}
+
+/// Whether the task needs libtorch to run.
+pub fn needs_torch(spec: &TaskSpec) -> bool {
+    matches!(spec, TaskSpec::Vit(_) | TaskSpec::OpBench(_))
+}
+
+/// The executable that runs `spec` as `exec-task`: `vitgraph-torch` for
+/// libtorch tasks when this build lacks libtorch and one is found, this
+/// executable otherwise (which then fails the task saying how to build it).
+pub fn executable_for(spec: &TaskSpec) -> std::io::Result<std::path::PathBuf> {
+    if needs_torch(spec) && !cfg!(feature = "torch") {
+        if let Some(exe) = crate::host::torch_exe::torch_executable() {
+            return Ok(exe);
+        }
+    }
+    std::env::current_exe()
 }

@@ -7,9 +7,10 @@ use super::ops::{self, Workload};
 use super::spec::{Op, OpBenchSpec, SdpaBackend};
 use super::timing::{self, Times};
 use super::Calibration;
+use crate::host::env;
+use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::vit::spec::{Device as SpecDevice, Dtype};
-use crate::tasks::{cuda, env};
 
 fn torch_error(during: &'static str) -> impl Fn(tch::TchError) -> TaskError {
     move |e| TaskError::Torch {

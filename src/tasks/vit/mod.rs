@@ -58,7 +58,8 @@ fn run_config(_config: &VitConfig, _ctx: &TaskContext) -> Result<(), TaskError> 
 
 #[cfg(feature = "torch")]
 fn run_config(config: &VitConfig, ctx: &TaskContext) -> Result<(), TaskError> {
-    use super::{env, nvtx::Nvtx};
+    use super::nvtx::Nvtx;
+    use crate::host::env;
     use crate::tasks::cupti::{Activity, Recorder};
     let before = env::probe();
     // `trace: Cupti` records its own batches after the timed ones (see

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::spec::VitConfig;
 use super::stats::LatencyStats;
-use crate::tasks::env::Env;
+use crate::host::env::Env;
 use crate::tasks::error::TaskError;
 
 /// What one measured run gives back, before summarising.

@@ -22,8 +22,6 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::TaskSpec;
-
 /// Names the libtorch executable explicitly (otherwise: beside `vitgraph`).
 pub const ENV_VAR: &str = "VITGRAPH_TORCH_EXE";
 
@@ -58,23 +56,6 @@ pub fn this_build() -> TorchBuild {
             .unwrap_or("none")
             .into(),
     }
-}
-
-/// Whether the task needs libtorch to run.
-pub fn needs_torch(spec: &TaskSpec) -> bool {
-    matches!(spec, TaskSpec::Vit(_) | TaskSpec::OpBench(_))
-}
-
-/// The executable that runs `spec` as `exec-task`: `vitgraph-torch` for
-/// libtorch tasks when this build lacks libtorch and one is found, this
-/// executable otherwise (which then fails the task saying how to build it).
-pub fn executable_for(spec: &TaskSpec) -> std::io::Result<PathBuf> {
-    if needs_torch(spec) && !cfg!(feature = "torch") {
-        if let Some(exe) = torch_executable() {
-            return Ok(exe);
-        }
-    }
-    std::env::current_exe()
 }
 
 /// The libtorch executable a torch-free build hands its libtorch tasks to.

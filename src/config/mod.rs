@@ -1,0 +1,8 @@
+//! Settings as plain data: what `vitgraph.ron` and a stage's `slurm:` and
+//! `placement:` say ([`cluster`]). The pipeline reads them, the graph
+//! carries them, the SLURM executor and the command line use them; this
+//! module imports none of those.
+
+pub mod cluster;
+
+pub use cluster::*;
