@@ -150,8 +150,8 @@ fn plan_up_front(
     states: &HashMap<String, NodeState>,
 ) -> HashMap<NodeIdx, ContentHash> {
     let ev = Evaluator {
-        root: &b.root,
-        store: Some(&b.store),
+        root: b.root,
+        store: Some(b.store),
         states,
         env: b.env,
     };
