@@ -291,7 +291,7 @@ fn task_results() -> Value {
     )
     .expect("parses");
     let config = spec.resolve().expect("valid");
-    let env = vitgraph::tasks::env::probe();
+    let env = vitgraph::host::env::probe();
     let m = results::Measurement {
         params: formula::params(&config),
         flops_per_image: formula::flops_per_image(&config),
@@ -339,7 +339,7 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
     )
     .expect("parses");
     let config = spec.resolve().expect("valid");
-    let env = vitgraph::tasks::env::probe();
+    let env = vitgraph::host::env::probe();
     for (copy_stream, said) in [(true, "copy_stream"), (false, "compute_stream")] {
         let m = results::Measurement {
             copy_stream,
@@ -371,7 +371,7 @@ fn results_say_whether_a_cuda_graph_was_replayed_and_what_its_capture_cost() {
     .expect("parses");
     let config = spec.resolve().expect("valid");
     assert_eq!(config.graph, Graph::Cuda);
-    let env = vitgraph::tasks::env::probe();
+    let env = vitgraph::host::env::probe();
     let m = results::Measurement {
         cuda_graph: Some(results::CudaGraphUse {
             replayed: true,
