@@ -81,6 +81,7 @@ pub(super) fn cluster<'a>(
         stages,
         detach: args.detach,
         name,
+        ctl: Arc::new(crate::slurm::cmd::Real),
     });
     // Jobs a driver that ended left behind (the lock says none runs now):
     // the finished ones are recorded before planning, the others adopted.

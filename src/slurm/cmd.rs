@@ -22,7 +22,7 @@ pub struct Calls {
 }
 
 impl Calls {
-    fn count(&self, program: &str) {
+    pub fn count(&self, program: &str) {
         let c = match program {
             "sbatch" => &self.sbatch,
             "squeue" => &self.squeue,
@@ -54,7 +54,30 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Runs `program args…`, killing it after `limit`.
+/// How SLURM's commands are run: [`Real`] runs them; the executor's tests
+/// script a cluster behind this.
+pub trait SlurmCtl: Send + Sync {
+    /// Runs `program args…` (`sbatch`, `squeue`, `sacct`, `scancel`,
+    /// `scontrol`), killing it after `limit`.
+    fn run(&self, program: &str, args: &[String], limit: Duration) -> Result<Output, String>;
+    /// Whether `program` can be run at all.
+    fn available(&self, program: &str) -> bool;
+}
+
+/// The SLURM on `PATH`.
+pub struct Real;
+
+impl SlurmCtl for Real {
+    fn run(&self, program: &str, args: &[String], limit: Duration) -> Result<Output, String> {
+        run_process(program, args, limit)
+    }
+
+    fn available(&self, program: &str) -> bool {
+        available(program)
+    }
+}
+
+/// Runs `program args…`, counted in `calls`, killing it after `limit`.
 pub fn run(
     calls: &Calls,
     program: &str,
@@ -62,6 +85,11 @@ pub fn run(
     limit: Duration,
 ) -> Result<Output, String> {
     calls.count(program);
+    run_process(program, args, limit)
+}
+
+/// Runs `program args…`, killing it after `limit`.
+fn run_process(program: &str, args: &[String], limit: Duration) -> Result<Output, String> {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())

@@ -16,8 +16,14 @@ pub mod classify;
 pub mod cmd;
 pub mod collect;
 pub mod executor;
+#[cfg(test)]
+mod fake;
 pub mod job;
 pub mod probe;
+mod submit;
+#[cfg(test)]
+mod tests;
+mod watch;
 
 use std::collections::HashMap;
 
