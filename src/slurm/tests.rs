@@ -114,7 +114,7 @@ impl Bench {
 }
 
 fn failure(r: &Result<Finished, NodeFailure>) -> &NodeFailure {
-    r.as_ref().err().expect("a failure")
+    r.as_ref().expect_err("a failure")
 }
 
 #[tokio::test(start_paused = true)]
