@@ -29,7 +29,7 @@ use super::run::{self, Job};
 use crate::gpu::GpuId;
 use crate::graph::NodeIdx;
 use crate::hash::ContentHash;
-use crate::store::{AttemptId, NewRun, RawJson, RunRecord, Store, StoreError};
+use crate::store::{AttemptId, RawJson, RunRecord, Store};
 use crate::tasks::{TaskSpec, UpstreamNode};
 
 /// How often a node waiting for another process's key lock tries again.
@@ -385,7 +385,8 @@ impl JobCtx {
         duration_ms: i64,
     ) -> Result<(crate::store::StagedRun, crate::store::Materialized), NodeFailure> {
         let outputs = self.task.outputs();
-        let new = NewRun {
+        let finished = super::record::Finished {
+            attempt,
             node_id: &self.node_id,
             stage: &self.stage,
             key: self.key,
@@ -394,25 +395,15 @@ impl JobCtx {
             env: &self.env,
             started_at_ms,
             duration_ms,
-            log: Some(&self.log),
+            staging,
+            log: &self.log,
+            dest: &self.dest,
             replace: self.force,
         };
-        let fail = |e: StoreError| {
+        super::record::stage(&self.store, finished).map_err(|e| {
             let _ = std::fs::remove_dir_all(staging);
-            let kind = match e {
-                StoreError::MissingOutput { .. } | StoreError::OutputNotFile { .. } => {
-                    FailureKind::Outputs
-                }
-                _ => FailureKind::Store,
-            };
-            NodeFailure::new(kind, e.to_string()).with_log(self.log.clone(), "")
-        };
-        let staged = self.store.stage_run(attempt, new, staging).map_err(fail)?;
-        let materialized = self
-            .store
-            .materialize_files(&staged.run, &self.dest)
-            .map_err(fail)?;
-        Ok((staged, materialized))
+            super::record::failure_of(&e).with_log(self.log.clone(), "")
+        })
     }
 }
 

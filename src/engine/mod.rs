@@ -5,6 +5,8 @@
 //! - [`schedule`]: the build as a state machine: judges, starts, finishes and fails nodes, emits [`events::Event`]s;
 //! - [`executor`]: where a node's task runs (local processes; a fake in tests);
 //! - [`job`]: one started node, from its key lock to its record;
+//! - [`record`]: recording a finished run, for every executor; [`recorder`]
+//!   commits them in batches;
 //! - [`slots`]: the machine's CPU and GPU slots;
 //! - [`failure`]: why a node failed, as a value;
 //! - [`env`]: the environment fingerprint seen by keys;
@@ -22,6 +24,7 @@ pub(crate) mod job;
 pub mod key;
 pub mod noop;
 pub mod plan;
+pub mod record;
 pub mod recorder;
 pub mod run;
 pub mod schedule;

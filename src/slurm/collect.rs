@@ -9,7 +9,7 @@ use std::path::Path;
 use super::job::{read_outcome, JOB_FILE};
 use crate::engine::failure::{FailureKind, NodeFailure};
 use crate::engine::run::Job;
-use crate::store::{LiveJob, NewRun, Store, StoreError};
+use crate::store::{LiveJob, Store, StoreError};
 
 /// What [`collect_finished`] recorded.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -78,7 +78,8 @@ fn record_run(
         )));
     };
     let outputs = job.task.outputs();
-    let new = NewRun {
+    let finished = crate::engine::record::Finished {
+        attempt: live.attempt,
         node_id: &live.node_id,
         stage: &job.stage,
         key: record.key,
@@ -87,17 +88,18 @@ fn record_run(
         env: &record.env,
         started_at_ms: live.started_at_ms,
         duration_ms,
-        log: Some(&job.log),
+        staging: &job.staging,
+        log: &job.log,
+        dest: &record.dest,
         replace: record.replace,
     };
-    let staged = match store.stage_run(live.attempt, new, &job.staging) {
+    let (staged, materialized) = match crate::engine::record::stage(store, finished) {
         Ok(s) => s,
-        Err(e @ (StoreError::MissingOutput { .. } | StoreError::OutputNotFile { .. })) => {
-            return Ok(Some(NodeFailure::new(FailureKind::Outputs, e.to_string())))
+        Err(e) if crate::engine::record::is_outputs(&e) => {
+            return Ok(Some(crate::engine::record::failure_of(&e)))
         }
         Err(e) => return Err(e),
     };
-    let materialized = store.materialize_files(&staged.run, &record.dest)?;
     store.commit_batch(vec![(staged, materialized)])?;
     Ok(None)
 }

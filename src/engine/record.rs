@@ -1,0 +1,71 @@
+//! Recording a finished run, one way for every executor: the outputs a task
+//! left in its staging directory are checked, copied into the store and
+//! materialized into `out/`, ready for a group commit. A job the build
+//! waited for (`job`) and a cluster job a driver that ended left behind
+//! (`slurm::collect`) both go through [`stage`].
+
+use std::path::Path;
+
+use super::failure::{FailureKind, NodeFailure};
+use crate::hash::ContentHash;
+use crate::store::{AttemptId, Materialized, NewRun, RawJson, StagedRun, Store, StoreError};
+
+/// A finished attempt whose run is to be recorded.
+pub struct Finished<'a> {
+    pub attempt: AttemptId,
+    pub node_id: &'a str,
+    pub stage: &'a str,
+    pub key: ContentHash,
+    pub key_parts: RawJson,
+    /// The declared outputs, relative to `staging`.
+    pub outputs: &'a [String],
+    pub env: &'a serde_json::Value,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+    pub staging: &'a Path,
+    pub log: &'a Path,
+    /// `out/<stage>/<node>`.
+    pub dest: &'a Path,
+    /// Replace an earlier run of the key (`--force`, a damaged run).
+    pub replace: bool,
+}
+
+/// Stages the run of `f` (outputs copied into the store) and materializes it.
+pub fn stage(store: &Store, f: Finished<'_>) -> Result<(StagedRun, Materialized), StoreError> {
+    let new = NewRun {
+        node_id: f.node_id,
+        stage: f.stage,
+        key: f.key,
+        key_parts: f.key_parts,
+        outputs: f.outputs,
+        env: f.env,
+        started_at_ms: f.started_at_ms,
+        duration_ms: f.duration_ms,
+        log: Some(f.log),
+        replace: f.replace,
+    };
+    let staged = store.stage_run(f.attempt, new, f.staging)?;
+    let materialized = store.materialize_files(&staged.run, f.dest)?;
+    Ok((staged, materialized))
+}
+
+/// The failure a [`stage`] error is: the task's (a declared output missing,
+/// not a file, or a dangling link) or the store's.
+pub fn failure_of(e: &StoreError) -> NodeFailure {
+    let kind = if is_outputs(e) {
+        FailureKind::Outputs
+    } else {
+        FailureKind::Store
+    };
+    NodeFailure::new(kind, e.to_string())
+}
+
+/// Whether the task, not the store, is at fault.
+pub fn is_outputs(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::MissingOutput { .. }
+            | StoreError::OutputNotFile { .. }
+            | StoreError::DanglingOutput { .. }
+    )
+}
