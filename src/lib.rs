@@ -1,14 +1,28 @@
 //! vitgraph: a declarative, content-hashed build graph for GPU inference studies.
 //!
-//! The layers, in the order data flows through them:
+//! The layers, top to bottom: a module imports only modules below it (the
+//! book's "Architecture" chapter; `python3 ../shared/tools/layers.py src`
+//! checks it).
+//!
+//! - [`cli`] parses arguments, wires the layers below for one command, prints,
+//!   and maps errors to exit codes once;
+//! - [`page`] draws the study as one self-contained HTML page (`vitgraph report`);
+//!   [`report`] turns engine events into terminal output or JSON lines;
+//! - [`slurm`] runs nodes as SLURM jobs: an executor of the engine;
 //! - [`pipeline`] reads `pipelines/**/*.ron` into a validated, expanded [`graph::Graph`];
-//! - [`graph`] is plain data: node ids, edges, selection of targets, cycles;
-//! - [`engine`] decides what is fresh or stale (with reasons) and schedules the stale nodes;
+//! - [`engine`] decides what is fresh or stale (with reasons) and schedules the
+//!   stale nodes on executors;
 //! - [`store`] is the only module that touches `cache/` and `cache/state.sqlite`;
 //! - [`tasks`] are the node kinds; a task gets a context and returns an outcome;
-//! - [`report`] turns engine events into terminal output or JSON lines;
-//! - [`page`] draws the study as one self-contained HTML page (`vitgraph report`);
-//! - [`cli`] parses arguments and maps errors to exit codes once.
+//!   [`analysis`] computes a trace's metrics, [`trace`] reads and writes trace files;
+//! - [`graph`] is plain data: node ids, edges, selection of targets;
+//! - [`config`] the workspace's and stages' cluster settings, as plain data;
+//!   [`host`] this machine's environment fingerprint and libtorch executable;
+//! - leaves that everyone may use: [`atomic`] (whole-file writes), [`clock`]
+//!   (time and the racy window), [`codec`], [`exit`] (exit codes), [`gpu`]
+//!   (GPU ids), [`hash`], [`listing`] (a folder's stat), [`logs`] (bounded log
+//!   excerpts), [`suggest`] ("did you mean"), [`tabular`] (Parquet), [`value`],
+//!   [`workspace`] (finding the root).
 
 pub mod analysis;
 pub mod atomic;
