@@ -8,9 +8,10 @@ use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::events::{Event, Reporter};
 use crate::engine::executor::{Interrupt, Local};
-use crate::engine::noop::{self, NoopSnapshot};
+use crate::engine::noop;
 use crate::engine::plan::{plan, EnvProbe, Evaluator, Verdict};
-use crate::engine::schedule::{BuildOptions, BuildStatus, Builder, Incremental};
+use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::engine::session::{Begun, Judgement, Session, Use};
 use crate::exit;
 use crate::gpu::GpuId;
 use crate::pipeline::Override;
@@ -28,64 +29,58 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
             "add `--executor slurm`, or leave them out",
         ));
     }
-    // The no-op path: nothing forced, nothing changed since a plan found
-    // every node fresh (see `engine::noop`); with targets, the pipelines are
-    // loaded first to select them.
-    // (A cluster build judges its hardware nodes with the compute nodes'
-    // facets, not this machine's: it always plans.)
-    let from_snapshot = !args.force && !args.dry_run && !slurm;
-    let whole = from_snapshot && args.targets.is_empty();
-    let env = HostEnv::new();
-    let snapshot = if from_snapshot {
-        NoopSnapshot::for_workspace(&super::PipelineSources::new(&ws.root, overrides))
+    // The no-op snapshot, then incremental judging, then the full plan
+    // (`engine::session`). A forced build, `-n`, and a cluster build (its
+    // hardware nodes are keyed with the compute nodes' facets) plan in full.
+    let usage = if args.force || args.dry_run || slurm {
+        Use::Never
     } else {
-        None
+        Use::Build
     };
+    let env = HostEnv::new();
+    let sources = super::PipelineSources::new(&ws.root, overrides);
     let started = std::time::Instant::now();
-    let mut opened = None;
-    let mut held = None;
-    // Nothing is opened or created unless a snapshot exists.
-    if let (Some(snapshot), true) = (&snapshot, NoopSnapshot::exists(&ws.root)) {
-        let store = opened.insert(Store::open(&ws.root)?);
-        t.lap("open store");
-        let verdict = snapshot.check(store, &env);
-        t.lap("check snapshot");
-        match verdict {
-            noop::Snapshot::Fresh(vouched) if whole && vouched.whole => {
-                report_fresh(&vouched.nodes, args.json, started);
+    let mut session =
+        match Session::begin(&ws.root, &sources, &env, usage, args.targets.is_empty())? {
+            Begun::AllFresh(nodes) => {
+                t.lap("check snapshot");
+                report_fresh(&nodes, args.json, started);
                 return Ok(exit::SUCCESS);
             }
-            noop::Snapshot::Miss => {}
-            verdict => held = Some(verdict),
-        }
+            Begun::Judge(session) => session,
+        };
+    if session.checked() {
+        t.lap("check snapshot");
     }
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let selection = crate::graph::select(&graph, &args.targets)?;
-    // The snapshot answers for the nodes it vouches for only.
-    let held = held.filter(|h| noop::vouched(h).is_some_and(|v| v.covers(&graph, &selection)));
-    if let Some(noop::Snapshot::Fresh(_)) = held {
-        let nodes: Vec<noop::NodeName> = selection
-            .iter()
-            .map(|&i| noop::NodeName {
-                id: graph.nodes[i].id.clone(),
-                stage: graph.nodes[i].stage.clone(),
-            })
-            .collect();
-        report_fresh(&nodes, args.json, started);
-        std::mem::forget(graph);
-        return Ok(exit::SUCCESS);
-    }
-    // Only some files changed since the snapshot: judge only the selected
-    // nodes they reach (a selection holds everything its nodes need).
-    let incremental = held.and_then(|c| incremental(&graph, c, &selection));
-    if let Some(inc) = &incremental {
-        t.lap(&format!(
-            "incremental ({} of {} nodes)",
-            inc.dirty.len(),
-            graph.nodes.len()
-        ));
-    }
+    let incremental = match session.judge(&graph, &selection) {
+        Judgement::Fresh => {
+            let nodes: Vec<noop::NodeName> = selection
+                .iter()
+                .map(|&i| noop::NodeName {
+                    id: graph.nodes[i].id.clone(),
+                    stage: graph.nodes[i].stage.clone(),
+                })
+                .collect();
+            report_fresh(&nodes, args.json, started);
+            std::mem::forget(graph);
+            return Ok(exit::SUCCESS);
+        }
+        // Only some files changed since the snapshot: judge only the
+        // selected nodes they reach (a selection holds everything its
+        // nodes need).
+        Judgement::Reached(inc) => {
+            t.lap(&format!(
+                "incremental ({} of {} nodes)",
+                inc.dirty.len(),
+                graph.nodes.len()
+            ));
+            Some(inc)
+        }
+        Judgement::Full => None,
+    };
     if args.dry_run {
         let store = Store::open_existing(&ws.root)?;
         if slurm {
@@ -108,7 +103,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
             args.verbose,
         );
     }
-    let store = Arc::new(match opened {
+    let store = Arc::new(match session.take_store() {
         Some(store) => store,
         None => Store::open(&ws.root)?,
     });
@@ -133,7 +128,7 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         options,
         executor: Arc::new(Local::noting_groups(&store)),
         interrupt: Interrupt::new(),
-        noop: snapshot.as_ref(),
+        noop: session.snapshot(),
         incremental,
         cluster,
     };
@@ -143,57 +138,14 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     if let Some(c) = &cluster_run {
         super::slurm::report_calls(&c.executor);
     }
-    if let (Some(snapshot), BuildStatus::Success) = (&snapshot, status) {
-        let sources = super::PipelineSources::new(&ws.root, overrides);
-        snapshot.write_captured(&store, &sources, &graph, &env);
+    if status == BuildStatus::Success {
+        session.finish(&store, &sources, &graph, &env);
     }
     drop(builder);
     // The process ends here: freeing 100,000 nodes one by one would cost
     // 50–130 ms for nothing.
     std::mem::forget(graph);
     Ok(status_code(status))
-}
-
-/// The incremental build of `selection` a snapshot that held but for some
-/// files allows: the selected nodes the change reaches are judged. (When the
-/// selection leaves out some the snapshot vouches for, the build cannot
-/// vouch for them after: it is not `complete`.)
-pub(super) fn incremental(
-    graph: &crate::graph::Graph,
-    snapshot: noop::Snapshot,
-    selection: &[usize],
-) -> Option<Incremental> {
-    let noop::Snapshot::Changed {
-        facts,
-        generation,
-        changed,
-        vouched,
-    } = snapshot
-    else {
-        return None;
-    };
-    let scope = vouched.scope(graph)?;
-    let mut dirty = noop::dirty(graph, &changed)?;
-    let mut complete = true;
-    if selection.len() != graph.nodes.len() {
-        let selected: HashSet<usize> = selection.iter().copied().collect();
-        // Complete when every node the snapshot vouches for that the change
-        // reached is selected: the build judges them all again.
-        complete = match &scope {
-            noop::Scope::Whole => dirty.iter().all(|i| selected.contains(i)),
-            noop::Scope::Nodes(nodes) => nodes
-                .iter()
-                .all(|i| !dirty.contains(i) || selected.contains(i)),
-        };
-        dirty.retain(|i| selected.contains(i));
-    }
-    Some(Incremental {
-        dirty,
-        generation,
-        facts,
-        scope,
-        complete,
-    })
 }
 
 /// The scheduler's options from the command line: `-j`, `-k`, what

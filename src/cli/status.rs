@@ -8,8 +8,9 @@ use serde::Serialize;
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::key::{json_diff, RecordedParts};
-use crate::engine::noop::{self, NoopSnapshot};
+use crate::engine::noop;
 use crate::engine::plan::{plan, EnvProbe, Evaluation, Evaluator, Reason, Verdict};
+use crate::engine::session::{Begun, Judgement, Session, Use};
 use crate::exit;
 use crate::graph::Graph;
 use crate::pipeline::Override;
@@ -125,48 +126,8 @@ fn judged_on_cluster<'a>(
     super::slurm::stored_env(graph, &file, &cluster.slurm, host, store).map(Some)
 }
 
-/// What the no-op snapshot tells `status`. (One per command: the store is
-/// kept unboxed.)
-#[allow(clippy::large_enum_variant)]
-enum FromSnapshot {
-    /// It held, and the whole workspace was asked for: printed, with this
-    /// exit code.
-    Printed(i32),
-    /// It held (`Fresh`), or held but for some files (`Changed`): the store
-    /// and the verdict, for the selection to be judged from.
-    Held(Store, noop::Snapshot),
-    /// None, or it missed: a full plan decides.
-    Miss,
-}
-
-/// `status` from the no-op snapshot, when it holds: printed at once for the
-/// whole workspace (`whole`), without loading the pipelines.
-fn status_from_snapshot(
-    ws: &Workspace,
-    overrides: &[Override],
-    json: bool,
-    whole: bool,
-) -> FromSnapshot {
-    let t = super::Timer::start();
-    if !NoopSnapshot::exists(&ws.root) {
-        return FromSnapshot::Miss;
-    }
-    let Some(snapshot) =
-        NoopSnapshot::for_workspace(&super::PipelineSources::new(&ws.root, overrides))
-    else {
-        return FromSnapshot::Miss;
-    };
-    let Ok(Some(store)) = Store::open_existing(&ws.root) else {
-        return FromSnapshot::Miss;
-    };
-    t.lap("open store");
-    let snapshot = snapshot.check(&store, &HostEnv::new());
-    t.lap("check snapshot");
-    let nodes = match snapshot {
-        noop::Snapshot::Fresh(vouched) if whole && vouched.whole => vouched.nodes,
-        noop::Snapshot::Miss => return FromSnapshot::Miss,
-        held => return FromSnapshot::Held(store, held),
-    };
+/// Prints `status` of every node fresh, as the no-op snapshot vouches.
+fn print_all_fresh(nodes: &[noop::NodeName], json: bool) {
     if json {
         let list: Vec<NodeStatus> = nodes
             .iter()
@@ -180,49 +141,42 @@ fn status_from_snapshot(
         let out =
             serde_json::json!({ "nodes": list, "summary": { "fresh": nodes.len(), "stale": 0 } });
         println!("{out}");
-    } else {
-        let mut stages: Vec<(&str, usize)> = Vec::new();
-        for n in nodes.iter() {
-            match stages.iter_mut().find(|(s, _)| *s == n.stage.as_str()) {
-                Some((_, count)) => *count += 1,
-                None => stages.push((n.stage.as_str(), 1)),
-            }
-        }
-        let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
-        for (stage, count) in &stages {
-            println!("{stage:width$}  {count} fresh");
-        }
-        println!("{} fresh, 0 stale", nodes.len());
+        return;
     }
-    FromSnapshot::Printed(exit::SUCCESS)
+    let mut stages: Vec<(&str, usize)> = Vec::new();
+    for n in nodes.iter() {
+        match stages.iter_mut().find(|(s, _)| *s == n.stage.as_str()) {
+            Some((_, count)) => *count += 1,
+            None => stages.push((n.stage.as_str(), 1)),
+        }
+    }
+    let width = stages.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+    for (stage, count) in &stages {
+        println!("{stage:width$}  {count} fresh");
+    }
+    println!("{} fresh, 0 stale", nodes.len());
 }
 
-/// The verdicts of the selected nodes the change since the snapshot reaches,
+/// The verdicts of the selected nodes a change since the snapshot reached,
 /// every other node being fresh with its latest run (as an incremental build
-/// judges); None when a full plan must decide. A snapshot that held
-/// entirely reaches nothing: every node is fresh.
-fn judged_from_snapshot(
+/// judges); None when a full plan must decide.
+fn judged_by_session(
     ws: &Workspace,
     graph: &Graph,
     selection: &[usize],
-    store: &Store,
-    held: noop::Snapshot,
+    session: &mut Session,
 ) -> Result<Option<HashMap<usize, Evaluation>>, Failure> {
     let t = super::Timer::start();
-    // The snapshot answers for the nodes it vouches for only.
-    if !noop::vouched(&held).is_some_and(|v| v.covers(graph, selection)) {
-        return Ok(None);
-    }
-    if let noop::Snapshot::Fresh(_) = held {
-        return Ok(Some(HashMap::new()));
-    }
-    // A selection holds everything its nodes need, so the changed nodes it
-    // holds have their changed upstream in it too.
-    let Some(inc) = super::build::incremental(graph, held, selection) else {
+    let inc = match session.judge(graph, selection) {
+        Judgement::Fresh => return Ok(Some(HashMap::new())),
+        Judgement::Reached(inc) => inc,
+        Judgement::Full => return Ok(None),
+    };
+    let Some(store) = session.take_store() else {
         return Ok(None);
     };
     t.lap("what the change reaches");
-    let judged = crate::engine::judge_reached(graph, &ws.root, store, &HostEnv::new(), &inc)?;
+    let judged = crate::engine::judge_reached(graph, &ws.root, &store, &HostEnv::new(), &inc)?;
     t.lap(&format!(
         "judge the changed ({} of {} nodes)",
         inc.dirty.len(),
@@ -234,26 +188,36 @@ fn judged_from_snapshot(
 pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let on_cluster = super::args::is_slurm(args.cluster.executor, &file);
-    let from_snapshot = if on_cluster {
-        FromSnapshot::Miss
-    } else {
-        status_from_snapshot(ws, overrides, args.json, args.targets.is_empty())
+    // A cluster's hardware nodes are judged with the compute nodes' facets:
+    // always a full plan.
+    let usage = if on_cluster { Use::Never } else { Use::Read };
+    let t = super::Timer::start();
+    let sources = super::PipelineSources::new(&ws.root, overrides);
+    let begun = Session::begin(
+        &ws.root,
+        &sources,
+        &HostEnv::new(),
+        usage,
+        args.targets.is_empty(),
+    )
+    .unwrap_or(Begun::Judge(Session::full()));
+    let mut session = match begun {
+        Begun::AllFresh(nodes) => {
+            t.lap("check snapshot");
+            print_all_fresh(&nodes, args.json);
+            return Ok(exit::SUCCESS);
+        }
+        Begun::Judge(session) => session,
     };
-    if let FromSnapshot::Printed(code) = from_snapshot {
-        return Ok(code);
+    if session.checked() {
+        t.lap("check snapshot");
     }
     let jobs = super::slurm::jobs_for_status(ws, args.json)?;
-    let t = super::Timer::start();
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
-    let reached = match from_snapshot {
-        FromSnapshot::Held(store, held) => {
-            let selection = crate::graph::select(&graph, &args.targets)?;
-            judged_from_snapshot(ws, &graph, &selection, &store, held)?
-                .map(|evals| (selection, evals))
-        }
-        _ => None,
-    };
+    let selection = crate::graph::select(&graph, &args.targets)?;
+    let reached =
+        judged_by_session(ws, &graph, &selection, &mut session)?.map(|evals| (selection, evals));
     // Judged: every selected node (a full plan), or only those a change
     // reached (the others are fresh).
     let (graph, selection, evals) = match reached {

@@ -10,7 +10,8 @@
 //! - [`slots`]: the machine's CPU and GPU slots;
 //! - [`failure`]: why a node failed, as a value;
 //! - [`env`]: the environment fingerprint seen by keys;
-//! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning.
+//! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning;
+//! - [`session`]: what a command judges: the snapshot, incremental judging or the full plan.
 
 pub mod env;
 pub mod events;
@@ -28,6 +29,7 @@ pub mod record;
 pub mod recorder;
 pub mod run;
 pub mod schedule;
+pub mod session;
 pub mod slots;
 pub mod spawn;
 #[cfg(test)]

@@ -844,3 +844,309 @@ fn sigint_after_a_node_finished_keeps_it() {
         "not run again"
     );
 }
+
+// ---- What a command judges: the session's snapshot, incremental and full
+// strategies, each compared with a full plan of the same workspace. ----
+
+/// What the graph is made from, for the snapshot's token: the pipeline
+/// file's bytes (the tests edit it to change the graph).
+struct TestSources(PathBuf);
+
+impl super::noop::Sources for TestSources {
+    fn hash_into(&self, h: &mut blake3::Hasher) -> Option<()> {
+        h.update(&std::fs::read(self.0.join("pipelines/p.ron")).ok()?);
+        Some(())
+    }
+}
+
+/// How a session-driven build went: answered from the snapshot alone, or
+/// judged (incrementally or in full) and built.
+#[derive(Debug, PartialEq)]
+enum Answered {
+    AllFresh,
+    Fresh,
+    Built { incremental: Option<Vec<String>> },
+}
+
+impl Bench {
+    /// Dates every input and output file an hour back, as if written long
+    /// ago: their stats can vouch for them (no waiting out a racy window).
+    fn settle(&self) {
+        let past = std::time::SystemTime::now() - Duration::from_secs(3600);
+        for dir in ["in", "out"] {
+            for e in walkdir::WalkDir::new(self.root().join(dir))
+                .into_iter()
+                .flatten()
+                .filter(|e| e.file_type().is_file())
+            {
+                std::fs::File::options()
+                    .write(true)
+                    .open(e.path())
+                    .and_then(|f| f.set_modified(past))
+                    .unwrap();
+            }
+        }
+    }
+
+    /// A build of `targets` (all when empty) as `vitgraph build` runs one:
+    /// a session judges, the builder builds, the session writes the snapshot.
+    fn build_session(&self, targets: &[&str]) -> (Answered, Option<Outcome>) {
+        use super::session::{Begun, Judgement, Session, Use};
+        self.fake.reset();
+        let sources = TestSources(self.root().to_path_buf());
+        let begun = Session::begin(
+            self.root(),
+            &sources,
+            &self.env,
+            Use::Build,
+            targets.is_empty(),
+        )
+        .unwrap();
+        let mut session = match begun {
+            Begun::AllFresh(_) => return (Answered::AllFresh, None),
+            Begun::Judge(s) => s,
+        };
+        let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+        let selection = crate::graph::select(&self.graph, &targets).unwrap();
+        let incremental = match session.judge(&self.graph, &selection) {
+            Judgement::Fresh => return (Answered::Fresh, None),
+            Judgement::Reached(inc) => Some(inc),
+            Judgement::Full => None,
+        };
+        let dirty = incremental.as_ref().map(|inc| {
+            let mut ids: Vec<String> = inc
+                .dirty
+                .iter()
+                .map(|&i| self.graph.nodes[i].id.clone())
+                .collect();
+            ids.sort();
+            ids
+        });
+        let store = Arc::new(match session.take_store() {
+            Some(store) => store,
+            None => Store::open(self.root()).unwrap(),
+        });
+        let builder = Builder {
+            graph: &self.graph,
+            root: self.root().to_path_buf(),
+            store: store.clone(),
+            env: &self.env,
+            options: BuildOptions {
+                jobs: 1,
+                keep_going: false,
+                force: Default::default(),
+                gpus: Vec::new(),
+                only: None,
+                retries: 0,
+            },
+            executor: Arc::new(self.fake.clone()),
+            interrupt: Interrupt::new(),
+            noop: session.snapshot(),
+            incremental,
+            cluster: None,
+        };
+        let mut reporter = Hooked {
+            events: Vec::new(),
+            when: None,
+            interrupt: builder.interrupt.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let status = runtime.block_on(builder.build(&selection, &mut reporter));
+        if status == BuildStatus::Success {
+            session.finish(&store, &sources, &self.graph, &self.env);
+        }
+        (
+            Answered::Built { incremental: dirty },
+            Some(Outcome {
+                status,
+                events: reporter.events,
+            }),
+        )
+    }
+}
+
+#[test]
+fn an_unchanged_workspace_is_answered_by_the_snapshot_alone() {
+    let b = chain();
+    let (answer, _) = b.build_session(&[]);
+    assert_eq!(
+        answer,
+        Answered::Built { incremental: None },
+        "no snapshot yet"
+    );
+    b.settle();
+    // The full plan of a fresh workspace writes the snapshot...
+    let (answer, o) = b.build_session(&[]);
+    assert_eq!(answer, Answered::Built { incremental: None });
+    assert!(o.unwrap().started().is_empty());
+    // ...which then answers alone, as a full plan would (nothing stale).
+    assert_eq!(b.build_session(&[]).0, Answered::AllFresh);
+    assert!(b.stale().is_empty());
+    assert_eq!(
+        b.build_session(&["double[i=1]"]).0,
+        Answered::Fresh,
+        "a covered selection"
+    );
+    assert!(b.fake.nodes().is_empty());
+}
+
+#[test]
+fn a_changed_input_judges_what_it_reaches_and_runs_what_a_full_plan_would() {
+    let b = chain();
+    b.build_session(&[]);
+    b.settle();
+    b.build_session(&[]);
+    b.write("in/1.txt", "B");
+    b.fake.plan("gen[i=1]", Plan::Write("new".into()));
+    b.fake.plan("double[i=1]", Plan::Write("new".into()));
+    let full: Vec<String> = b.stale().into_keys().collect();
+    assert_eq!(
+        sorted(full.clone()),
+        ids(&["double[i=1]", "gen[i=1]", "total"])
+    );
+    let (answer, o) = b.build_session(&[]);
+    assert_eq!(
+        answer,
+        Answered::Built {
+            incremental: Some(ids(&["double[i=1]", "gen[i=1]", "total"]))
+        }
+    );
+    assert_eq!(o.unwrap().status, BuildStatus::Success);
+    assert_eq!(
+        sorted(b.fake.nodes()),
+        sorted(full),
+        "exactly the full plan's stale nodes ran"
+    );
+    // Dated back, the files read as changed once (judged, nothing runs);
+    // then the snapshot answers alone again.
+    b.settle();
+    let (answer, _) = b.build_session(&[]);
+    assert!(
+        matches!(
+            answer,
+            Answered::Built {
+                incremental: Some(_)
+            }
+        ),
+        "{answer:?}"
+    );
+    assert!(b.fake.nodes().is_empty());
+    assert_eq!(b.build_session(&[]).0, Answered::AllFresh);
+}
+
+#[test]
+fn an_early_cutoff_inside_an_incremental_build_runs_no_more_than_a_full_plan() {
+    let b = chain();
+    b.fake.plan("gen[i=2]", Plan::Write("same".into()));
+    b.build_session(&[]);
+    b.settle();
+    b.build_session(&[]);
+    // New input, same output: its dependents stay fresh (early cutoff).
+    b.write("in/2.txt", "C");
+    let (answer, _) = b.build_session(&[]);
+    assert!(
+        matches!(
+            answer,
+            Answered::Built {
+                incremental: Some(_)
+            }
+        ),
+        "{answer:?}"
+    );
+    assert_eq!(b.fake.nodes(), ids(&["gen[i=2]"]));
+    assert!(b.stale().is_empty());
+}
+
+#[test]
+fn a_changed_pipeline_plans_in_full() {
+    let mut b = chain();
+    b.build_session(&[]);
+    b.settle();
+    b.build_session(&[]);
+    let edited = CHAIN.replace("double ${needs.gen}", "double2 ${needs.gen}");
+    std::fs::write(b.root().join("pipelines/p.ron"), edited).unwrap();
+    b.reload(&[]);
+    let full: Vec<String> = sorted(b.stale().into_keys().collect());
+    assert_eq!(
+        full,
+        ids(&["double[i=0]", "double[i=1]", "double[i=2]", "total"])
+    );
+    let (answer, _) = b.build_session(&[]);
+    assert_eq!(answer, Answered::Built { incremental: None });
+    // The doubles wrote what they wrote before: `total` is cut off.
+    assert_eq!(
+        sorted(b.fake.nodes()),
+        ids(&["double[i=0]", "double[i=1]", "double[i=2]"])
+    );
+    assert!(b.stale().is_empty());
+}
+
+#[test]
+fn a_targeted_build_after_a_change_runs_only_its_targets_reached_nodes() {
+    let b = chain();
+    b.build_session(&[]);
+    b.settle();
+    b.build_session(&[]);
+    b.write("in/0.txt", "A");
+    b.write("in/2.txt", "C");
+    b.fake.plan("gen[i=0]", Plan::Write("new".into()));
+    b.fake.plan("gen[i=2]", Plan::Write("new".into()));
+    let (answer, _) = b.build_session(&["double[i=0]"]);
+    assert_eq!(
+        answer,
+        Answered::Built {
+            incremental: Some(ids(&["double[i=0]", "gen[i=0]"]))
+        }
+    );
+    assert_eq!(b.fake.nodes(), ids(&["gen[i=0]", "double[i=0]"]));
+    // What a full plan says is still stale: the other chain and the total.
+    assert_eq!(
+        sorted(b.stale().into_keys().collect()),
+        ids(&["double[i=2]", "gen[i=2]", "total"])
+    );
+}
+
+#[test]
+fn status_judges_what_a_change_reached_as_a_full_plan_does() {
+    use super::session::{Begun, Judgement, Session, Use};
+    let b = chain();
+    b.build_session(&[]);
+    b.settle();
+    b.build_session(&[]);
+    b.write("in/2.txt", "C");
+    let snapshot = std::fs::read(b.root().join("cache/noop.snapshot")).unwrap();
+    let sources = TestSources(b.root().to_path_buf());
+    let Begun::Judge(mut session) =
+        Session::begin(b.root(), &sources, &b.env, Use::Read, true).unwrap()
+    else {
+        panic!("the change was missed")
+    };
+    let all: Vec<usize> = (0..b.graph.nodes.len()).collect();
+    let Judgement::Reached(inc) = session.judge(&b.graph, &all) else {
+        panic!("not judged incrementally")
+    };
+    let store = session
+        .take_store()
+        .expect("the store the snapshot was checked in");
+    let reached = super::judge_reached(&b.graph, b.root(), &store, &b.env, &inc)
+        .unwrap()
+        .expect("the store did not move");
+    let full = b.stale();
+    let mut judged: Vec<(String, Vec<Reason>)> = reached
+        .into_iter()
+        .filter(|(_, e)| !e.verdict.is_fresh())
+        .map(|(i, e)| (b.graph.nodes[i].id.clone(), e.verdict.reasons().to_vec()))
+        .collect();
+    judged.sort_by(|a, c| a.0.cmp(&c.0));
+    let full: Vec<(String, Vec<Reason>)> = full.into_iter().collect();
+    assert_eq!(judged, full, "the same nodes, the same reasons");
+    assert_eq!(judged.len(), 3);
+    assert_eq!(
+        std::fs::read(b.root().join("cache/noop.snapshot")).unwrap(),
+        snapshot,
+        "status writes no snapshot"
+    );
+}
