@@ -10,7 +10,7 @@ use crate::engine::events::{Event, Reporter};
 use crate::engine::executor::{Interrupt, Local};
 use crate::engine::noop;
 use crate::engine::plan::{plan, EnvProbe, Evaluator, Verdict};
-use crate::engine::schedule::{BuildOptions, BuildStatus, Builder};
+use crate::engine::schedule::{BuildOptions, BuildStatus, Builder, Lane};
 use crate::engine::session::{Begun, Judgement, Session, Use};
 use crate::exit;
 use crate::gpu::GpuId;
@@ -115,7 +115,12 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
     } else {
         None
     };
-    let cluster = cluster_run.as_mut().and_then(|c| c.cluster.take());
+    let mut lanes = vec![Lane::machine(Arc::new(Local::noting_groups(&store)))];
+    let mut lane_of = Vec::new();
+    if let Some(c) = cluster_run.as_mut() {
+        lanes.extend(c.lane.take());
+        lane_of = std::mem::take(&mut c.lane_of);
+    }
     let judge_env: &dyn EnvProbe = match &cluster_run {
         Some(c) => &c.env,
         None => &env,
@@ -126,11 +131,11 @@ pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<
         store: store.clone(),
         env: judge_env,
         options,
-        executor: Arc::new(Local::noting_groups(&store)),
+        lanes,
+        lane_of,
         interrupt: Interrupt::new(),
         noop: session.snapshot(),
         incremental,
-        cluster,
     };
     let mut reporter = reporter(args.json);
     let status = run_builder(&builder, &selection, reporter.as_mut())?;

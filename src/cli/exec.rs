@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{load, usage, Failure};
 use crate::engine::env::HostEnv;
 use crate::engine::executor::{Interrupt, Local};
-use crate::engine::schedule::{BuildOptions, Builder};
+use crate::engine::schedule::{BuildOptions, Builder, Lane};
 use crate::exit;
 use crate::pipeline::Override;
 use crate::store::Store;
@@ -73,11 +73,11 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         store,
         env: &env,
         options,
-        executor,
+        lanes: vec![Lane::machine(executor)],
+        lane_of: Vec::new(),
         interrupt: Interrupt::new(),
         noop: None,
         incremental: None,
-        cluster: None,
     };
     let mut reporter = crate::report::json::JsonLines::new(std::io::stdout());
     let status = super::build::run_builder(&builder, &selection, &mut reporter)?;

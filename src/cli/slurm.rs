@@ -9,7 +9,7 @@ use super::{usage, Failure};
 use crate::config::WorkspaceFile;
 use crate::config::DEFAULT_MAX_JOBS;
 use crate::engine::plan::EnvProbe;
-use crate::engine::schedule::Cluster;
+use crate::engine::schedule::{Lane, Pool};
 use crate::exit;
 use crate::graph::Graph;
 use crate::slurm::executor::{Config, SlurmExecutor};
@@ -20,7 +20,9 @@ use crate::workspace::Workspace;
 /// The cluster lane of a build, its executor, the environment its nodes are
 /// judged with, and the driver lock it holds.
 pub(super) struct ClusterRun<'a> {
-    pub cluster: Option<Cluster>,
+    /// The cluster's lane (taken by the builder), and each node's lane.
+    pub lane: Option<Lane>,
+    pub lane_of: Vec<usize>,
     pub executor: SlurmExecutor,
     pub env: ClusterEnv<'a>,
     _lock: DriverLock,
@@ -94,13 +96,15 @@ pub(super) fn cluster<'a>(
     for job in store.live_jobs()? {
         live.insert(job.node_id.clone(), job);
     }
+    // The cluster's lane is the second one; a node runs there when it is placed there.
+    let lane_of = placed.iter().map(|&p| usize::from(p)).collect();
     Ok(ClusterRun {
-        cluster: Some(Cluster {
+        lane: Some(Lane {
             executor: Arc::new(executor.clone()),
-            placed,
-            slots,
+            pool: Pool::Count(slots),
             live,
         }),
+        lane_of,
         executor,
         env,
         _lock: lock,

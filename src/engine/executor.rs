@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use super::failure::NodeFailure;
 use super::run::{self, Job};
 use super::spawn::{self, Spawn};
+use crate::store::{AttemptId, Store, StoreError};
 use crate::tasks::TaskSpec;
 
 /// How a job ended: Ok when its task succeeded (its outputs are in the
@@ -36,17 +38,39 @@ pub struct Finished {
     pub env: Option<serde_json::Value>,
 }
 
+/// Where one job's outputs and log go.
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    /// The job's `${out}`.
+    pub staging: PathBuf,
+    pub log: PathBuf,
+    /// On the shared file system, for another machine: removed once the
+    /// run is recorded; a job a driver that ended left is adopted.
+    pub shared: bool,
+}
+
 /// Runs jobs.
 pub trait Executor: Send + Sync {
     /// Runs `job`'s task to its end.
     fn run(&self, job: Job) -> RunFuture;
     /// Stops every job still running; each ends with an interrupted failure.
     fn interrupt(&self);
-    /// Whether jobs run on other machines: then a job's outputs and log go
-    /// into its directory under `cache/jobs/` on the shared file system, and
-    /// a job left running by a driver that ended is adopted, not run again.
-    fn remote(&self) -> bool {
-        false
+    /// Where a job's outputs and log go: for a task this machine runs, a
+    /// fresh staging folder and the node's log under `cache/logs/`; an
+    /// executor whose jobs run on other machines puts both in the job's
+    /// directory on the shared file system.
+    fn workdir(
+        &self,
+        store: &Store,
+        attempt: AttemptId,
+        log: &Path,
+    ) -> Result<WorkDir, StoreError> {
+        let _ = attempt;
+        Ok(WorkDir {
+            staging: store.new_staging_dir()?,
+            log: log.to_path_buf(),
+            shared: false,
+        })
     }
 }
 

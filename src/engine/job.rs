@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::executor::{Executor, Interrupt};
+use super::executor::{Executor, Interrupt, WorkDir};
 use super::failure::{settle, FailureKind, NodeFailure};
 use super::recorder::Recorder;
 use super::run::{self, Job};
@@ -55,6 +55,14 @@ pub(super) enum Progress {
         started: Instant,
         record_ms: u64,
     },
+}
+
+/// An attempt whose task succeeded: its outputs wait in `work.staging`.
+struct Attempted {
+    attempt: AttemptId,
+    work: WorkDir,
+    started_at_ms: i64,
+    duration_ms: i64,
 }
 
 /// A node that produced its run.
@@ -175,45 +183,37 @@ impl JobCtx {
     }
 
     async fn run_and_record(mut self) -> (Result<Ran, NodeFailure>, u64) {
-        let store = self.store.clone();
-        let remote = self.executor.remote();
-        // A cluster job of this very key, left by a driver that ended, is
-        // adopted: its attempt goes on, nothing is submitted again.
-        let mut adopt = self
-            .adopt
-            .take()
-            .filter(|live| remote && live.key == self.key);
-        let mut retried = 0;
         let stamps = match self.stamp_inputs() {
             Ok(stamps) => stamps,
             Err(f) => return (Err(f), 0),
         };
-        let (attempt, staging, started_at_ms, t) = loop {
-            let (attempt, staging) = match self.attempt(adopt.as_ref()) {
-                Ok(a) => a,
-                Err(f) => return (Err(f), 0),
-            };
-            let job = Job {
-                node: self.node_id.clone(),
-                stage: self.stage.clone(),
-                attempt: attempt.0,
-                adopt: adopt.take().map(|live| live.job.0),
-                task: self.task.clone(),
-                root: self.root.clone(),
-                staging: staging.clone(),
-                needs: self.needs.clone(),
-                upstream: self.upstream.clone(),
-                gpus: self.gpus.clone(),
-                log: self.log.clone(),
-                record: remote.then(|| run::Record {
-                    key: self.key,
-                    key_parts: self.recorded.0.clone(),
-                    env: self.env.clone(),
-                    dest: self.dest.clone(),
-                    replace: self.force,
-                    facets: self.facets.clone(),
-                }),
-            };
+        let ran = match self.run_attempts().await {
+            Ok(ran) => ran,
+            Err(f) => return (Err(f), 0),
+        };
+        if let Some(changed) = self.changed_input(&stamps) {
+            let _ = std::fs::remove_dir_all(&ran.work.staging);
+            let f = NodeFailure::new(
+                FailureKind::InputChanged,
+                format!(
+                    "`{changed}` changed while the task ran: its outputs may come from either version, so they were not recorded; build again"
+                ),
+            );
+            return (Err(settle(&self.store, ran.attempt, f)), 0);
+        }
+        self.record(ran).await
+    }
+
+    /// Runs the task until an attempt succeeds; a failure of the cluster
+    /// (not of the task) is retried with a new attempt, up to `retries`.
+    async fn run_attempts(&mut self) -> Result<Attempted, NodeFailure> {
+        // A cluster job of this very key, left by a driver that ended, is
+        // adopted: its attempt goes on, nothing is submitted again.
+        let mut adopt = self.adopt.take().filter(|live| live.key == self.key);
+        let mut retried = 0;
+        loop {
+            let (attempt, work) = self.attempt(adopt.as_ref())?;
+            let job = self.job(attempt, &work, adopt.take());
             let started_at_ms = now_ms();
             let t = Instant::now();
             let failure = match self.executor.run(job).await {
@@ -222,49 +222,83 @@ impl JobCtx {
                     if let (Some(env), true) = (finished.env, self.task.measures_hardware()) {
                         self.env = env;
                     }
-                    break (attempt, staging, started_at_ms, t);
+                    return Ok(Attempted {
+                        attempt,
+                        work,
+                        started_at_ms,
+                        duration_ms: t.elapsed().as_millis() as i64,
+                    });
                 }
                 // The job runs on; its attempt stays open for a later build.
-                Err(f) if f.kind == FailureKind::Detached => return (Err(f), 0),
+                Err(f) if f.kind == FailureKind::Detached => return Err(f),
                 Err(f) => f,
             };
-            let _ = std::fs::remove_dir_all(&staging);
-            // The log is named only where the task wrote one (a job SLURM
-            // refused never ran).
-            let failure = match failure.kind {
-                FailureKind::Interrupted | FailureKind::Start | FailureKind::Unschedulable => {
-                    failure
-                }
-                _ if failure.log.is_some() || !self.log.is_file() => failure,
-                _ => failure.with_log(self.log.clone(), &crate::logs::excerpt(&self.log)),
-            };
+            let _ = std::fs::remove_dir_all(&work.staging);
+            let failure = self.with_log(failure);
             let retry = failure.kind.is_retried() && retried < self.retries;
-            let failure = settle(&store, attempt, failure);
+            let failure = settle(&self.store, attempt, failure);
             if !retry || self.interrupt.is_set() {
-                return (Err(failure), 0);
+                return Err(failure);
             }
-            // A failure of the cluster, not of the task: a new attempt.
             retried += 1;
-        };
-        let duration_ms = t.elapsed().as_millis() as i64;
-        if let Some(changed) = self.changed_input(&stamps) {
-            let _ = std::fs::remove_dir_all(&staging);
-            let f = NodeFailure::new(
-                FailureKind::InputChanged,
-                format!(
-                    "`{changed}` changed while the task ran: its outputs may come from either version, so they were not recorded; build again"
-                ),
-            );
-            return (Err(settle(&store, attempt, f)), 0);
         }
+    }
+
+    /// The job the executor runs for `attempt`.
+    fn job(&self, attempt: AttemptId, work: &WorkDir, adopt: Option<crate::store::LiveJob>) -> Job {
+        Job {
+            node: self.node_id.clone(),
+            stage: self.stage.clone(),
+            attempt: attempt.0,
+            adopt: adopt.map(|live| live.job.0),
+            task: self.task.clone(),
+            root: self.root.clone(),
+            staging: work.staging.clone(),
+            needs: self.needs.clone(),
+            upstream: self.upstream.clone(),
+            gpus: self.gpus.clone(),
+            log: self.log.clone(),
+            // So that any later vitgraph process can record a job that ran elsewhere.
+            record: Some(run::Record {
+                key: self.key,
+                key_parts: self.recorded.0.clone(),
+                env: self.env.clone(),
+                dest: self.dest.clone(),
+                replace: self.force,
+                facets: self.facets.clone(),
+            }),
+        }
+    }
+
+    /// A failure with the end of the task's log, where the task wrote one
+    /// (a job SLURM refused never ran).
+    fn with_log(&self, failure: NodeFailure) -> NodeFailure {
+        match failure.kind {
+            FailureKind::Interrupted | FailureKind::Start | FailureKind::Unschedulable => failure,
+            _ if failure.log.is_some() || !self.log.is_file() => failure,
+            _ => failure.with_log(self.log.clone(), &crate::logs::excerpt(&self.log)),
+        }
+    }
+
+    /// Stages the run of a successful attempt, releases the dependents, waits
+    /// for the upstream runs' commits, and has the recorder commit it.
+    async fn record(mut self, ran: Attempted) -> (Result<Ran, NodeFailure>, u64) {
+        let store = self.store.clone();
+        let Attempted {
+            attempt,
+            work,
+            started_at_ms,
+            duration_ms,
+        } = ran;
         let record_start = Instant::now();
         let (idx, progress, recorder) = (self.idx, self.progress.clone(), self.recorder.clone());
         let upstream_commits = std::mem::take(&mut self.upstream_commits);
+        let staging = work.staging.clone();
         let staged = tokio::task::spawn_blocking(move || {
             self.stage(attempt, &staging, started_at_ms, duration_ms)
         })
         .await;
-        let staged = match staged {
+        let (staged, materialized) = match staged {
             Ok(Ok(staged)) => staged,
             Ok(Err(failure)) => return (Err(settle(&store, attempt, failure)), ms(record_start)),
             Err(e) => {
@@ -272,7 +306,6 @@ impl JobCtx {
                 return (Err(settle(&store, attempt, f)), ms(record_start));
             }
         };
-        let (staged, materialized) = staged;
         let _ = progress.send(Progress::Staged {
             idx,
             run: staged.run.clone(),
@@ -292,7 +325,7 @@ impl JobCtx {
             }
         }
         let result = recorder.record(staged, materialized).await;
-        if remote && result.is_ok() {
+        if work.shared && result.is_ok() {
             // Its outputs and log are in the store now.
             let _ = std::fs::remove_dir_all(store.job_dir(attempt));
         }
@@ -340,13 +373,12 @@ impl JobCtx {
             .to_string()
     }
 
-    /// Begins an attempt (or goes on with an adopted one) and makes its
-    /// staging directory: under the store's staging, or, for a job on
-    /// another machine, in its job directory on the shared file system.
+    /// Begins an attempt (or goes on with an adopted one) and asks the
+    /// executor where its outputs and log go.
     fn attempt(
         &mut self,
         adopt: Option<&crate::store::LiveJob>,
-    ) -> Result<(AttemptId, std::path::PathBuf), NodeFailure> {
+    ) -> Result<(AttemptId, WorkDir), NodeFailure> {
         let store = self.store.clone();
         let attempt = match adopt {
             Some(live) => live.attempt,
@@ -354,15 +386,11 @@ impl JobCtx {
                 .begin_attempt_in(&self.node_id, &self.key, self.slot.as_deref())
                 .map_err(|e| NodeFailure::store(&e))?,
         };
-        let staging = if self.executor.remote() {
-            let dir = store.job_dir(attempt);
-            self.log = dir.join("task.log");
-            dir.join("out")
-        } else {
-            store
-                .new_staging_dir()
-                .map_err(|e| settle(&store, attempt, NodeFailure::store(&e)))?
-        };
+        let work = self
+            .executor
+            .workdir(&store, attempt, &self.log)
+            .map_err(|e| settle(&store, attempt, NodeFailure::store(&e)))?;
+        self.log = work.log.clone();
         if let Some(dir) = self.log.parent() {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 let f = NodeFailure::new(
@@ -372,7 +400,7 @@ impl JobCtx {
                 return Err(settle(&store, attempt, f));
             }
         }
-        Ok((attempt, staging))
+        Ok((attempt, work))
     }
 
     /// Hashes the staged outputs into the store and materializes them

@@ -23,6 +23,7 @@ mod incremental;
 pub use incremental::judge_reached;
 pub(crate) mod job;
 pub mod key;
+mod lanes;
 pub mod noop;
 pub mod plan;
 pub mod record;

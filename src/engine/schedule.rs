@@ -18,13 +18,15 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::events::{Event, Reporter};
-use super::executor::{Executor, Interrupt};
+use super::executor::Interrupt;
 use super::failure::{FailureKind, NodeFailure};
 pub use super::incremental::Incremental;
 use super::job::{JobCtx, Progress, Ran};
+use super::lanes::{Admitted, Lanes};
+pub use super::lanes::{Lane, Pool};
 use super::plan::{EnvProbe, Evaluator, Reason, ReasonKind, Verdict};
 use super::recorder::Recorder;
-use super::slots::{Admit, Lease, Slots};
+use super::slots::{Lease, Slots};
 use crate::gpu::GpuId;
 use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
@@ -61,27 +63,16 @@ pub struct Builder<'a> {
     pub store: Arc<Store>,
     pub env: &'a dyn EnvProbe,
     pub options: BuildOptions,
-    /// Where stale nodes run.
-    pub executor: Arc<dyn Executor>,
+    /// Where stale nodes run: one lane per executor.
+    pub lanes: Vec<Lane>,
+    /// Each node's lane, by index; empty: every node in the first.
+    pub lane_of: Vec<usize>,
     /// Set on SIGINT: scheduling stops and running nodes are stopped.
     pub interrupt: Interrupt,
     /// The no-op snapshot of this command, when it may write one (see `noop`).
     pub noop: Option<&'a super::noop::NoopSnapshot>,
     /// An incremental build: the snapshot held but for some files.
     pub incremental: Option<Incremental>,
-    /// A second executor for the nodes placed on a cluster.
-    pub cluster: Option<Cluster>,
-}
-
-/// The nodes that run on a cluster, and how.
-pub struct Cluster {
-    pub executor: Arc<dyn Executor>,
-    /// Per node (by index): whether it runs on the cluster.
-    pub placed: Vec<bool>,
-    /// At most this many cluster jobs at once.
-    pub slots: usize,
-    /// Attempts whose cluster jobs a driver that ended left running, by node id.
-    pub live: HashMap<String, crate::store::LiveJob>,
 }
 
 /// How a node ended in this build. (Kept unboxed: most nodes of a build end
@@ -174,16 +165,12 @@ pub(super) struct Build<'b, 'a> {
     done: HashMap<NodeIdx, Done>,
     ready: VecDeque<NodeIdx>,
     queue: VecDeque<Pending>,
-    slots: Slots,
+    lanes: Lanes<'b>,
     /// Nodes being restored, with what runs them should the restore find
     /// their stored run damaged.
     restoring: HashMap<NodeIdx, Pending>,
-    /// Started nodes; the lease while their task holds its local slots.
+    /// Started nodes; the lease while their task holds the machine's slots.
     running: HashMap<NodeIdx, Option<Lease>>,
-    /// Started nodes that run on the cluster.
-    on_cluster: HashSet<NodeIdx>,
-    /// Cluster jobs left by a driver that ended, not yet adopted.
-    live: HashMap<String, crate::store::LiveJob>,
     /// Started nodes whose runs are not committed yet: their dependents'
     /// runs wait for these.
     commits: HashMap<NodeIdx, tokio::sync::watch::Sender<Option<bool>>>,
@@ -234,15 +221,13 @@ impl<'b, 'a> Build<'b, 'a> {
             done: HashMap::with_capacity(selection.len()),
             ready,
             queue: VecDeque::new(),
-            slots: Slots::new(b.options.jobs, b.options.gpus.clone()),
+            lanes: Lanes::new(
+                &b.lanes,
+                &b.lane_of,
+                Slots::new(b.options.jobs, b.options.gpus.clone()),
+            ),
             running: HashMap::new(),
             restoring: HashMap::new(),
-            on_cluster: HashSet::new(),
-            live: b
-                .cluster
-                .as_ref()
-                .map(|c| c.live.clone())
-                .unwrap_or_default(),
             commits: HashMap::new(),
             staged: HashSet::new(),
             counts: Counts::default(),
@@ -297,7 +282,7 @@ impl<'b, 'a> Build<'b, 'a> {
                 continue;
             }
             let queued = self.judge(i, reporter);
-            if queued && self.slots.cpu_free() > 0 {
+            if queued && self.lanes.cpu_free() > 0 {
                 // Start it now: the nodes still to judge (in an incremental
                 // build, thousands found fresh) are passed while it runs.
                 return;
@@ -423,30 +408,17 @@ impl<'b, 'a> Build<'b, 'a> {
         loop {
             // Nothing more can start: leave the rest queued as it is (a
             // sweep queues thousands of nodes, and this runs at every event).
-            let cluster_full = self
-                .b
-                .cluster
-                .as_ref()
-                .is_none_or(|c| self.on_cluster.len() >= c.slots);
-            if self.slots.full() && cluster_full {
+            if self.lanes.full() {
                 break;
             }
             let Some(p) = self.queue.pop_front() else {
                 break;
             };
-            if let Some(cluster) = self.b.cluster.as_ref().filter(|c| c.placed[p.idx]) {
-                if self.on_cluster.len() < cluster.slots {
-                    self.start(p, Lease::default(), reporter);
-                } else {
-                    waiting.push_back(p);
-                }
-                continue;
-            }
             let res = self.b.graph.nodes[p.idx].task.resources();
-            match self.slots.admit(&res) {
-                Admit::Start(lease) => self.start(p, lease, reporter),
-                Admit::Wait => waiting.push_back(p),
-                Admit::Never { wanted, available } => {
+            match self.lanes.admit(p.idx, &res) {
+                Admitted::Start { lane, lease } => self.start(p, lane, lease, reporter),
+                Admitted::Wait => waiting.push_back(p),
+                Admitted::Never { wanted, available } => {
                     let failure = NodeFailure::new(
                         FailureKind::Resources,
                         format!(
@@ -463,8 +435,8 @@ impl<'b, 'a> Build<'b, 'a> {
         }
     }
 
-    /// Hands one node to the executor.
-    fn start(&mut self, p: Pending, lease: Lease, reporter: &mut dyn Reporter) {
+    /// Hands one node to its lane's executor.
+    fn start(&mut self, p: Pending, lane: usize, lease: Lease, reporter: &mut dyn Reporter) {
         let b = self.b;
         let node = &b.graph.nodes[p.idx];
         // An upstream node whose run could not be recorded since this one
@@ -474,10 +446,8 @@ impl<'b, 'a> Build<'b, 'a> {
             .iter()
             .find(|d| matches!(self.done.get(d), Some(Done::Failed | Done::Skipped)))
         {
-            let local = self.b.cluster.as_ref().is_none_or(|c| !c.placed[p.idx]);
-            if local {
-                self.slots.release(lease);
-            }
+            self.lanes.free_slots(lease);
+            self.lanes.leave(lane);
             self.skip(p.idx, bad, reporter);
             return;
         }
@@ -512,22 +482,15 @@ impl<'b, 'a> Build<'b, 'a> {
                 .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
                 .collect(),
         };
-        let cluster = b.cluster.as_ref().filter(|c| c.placed[p.idx]);
-        let executor = match cluster {
-            Some(c) => {
-                self.on_cluster.insert(p.idx);
-                c.executor.clone()
-            }
-            None => b.executor.clone(),
-        };
+        let on_machine = self.lanes.on_machine(lane);
         let ctx = JobCtx {
             inputs,
-            adopt: self.live.remove(&node.id),
+            adopt: self.lanes.take_live(lane, &node.id),
             retries: b.options.retries,
             upstream_commits,
             facets,
             store: b.store.clone(),
-            executor,
+            executor: self.lanes.executor(lane),
             interrupt: b.interrupt.clone(),
             recorder: self.recorder.clone(),
             progress: self.tx.clone(),
@@ -548,11 +511,10 @@ impl<'b, 'a> Build<'b, 'a> {
             needs,
             upstream,
             gpus: lease.gpus.clone(),
-            slot: cluster.is_none().then(|| lease.slot()).flatten(),
+            slot: on_machine.then(|| lease.slot()).flatten(),
             force: p.replace,
         };
-        let local = cluster.is_none().then_some(lease);
-        self.running.insert(p.idx, local);
+        self.running.insert(p.idx, on_machine.then_some(lease));
         tokio::spawn(ctx.execute());
     }
 
@@ -661,7 +623,7 @@ impl<'b, 'a> Build<'b, 'a> {
         match msg {
             Progress::Staged { idx, run } => {
                 if let Some(lease) = self.running.get_mut(&idx).and_then(Option::take) {
-                    self.slots.release(lease);
+                    self.lanes.free_slots(lease);
                 }
                 // Its outputs are in `out/`: dependents may start (their
                 // runs wait for this one's commit, see `job`).
@@ -701,9 +663,9 @@ impl<'b, 'a> Build<'b, 'a> {
                 record_ms,
             } => {
                 if let Some(lease) = self.running.remove(&idx).flatten() {
-                    self.slots.release(lease);
+                    self.lanes.free_slots(lease);
                 }
-                self.on_cluster.remove(&idx);
+                self.lanes.leave(self.lanes.lane_of(idx));
                 if let Some(commit) = self.commits.remove(&idx) {
                     let _ = commit.send(Some(result.is_ok()));
                 }
@@ -866,10 +828,7 @@ impl<'b, 'a> Build<'b, 'a> {
             .map(|i| self.b.graph.nodes[i].id.clone())
             .collect();
         reporter.event(&Event::Interrupted { running });
-        self.b.executor.interrupt();
-        if let Some(c) = &self.b.cluster {
-            c.executor.interrupt();
-        }
+        self.lanes.interrupt_all();
     }
 
     /// Flushes what the build learned and reports how it ended.

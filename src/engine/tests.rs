@@ -173,11 +173,11 @@ impl Bench {
             store,
             env: &self.env,
             options,
-            executor: Arc::new(self.fake.clone()),
+            lanes: vec![super::schedule::Lane::machine(Arc::new(self.fake.clone()))],
+            lane_of: Vec::new(),
             interrupt: Interrupt::new(),
             noop: None,
             incremental: None,
-            cluster: None,
         };
         let mut reporter = Hooked {
             events: Vec::new(),
@@ -939,11 +939,11 @@ impl Bench {
                 only: None,
                 retries: 0,
             },
-            executor: Arc::new(self.fake.clone()),
+            lanes: vec![super::schedule::Lane::machine(Arc::new(self.fake.clone()))],
+            lane_of: Vec::new(),
             interrupt: Interrupt::new(),
             noop: session.snapshot(),
             incremental,
-            cluster: None,
         };
         let mut reporter = Hooked {
             events: Vec::new(),

@@ -35,7 +35,7 @@ use tokio::sync::{oneshot, Notify};
 
 use super::cmd::{self, Calls, SlurmCtl};
 use crate::config::{Slurm, DEFAULT_POLL_S};
-use crate::engine::executor::{Executor, Finished, RunFuture};
+use crate::engine::executor::{Executor, Finished, RunFuture, WorkDir};
 use crate::engine::failure::NodeFailure;
 use crate::engine::run::Job;
 use crate::store::{AttemptId, RawJson, Store};
@@ -261,8 +261,18 @@ impl Executor for SlurmExecutor {
         self.0.wake.notify_one();
     }
 
-    fn remote(&self) -> bool {
-        true
+    fn workdir(
+        &self,
+        store: &Store,
+        attempt: AttemptId,
+        _log: &Path,
+    ) -> Result<WorkDir, crate::store::StoreError> {
+        let dir = store.job_dir(attempt);
+        Ok(WorkDir {
+            staging: dir.join("out"),
+            log: dir.join("task.log"),
+            shared: true,
+        })
     }
 }
 
