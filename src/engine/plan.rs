@@ -294,21 +294,7 @@ impl<'a> Evaluator<'a> {
         if !pending.is_empty() {
             recorded = last.and_then(|r| self.recorded_parts(r));
         }
-        // A pending upstream node keeps the manifest it was recorded with.
-        let manifests = upstream
-            .iter()
-            .map(|(id, h)| {
-                let value = h
-                    .or_else(|| {
-                        recorded
-                            .as_ref()
-                            .and_then(|r| r.parts.upstream.get(id).copied())
-                    })
-                    .unwrap_or(ContentHash([0; 32]));
-                (id.clone(), value)
-            })
-            .collect();
-        let parts = self.key_parts(node, manifests)?;
+        let parts = self.key_parts(node, manifests(upstream, recorded.as_ref()))?;
         let key = parts.key();
 
         let mut reasons: Vec<Reason> = state
@@ -428,6 +414,23 @@ impl<'a> Evaluator<'a> {
 
 fn rel_display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// Each upstream node's manifest hash: known, or for a node still pending,
+/// the one the run was recorded with (zero when unknown).
+fn manifests(
+    upstream: &[(String, Option<ContentHash>)],
+    recorded: Option<&RecordedParts>,
+) -> BTreeMap<String, ContentHash> {
+    upstream
+        .iter()
+        .map(|(id, h)| {
+            let value = h
+                .or_else(|| recorded.and_then(|r| r.parts.upstream.get(id).copied()))
+                .unwrap_or(ContentHash([0; 32]));
+            (id.clone(), value)
+        })
+        .collect()
 }
 
 /// Why the last attempt of the node (for `key`) did not produce a run, if it
