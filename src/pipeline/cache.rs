@@ -30,7 +30,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{load::Override, PipelineError};
+use super::{Override, PipelineError};
 use crate::graph::{Graph, Listing, Need, Node, Stage};
 use crate::tasks::TaskSpec;
 use crate::value::Value;

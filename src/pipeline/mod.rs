@@ -8,15 +8,20 @@
 
 pub mod cache;
 pub mod de;
+mod decl;
 mod error;
 mod expand;
 mod files;
 mod load;
+mod nodes;
+mod overrides;
 mod settings;
 pub mod syntax;
 
 pub use error::{PipelineError, Sources};
-pub use load::{load, pipeline_files, Override};
+pub use load::{load, pipeline_files};
+pub use nodes::node_id;
+pub use overrides::Override;
 pub use settings::{load_settings, FILE as SETTINGS_FILE};
 
 use crate::value::Value;
