@@ -7,6 +7,7 @@ mod exec;
 mod inspect;
 mod maintenance;
 mod page;
+mod page_parts;
 mod reasons;
 mod slurm;
 mod status;

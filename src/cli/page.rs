@@ -2,17 +2,19 @@
 //! the store alone (it runs nothing, and works while a build runs).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::page_parts::{
+    environment_lines, job_lane, link, parse_age, parse_csv, shortened_key, utc,
+};
 use super::{load, status, Failure};
+use crate::clock::now_ms;
 use crate::engine::plan::{Evaluation, ReasonKind};
 use crate::exit;
 use crate::graph::Graph;
-use crate::page::{
-    self, Bar, BuildView, NodeDetails, NodeRow, ReportView, StageView, Study, Table,
-};
+use crate::page::{self, Bar, BuildView, NodeDetails, NodeRow, ReportView, StageView, Study};
 use crate::pipeline::Override;
 use crate::store::{AttemptStatus, NodeState, RunRecord, Store};
 use crate::tasks::TaskSpec;
@@ -39,8 +41,6 @@ pub struct ReportArgs {
 /// Log tails kept per node, and in all (the page stays small at 10,000 nodes).
 const LOG_TAIL: usize = 2048;
 const LOG_BUDGET: usize = 1 << 20;
-/// Key parts longer than this are left to `vitgraph explain`.
-const KEY_AT_MOST: usize = 4096;
 
 pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Result<i32, Failure> {
     let t = super::Timer::start();
@@ -486,178 +486,9 @@ impl Gather<'_> {
     }
 }
 
-/// The lane of an attempt that ran as a SLURM job: `job:<id>`.
-fn job_lane(job: &str) -> String {
-    let v: serde_json::Value = serde_json::from_str(job).unwrap_or_default();
-    match v.get("id").or_else(|| v.get("job_id")) {
-        Some(serde_json::Value::String(s)) => format!("job:{s}"),
-        Some(other) => format!("job:{other}"),
-        None => "job:?".into(),
-    }
-}
-
-/// The key parts as the page shows them: the params left out (the page
-/// shows them already), hashes cut to 12 hex digits, long maps (a report's
-/// thousands of upstream manifests) cut to their size; a key too long even
-/// then is left to `vitgraph explain`.
-fn shortened_key(raw: &crate::store::RawJson) -> serde_json::Value {
-    use serde_json::Value;
-    fn short(v: &mut Value) {
-        match v {
-            Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                s.truncate(12);
-            }
-            Value::Object(map) => map.values_mut().for_each(short),
-            Value::Array(items) => items.iter_mut().for_each(short),
-            _ => {}
-        }
-    }
-    let mut v = raw.value();
-    let mut parts = match v.get_mut("parts").map(Value::take) {
-        Some(p) => p,
-        None => v,
-    };
-    if let Value::Object(map) = &mut parts {
-        map.retain(|_, part| !matches!(part, Value::Object(m) if m.is_empty()));
-        for name in ["inputs", "upstream"] {
-            if let Some(part) = map.get_mut(name) {
-                let n = part.as_object().map_or(0, |m| m.len());
-                if n > 8 {
-                    *part = Value::String(format!("{n} entries (vitgraph explain lists them)"));
-                }
-            }
-        }
-    }
-    short(&mut parts);
-    if parts.to_string().len() > KEY_AT_MOST {
-        return Value::String("too long to show: `vitgraph explain NODE` prints it".into());
-    }
-    parts
-}
-
-/// The lines of `report.md`'s "Environment" section.
-fn environment_lines(md: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut inside = false;
-    for line in md.lines() {
-        if line.starts_with("## ") {
-            inside = line.trim() == "## Environment";
-            continue;
-        }
-        if inside {
-            if let Some(item) = line.strip_prefix("- ") {
-                lines.push(item.to_string());
-            }
-        }
-    }
-    lines
-}
-
-/// A CSV text as a table (RFC 4180: quoted fields, doubled quotes).
-fn parse_csv(text: &str) -> Table {
-    let mut records: Vec<Vec<String>> = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', true) => quoted = false,
-            ('"', false) if field.is_empty() => quoted = true,
-            (',', false) => record.push(std::mem::take(&mut field)),
-            ('\n', false) => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            ('\r', false) => {}
-            (c, _) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    let mut it = records.into_iter();
-    Table {
-        names: it.next().unwrap_or_default(),
-        rows: it.collect(),
-    }
-}
-
-/// A relative link from the page's folder to `target` (both absolute).
-fn link(from_dir: &Path, target: &Path) -> String {
-    let from: Vec<Component> = from_dir.components().collect();
-    let to: Vec<Component> = target.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut parts: Vec<String> = Vec::new();
-    for _ in common..from.len() {
-        parts.push("..".into());
-    }
-    for c in &to[common..] {
-        parts.push(
-            c.as_os_str()
-                .to_string_lossy()
-                .replace('%', "%25")
-                .replace('#', "%23")
-                .replace('?', "%3F"),
-        );
-    }
-    parts.join("/")
-}
-
-/// `90s`, `30m`, `12h`, `2d` (or a bare number of hours) in milliseconds.
-fn parse_age(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    let (num, unit) = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((t, "h"), |i| (&t[..i], &t[i..]));
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not an age such as `90m`, `12h` or `2d`"))?;
-    let ms = match unit {
-        "s" => 1e3,
-        "m" | "min" => 60e3,
-        "h" => 3600e3,
-        "d" => 86_400e3,
-        _ => {
-            return Err(format!(
-                "`{text}`: the unit is s, m, h or d (`90m`, `12h`, `2d`)"
-            ))
-        }
-    };
-    Ok((n * ms) as i64)
-}
-
-use crate::clock::now_ms;
-
-/// `2026-11-24 08:50:12 UTC`.
-fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::page_parts::*;
     use super::*;
 
     #[test]

@@ -27,6 +27,34 @@ pub fn expand(
     include: &[Node],
     matrix_span: Option<super::syntax::Span>,
 ) -> Result<Vec<Combo>, PipelineError> {
+    let mut combos = product(sources, stage, axes)?;
+    let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+    for entry in exclude {
+        apply_exclude(sources, axes, &axis_names, entry, &mut combos)?;
+    }
+    if combos.is_empty() && !axes.is_empty() {
+        let span = matrix_span.unwrap_or(axes[0].key.span);
+        return Err(sources
+            .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
+            .with_help(match axes.iter().find(|a| a.overridden) {
+                Some(a) => format!("the values `-p {}=…` gives are all excluded: pass other values, or remove an exclude entry", a.name),
+                None => "remove an exclude entry or add values to an axis".into(),
+            }));
+    }
+    // Without a matrix there is no combination to extend: each include entry
+    // is a combination of its own (GitHub Actions does the same).
+    if axes.is_empty() && !include.is_empty() {
+        combos.clear();
+    }
+    let original = combos.len();
+    for entry in include {
+        apply_include(sources, &axis_names, entry, &mut combos, original)?;
+    }
+    Ok(combos)
+}
+
+/// Every combination of the axes' values, in declaration order.
+fn product(sources: &Sources, stage: &str, axes: &[Axis]) -> Result<Vec<Combo>, PipelineError> {
     let mut combos: Vec<Combo> = vec![Vec::new()];
     for axis in axes {
         if axis.values.is_empty() {
@@ -51,89 +79,96 @@ pub fn expand(
         }
         combos = next;
     }
-    let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+    Ok(combos)
+}
 
-    for entry in exclude {
-        let pairs = entry_pairs(sources, entry, "exclude")?;
-        for (k, _) in &pairs {
-            if !axis_names.contains(&k.name.as_str()) {
-                let help = match super::did_you_mean(&k.name, axis_names.iter().copied()) {
-                    Some(s) => {
-                        format!("did you mean `{s}`? an exclude entry may only name matrix axes")
-                    }
-                    None => format!(
-                        "the axes are: {}",
-                        axis_names
-                            .iter()
-                            .map(|a| format!("`{a}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-                return Err(sources
-                    .error(
-                        format!("`exclude` names `{}`, which is not a matrix axis", k.name),
-                        k.node.span,
-                        "not an axis",
-                    )
-                    .with_help(help));
-            }
-        }
-        let before = combos.len();
-        combos.retain(|c| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
-        // `-p res=[224]` may leave nothing for `{"res": 512}` to exclude; that is not a typo.
-        let overridden = pairs
-            .iter()
-            .any(|(k, _)| axes.iter().any(|a| a.name == k.name && a.overridden));
-        if combos.len() == before && !overridden {
+/// Drops the combinations one `exclude` entry matches; an entry that names
+/// no axis, or matches nothing (unless `-p` narrowed its axis), is an error.
+fn apply_exclude(
+    sources: &Sources,
+    axes: &[Axis],
+    axis_names: &[&str],
+    entry: &Node,
+    combos: &mut Vec<Combo>,
+) -> Result<(), PipelineError> {
+    let pairs = entry_pairs(sources, entry, "exclude")?;
+    for (k, _) in &pairs {
+        if !axis_names.contains(&k.name.as_str()) {
+            let help = match super::did_you_mean(&k.name, axis_names.iter().copied()) {
+                Some(s) => {
+                    format!("did you mean `{s}`? an exclude entry may only name matrix axes")
+                }
+                None => format!(
+                    "the axes are: {}",
+                    axis_names
+                        .iter()
+                        .map(|a| format!("`{a}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
             return Err(sources
-                .error("this `exclude` entry matches no combination of the matrix", entry.span, "matches nothing")
-                .with_help("check the values against the matrix axes; an unmatched exclude is usually a typo"));
+                .error(
+                    format!("`exclude` names `{}`, which is not a matrix axis", k.name),
+                    k.node.span,
+                    "not an axis",
+                )
+                .with_help(help));
         }
     }
-    if combos.is_empty() && !axes.is_empty() {
-        let span = matrix_span.unwrap_or(axes[0].key.span);
+    let before = combos.len();
+    combos.retain(|c| !pairs.iter().all(|(k, v)| matches(c, &k.name, v)));
+    // `-p res=[224]` may leave nothing for `{"res": 512}` to exclude; that is not a typo.
+    let overridden = pairs
+        .iter()
+        .any(|(k, _)| axes.iter().any(|a| a.name == k.name && a.overridden));
+    if combos.len() == before && !overridden {
         return Err(sources
-            .error(format!("the matrix of stage `{stage}` has no combinations left after `exclude`"), span, "empty matrix")
-            .with_help(match axes.iter().find(|a| a.overridden) {
-                Some(a) => format!("the values `-p {}=…` gives are all excluded: pass other values, or remove an exclude entry", a.name),
-                None => "remove an exclude entry or add values to an axis".into(),
-            }));
+            .error(
+                "this `exclude` entry matches no combination of the matrix",
+                entry.span,
+                "matches nothing",
+            )
+            .with_help(
+                "check the values against the matrix axes; an unmatched exclude is usually a typo",
+            ));
     }
+    Ok(())
+}
 
-    // Without a matrix there is no combination to extend: each include entry
-    // is a combination of its own (GitHub Actions does the same).
-    if axes.is_empty() && !include.is_empty() {
-        combos.clear();
-    }
-    let original = combos.len();
-    for entry in include {
-        let pairs = entry_pairs(sources, entry, "include")?;
-        let mut matched = false;
-        for combo in combos.iter_mut().take(original) {
-            let fits = pairs
-                .iter()
-                .filter(|(k, _)| axis_names.contains(&k.name.as_str()))
-                .all(|(k, v)| matches(combo, &k.name, v));
-            if fits {
-                matched = true;
-                for (k, v) in &pairs {
-                    if axis_names.contains(&k.name.as_str()) {
-                        continue;
-                    }
+/// Extends the combinations (of the first `original`) one `include` entry
+/// matches with its other keys, or adds it as a combination of its own.
+fn apply_include(
+    sources: &Sources,
+    axis_names: &[&str],
+    entry: &Node,
+    combos: &mut Vec<Combo>,
+    original: usize,
+) -> Result<(), PipelineError> {
+    let pairs = entry_pairs(sources, entry, "include")?;
+    let mut matched = false;
+    for combo in combos.iter_mut().take(original) {
+        let fits = pairs
+            .iter()
+            .filter(|(k, _)| axis_names.contains(&k.name.as_str()))
+            .all(|(k, v)| matches(combo, &k.name, v));
+        if fits {
+            matched = true;
+            for (k, v) in &pairs {
+                if !axis_names.contains(&k.name.as_str()) {
                     set(combo, &k.name, v);
                 }
             }
         }
-        if !matched {
-            let mut combo = Combo::new();
-            for (k, v) in &pairs {
-                set(&mut combo, &k.name, v);
-            }
-            combos.push(combo);
-        }
     }
-    Ok(combos)
+    if !matched {
+        let mut combo = Combo::new();
+        for (k, v) in &pairs {
+            set(&mut combo, &k.name, v);
+        }
+        combos.push(combo);
+    }
+    Ok(())
 }
 
 /// `exclude` on a `files:` stage: drops the files whose captures match an

@@ -68,6 +68,32 @@ enum Tok {
 /// Names a capture may not take: they mean something else in a task.
 const RESERVED: &[&str] = &["file", "out", "needs"];
 
+/// A pattern must say something, relative to the workspace.
+fn check_relative(
+    sources: &Sources,
+    node: &Node,
+    text: &str,
+    first: Span,
+) -> Result<(), PipelineError> {
+    if text.is_empty() {
+        return Err(sources
+            .error("`files` is empty", node.span, "no pattern")
+            .with_help("write a workspace-relative pattern such as `\"archive/**/*.nsys-rep\"`"));
+    }
+    if text.starts_with('/') {
+        return Err(sources
+            .error(
+                "`files` must be relative to the workspace",
+                first,
+                "an absolute path",
+            )
+            .with_help(
+                "link the archive into the workspace (`ln -s /data/archive archive`) and write `files: \"archive/…\"`",
+            ));
+    }
+    Ok(())
+}
+
 impl Pattern {
     /// Parses the string node of `files:`. `param_names`: the pipeline's
     /// params, which a capture may not shadow.
@@ -99,24 +125,7 @@ impl Pattern {
             }
         };
         let text = value.as_str();
-        if text.is_empty() {
-            return Err(sources
-                .error("`files` is empty", node.span, "no pattern")
-                .with_help(
-                    "write a workspace-relative pattern such as `\"archive/**/*.nsys-rep\"`",
-                ));
-        }
-        if text.starts_with('/') {
-            return Err(sources
-                .error(
-                    "`files` must be relative to the workspace",
-                    at(0, 1),
-                    "an absolute path",
-                )
-                .with_help(
-                    "link the archive into the workspace (`ln -s /data/archive archive`) and write `files: \"archive/…\"`",
-                ));
-        }
+        check_relative(sources, node, text, at(0, 1))?;
         let mut captures: Vec<Capture> = Vec::new();
         let mut segments = Vec::new();
         let mut offset = 0;

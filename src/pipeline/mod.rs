@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod de;
+mod de_error;
 mod decl;
 mod error;
 mod expand;
@@ -16,6 +17,7 @@ mod load;
 mod nodes;
 mod overrides;
 mod settings;
+mod subst;
 pub mod syntax;
 
 pub use error::{PipelineError, Sources};

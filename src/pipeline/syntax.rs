@@ -507,57 +507,52 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn list(&mut self) -> Result<Kind, SyntaxError> {
-        let open = self.pos;
-        self.pos += 1;
+    /// Items separated by commas up to `close` (a trailing comma allowed),
+    /// each read by `item`, the opening bracket at `open` (already passed).
+    fn delimited<T>(
+        &mut self,
+        open: usize,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<T, SyntaxError>,
+    ) -> Result<Vec<T>, SyntaxError> {
         let mut items = Vec::new();
+        let expected = format!("`,` or `{}`", close as char);
         loop {
             self.skip_ws()?;
             match self.peek() {
-                Some(b']') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    return Ok(Kind::List(items));
+                    return Ok(items);
                 }
                 None => return Err(self.unclosed(open)),
                 _ => {}
             }
-            items.push(self.value()?);
+            items.push(item(self)?);
             self.skip_ws()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b']') => {}
+                Some(c) if c == close => {}
                 None => return Err(self.unclosed(open)),
-                _ => return Err(self.unexpected("`,` or `]`")),
+                _ => return Err(self.unexpected(&expected)),
             }
         }
+    }
+
+    fn list(&mut self) -> Result<Kind, SyntaxError> {
+        let open = self.pos;
+        self.pos += 1;
+        Ok(Kind::List(self.delimited(open, b']', Self::value)?))
     }
 
     fn map(&mut self) -> Result<Kind, SyntaxError> {
         let open = self.pos;
         self.pos += 1;
-        let mut entries = Vec::new();
-        loop {
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Kind::Map(entries));
-                }
-                None => return Err(self.unclosed(open)),
-                _ => {}
-            }
-            let key = self.value()?;
-            self.expect(b':', "`:` after a map key")?;
-            let value = self.value()?;
-            entries.push((key, value));
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {}
-                None => return Err(self.unclosed(open)),
-                _ => return Err(self.unexpected("`,` or `}`")),
-            }
-        }
+        let entries = self.delimited(open, b'}', |p| {
+            let key = p.value()?;
+            p.expect(b':', "`:` after a map key")?;
+            Ok((key, p.value()?))
+        })?;
+        Ok(Kind::Map(entries))
     }
 
     /// `(…)` after an optional name: named fields make a struct, otherwise a tuple.
@@ -573,50 +568,15 @@ impl<'a> Parser<'a> {
             });
         }
         if self.looks_like_field() {
-            let mut fields = Vec::new();
-            loop {
-                self.skip_ws()?;
-                match self.peek() {
-                    Some(b')') => {
-                        self.pos += 1;
-                        return Ok(Kind::Struct { name, fields });
-                    }
-                    None => return Err(self.unclosed(open)),
-                    _ => {}
-                }
-                let field = self.ident()?;
-                self.expect(b':', "`:` after a field name")?;
-                let value = self.value()?;
-                fields.push((field, value));
-                self.skip_ws()?;
-                match self.peek() {
-                    Some(b',') => self.pos += 1,
-                    Some(b')') => {}
-                    None => return Err(self.unclosed(open)),
-                    _ => return Err(self.unexpected("`,` or `)`")),
-                }
-            }
+            let fields = self.delimited(open, b')', |p| {
+                let field = p.ident()?;
+                p.expect(b':', "`:` after a field name")?;
+                Ok((field, p.value()?))
+            })?;
+            return Ok(Kind::Struct { name, fields });
         }
-        let mut items = Vec::new();
-        loop {
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b')') => {
-                    self.pos += 1;
-                    return Ok(Kind::Tuple { name, items });
-                }
-                None => return Err(self.unclosed(open)),
-                _ => {}
-            }
-            items.push(self.value()?);
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b')') => {}
-                None => return Err(self.unclosed(open)),
-                _ => return Err(self.unexpected("`,` or `)`")),
-            }
-        }
+        let items = self.delimited(open, b')', Self::value)?;
+        Ok(Kind::Tuple { name, items })
     }
 
     /// After `(`: is the next token `ident :` (a struct field)?

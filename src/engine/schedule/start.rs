@@ -60,11 +60,7 @@ impl Build<'_, '_> {
         let node = &b.graph.nodes[p.idx];
         // An upstream node whose run could not be recorded since this one
         // was judged.
-        if let Some(&bad) = node
-            .deps()
-            .iter()
-            .find(|d| matches!(self.done.get(d), Some(Done::Failed | Done::Skipped)))
-        {
+        if let Some(bad) = self.failed_upstream(p.idx) {
             self.lanes.free_slots(lease);
             self.lanes.leave(lane);
             self.skip(p.idx, bad, reporter);
@@ -128,6 +124,14 @@ impl Build<'_, '_> {
         };
         self.running.insert(p.idx, on_machine.then_some(lease));
         tokio::spawn(ctx.execute());
+    }
+
+    /// An upstream node of `idx` that failed or was skipped.
+    fn failed_upstream(&self, idx: NodeIdx) -> Option<NodeIdx> {
+        self.b.graph.nodes[idx]
+            .deps()
+            .into_iter()
+            .find(|d| matches!(self.done.get(d), Some(Done::Failed | Done::Skipped)))
     }
 
     /// The node's upstream output directories by stage (`${needs.S}`), and

@@ -1,0 +1,177 @@
+//! The small pieces of `vitgraph report`: dates and ages, links between
+//! files, a shortened key, a CSV table, the lines of a report's environment.
+
+use std::path::{Component, Path};
+
+use crate::page::Table;
+
+/// Key parts longer than this are left to `vitgraph explain`.
+const KEY_AT_MOST: usize = 4096;
+
+/// The lane of an attempt that ran as a SLURM job: `job:<id>`.
+pub(super) fn job_lane(job: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(job).unwrap_or_default();
+    match v.get("id").or_else(|| v.get("job_id")) {
+        Some(serde_json::Value::String(s)) => format!("job:{s}"),
+        Some(other) => format!("job:{other}"),
+        None => "job:?".into(),
+    }
+}
+
+/// The key parts as the page shows them: the params left out (the page
+/// shows them already), hashes cut to 12 hex digits, long maps (a report's
+/// thousands of upstream manifests) cut to their size; a key too long even
+/// then is left to `vitgraph explain`.
+pub(super) fn shortened_key(raw: &crate::store::RawJson) -> serde_json::Value {
+    use serde_json::Value;
+    fn short(v: &mut Value) {
+        match v {
+            Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                s.truncate(12);
+            }
+            Value::Object(map) => map.values_mut().for_each(short),
+            Value::Array(items) => items.iter_mut().for_each(short),
+            _ => {}
+        }
+    }
+    let mut v = raw.value();
+    let mut parts = match v.get_mut("parts").map(Value::take) {
+        Some(p) => p,
+        None => v,
+    };
+    if let Value::Object(map) = &mut parts {
+        map.retain(|_, part| !matches!(part, Value::Object(m) if m.is_empty()));
+        for name in ["inputs", "upstream"] {
+            if let Some(part) = map.get_mut(name) {
+                let n = part.as_object().map_or(0, |m| m.len());
+                if n > 8 {
+                    *part = Value::String(format!("{n} entries (vitgraph explain lists them)"));
+                }
+            }
+        }
+    }
+    short(&mut parts);
+    if parts.to_string().len() > KEY_AT_MOST {
+        return Value::String("too long to show: `vitgraph explain NODE` prints it".into());
+    }
+    parts
+}
+
+/// The lines of `report.md`'s "Environment" section.
+pub(super) fn environment_lines(md: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for line in md.lines() {
+        if line.starts_with("## ") {
+            inside = line.trim() == "## Environment";
+            continue;
+        }
+        if inside {
+            if let Some(item) = line.strip_prefix("- ") {
+                lines.push(item.to_string());
+            }
+        }
+    }
+    lines
+}
+
+/// A CSV text as a table (RFC 4180: quoted fields, doubled quotes).
+pub(super) fn parse_csv(text: &str) -> Table {
+    let mut records: Vec<Vec<String>> = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => record.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            ('\r', false) => {}
+            (c, _) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    let mut it = records.into_iter();
+    Table {
+        names: it.next().unwrap_or_default(),
+        rows: it.collect(),
+    }
+}
+
+/// A relative link from the page's folder to `target` (both absolute).
+pub(super) fn link(from_dir: &Path, target: &Path) -> String {
+    let from: Vec<Component> = from_dir.components().collect();
+    let to: Vec<Component> = target.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = Vec::new();
+    for _ in common..from.len() {
+        parts.push("..".into());
+    }
+    for c in &to[common..] {
+        parts.push(
+            c.as_os_str()
+                .to_string_lossy()
+                .replace('%', "%25")
+                .replace('#', "%23")
+                .replace('?', "%3F"),
+        );
+    }
+    parts.join("/")
+}
+
+/// `90s`, `30m`, `12h`, `2d` (or a bare number of hours) in milliseconds.
+pub(super) fn parse_age(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let (num, unit) = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((t, "h"), |i| (&t[..i], &t[i..]));
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not an age such as `90m`, `12h` or `2d`"))?;
+    let ms = match unit {
+        "s" => 1e3,
+        "m" | "min" => 60e3,
+        "h" => 3600e3,
+        "d" => 86_400e3,
+        _ => {
+            return Err(format!(
+                "`{text}`: the unit is s, m, h or d (`90m`, `12h`, `2d`)"
+            ))
+        }
+    };
+    Ok((n * ms) as i64)
+}
+
+/// `2026-11-24 08:50:12 UTC`.
+pub(super) fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
