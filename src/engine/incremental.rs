@@ -254,9 +254,8 @@ fn load_reached(
         })
         .collect();
     store.preload_stat_cache_for(&files)?;
-    store.begin_read()?;
-    let read = (|| {
-        if store.generation()? != Some(inc.generation) {
+    let read = store.read(|r| {
+        if r.generation()? != Some(inc.generation) {
             return Ok(None);
         }
         let judged: Vec<&str> = inc
@@ -264,22 +263,19 @@ fn load_reached(
             .iter()
             .map(|&i| graph.nodes[i].id.as_str())
             .collect();
-        let states = store.load_states_with_attempts_of(&judged, &judged)?;
-        let manifests = store.manifests_of(&upstream_ids)?;
+        let states = r.load_states_with_attempts_of(&judged, &judged)?;
+        let manifests = r.manifests_of(&upstream_ids)?;
         Ok(Some(Loaded {
             states,
             manifests,
             generation: inc.generation,
         }))
-    })();
+    });
     if !matches!(read, Ok(Some(_))) {
         // The full plan that follows looks at every file.
         store.unload_stat_cache();
     }
-    let end = store.end_read();
-    let read = read?;
-    end?;
-    Ok(read)
+    read
 }
 
 /// What `status` (or any reader) learns of a graph whose no-op snapshot held
@@ -350,16 +346,11 @@ pub(super) fn refresh_snapshot(
         .map(|&i| b.graph.nodes[i].id.as_str())
         .collect();
     b.store.observe_files();
-    let read = (|| {
-        b.store.begin_read()?;
-        let read = (|| {
-            let generation = b.store.generation()?;
-            let own = b.store.own_generation();
-            Ok::<_, StoreError>((b.store.load_states_for(&ids)?, generation, own))
-        })();
-        b.store.end_read()?;
-        read
-    })();
+    let read = b.store.read(|r| {
+        let generation = r.generation()?;
+        let own = r.own_generation();
+        Ok((r.load_states_for(&ids)?, generation, own))
+    });
     let Ok((states, Some(generation), own)) = read else {
         return;
     };

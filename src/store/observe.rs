@@ -141,20 +141,29 @@ impl Store {
     /// [`Store::load_states`] and the change counter, read in one transaction
     /// so the counter names exactly the records loaded.
     pub fn load_states_at(&self) -> Result<(HashMap<String, NodeState>, Option<i64>), StoreError> {
-        self.begin_read()?;
-        let read = (|| {
-            let generation = self.generation()?;
-            Ok((self.load_states()?, generation))
-        })();
-        let end = self.end_read();
-        let (states, generation) = read?;
-        end?;
-        Ok((states, generation))
+        self.read(|s| {
+            let generation = s.generation()?;
+            Ok((s.load_states()?, generation))
+        })
     }
 
-    /// Starts a read transaction: the queries until [`Store::end_read`] see
-    /// one state of the database.
-    pub fn begin_read(&self) -> Result<(), StoreError> {
+    /// Runs `reads` in one read transaction: every query it makes sees one
+    /// state of the database (the change counter names exactly the records
+    /// read). The transaction ends whatever `reads` returns.
+    pub fn read<T>(
+        &self,
+        reads: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.begin_read()?;
+        let result = reads(self);
+        let end = self.end_read();
+        let value = result?;
+        end?;
+        Ok(value)
+    }
+
+    /// Starts a read transaction (see [`Store::read`]).
+    fn begin_read(&self) -> Result<(), StoreError> {
         // The stat cache first (lock order: the stat cache before the connection).
         drop(self.stat_cache()?);
         self.conn()
@@ -162,7 +171,7 @@ impl Store {
             .map_err(|e| self.db_err(e))
     }
 
-    pub fn end_read(&self) -> Result<(), StoreError> {
+    fn end_read(&self) -> Result<(), StoreError> {
         self.conn()
             .execute_batch("COMMIT")
             .map_err(|e| self.db_err(e))
