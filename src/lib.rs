@@ -23,29 +23,32 @@
 //!   (GPU ids), [`hash`], [`listing`] (a folder's stat), [`logs`] (bounded log
 //!   excerpts), [`suggest`] ("did you mean"), [`tabular`] (Parquet), [`value`],
 //!   [`workspace`] (finding the root).
+//!
+//! Modules the integration tests and the binaries do not reach into are
+//! crate-private, so the compiler reports what in them nothing uses.
 
 pub mod analysis;
-pub mod atomic;
+pub(crate) mod atomic;
 pub mod cli;
 pub mod clock;
-pub mod codec;
-pub mod config;
-pub mod engine;
-pub mod exit;
+pub(crate) mod codec;
+pub(crate) mod config;
+pub(crate) mod engine;
+pub(crate) mod exit;
 pub mod gpu;
 pub mod graph;
 pub mod hash;
 pub mod host;
-pub mod listing;
-pub mod logs;
-pub mod page;
+pub(crate) mod listing;
+pub(crate) mod logs;
+pub(crate) mod page;
 pub mod pipeline;
-pub mod report;
+pub(crate) mod report;
 pub mod slurm;
-pub mod store;
-pub mod suggest;
+pub(crate) mod store;
+pub(crate) mod suggest;
 pub mod tabular;
 pub mod tasks;
 pub mod trace;
 pub mod value;
-pub mod workspace;
+pub(crate) mod workspace;

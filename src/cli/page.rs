@@ -416,7 +416,6 @@ impl Gather<'_> {
                 };
                 Bar {
                     index: index.get(e.node_id.as_str()).copied(),
-                    node: e.node_id,
                     stage,
                     lane,
                     start_ms: e.started_at_ms,

@@ -66,13 +66,3 @@ fn is_zero(n: &usize) -> bool {
 pub trait Reporter: Send {
     fn event(&mut self, event: &Event);
 }
-
-/// Collects events (tests, and callers that want the list).
-#[derive(Default)]
-pub struct Collect(pub Vec<Event>);
-
-impl Reporter for Collect {
-    fn event(&mut self, event: &Event) {
-        self.0.push(event.clone());
-    }
-}

@@ -64,10 +64,6 @@ impl Slots {
         }
     }
 
-    pub fn gpu_count(&self) -> usize {
-        self.gpus.len()
-    }
-
     pub fn cpu_free(&self) -> usize {
         self.cpu_free.len()
     }

@@ -114,7 +114,6 @@ pub struct BuildView {
 /// One attempt on the timeline.
 #[derive(Debug, Clone)]
 pub struct Bar {
-    pub node: String,
     /// Its index into `Study::nodes`, when the page lists it.
     pub index: Option<usize>,
     pub stage: usize,

@@ -35,19 +35,18 @@ mod stat_cache;
 #[cfg(test)]
 mod test_support;
 
-pub use crate::hash::ContentHash;
 pub use batch::StagedRun;
 pub use error::StoreError;
 pub(crate) use fileio::now_ns;
 pub use groups::TaskGroups;
-pub use history::{BuildSummary, TimelineEntry};
+pub use history::TimelineEntry;
 pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub use lock::KeyLock;
 pub use memo::FileFacts;
 pub use objects::Materialized;
 pub use open::Store;
 pub use record::{
-    manifest_hash, Attempt, AttemptId, AttemptStatus, Damage, DamageKind, GcStats, NewRun,
-    NodeState, OutputCheck, OutputEntry, RawJson, Repair, RunRecord,
+    Attempt, AttemptId, AttemptStatus, DamageKind, NewRun, NodeState, OutputCheck, RawJson,
+    RunRecord,
 };
 pub use stat_cache::InputStamp;

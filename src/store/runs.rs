@@ -456,8 +456,9 @@ mod tests {
     use rusqlite::params;
     use serde_json::json;
 
+    use super::super::record::OutputEntry;
     use super::super::test_support::{key, workspace};
-    use super::super::{OutputCheck, OutputEntry, RunRecord};
+    use super::super::{OutputCheck, RunRecord};
 
     /// Records `n` nodes straight through SQL (committing through the file
     /// system would take minutes), with key parts and environments of a

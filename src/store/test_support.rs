@@ -6,7 +6,8 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{ContentHash, NewRun, RawJson, RunRecord, Store};
+use super::{NewRun, RawJson, RunRecord, Store};
+use crate::hash::ContentHash;
 
 pub(crate) fn workspace() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
