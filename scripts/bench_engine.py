@@ -227,6 +227,8 @@ def main():
     for name, r in rows.items():
         if r["changed"] == r["changed"]:
             print(f"| {name} | {r['changed'] * 1000:.0f} ms | {r['rss_changed']:.0f} MB |")
+    if "vitgraph" not in rows or "ninja" not in rows:
+        return
     v, nj = rows["vitgraph"], rows["ninja"]
     print(f"\nvitgraph no-op / ninja no-op = {v['noop'] / nj['noop']:.2f}; status / ninja no-op = {v['status'] / nj['noop']:.2f}")
     print(f"one-input rebuild minus its four commands run alone ({t_one_cmds * 1000:.1f} ms): {(v['one'] - t_one_cmds) * 1000:.0f} ms"

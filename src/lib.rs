@@ -19,7 +19,8 @@
 //! - [`config`] the workspace's and stages' cluster settings, as plain data;
 //!   [`host`] this machine's environment fingerprint and libtorch executable;
 //! - leaves that everyone may use: [`atomic`] (whole-file writes), [`clock`]
-//!   (time and the racy window), [`codec`], [`exit`] (exit codes), [`gpu`]
+//!   (time and the racy window), [`codec`], [`estimate`] (values and 95 %
+//!   intervals over repetitions), [`exit`] (exit codes), [`gpu`]
 //!   (GPU ids), [`hash`], [`listing`] (a folder's stat), [`logs`] (bounded log
 //!   excerpts), [`suggest`] ("did you mean"), [`tabular`] (Parquet), [`value`],
 //!   [`workspace`] (finding the root).
@@ -34,6 +35,7 @@ pub mod clock;
 pub(crate) mod codec;
 pub(crate) mod config;
 pub(crate) mod engine;
+pub mod estimate;
 pub(crate) mod exit;
 pub mod gpu;
 pub mod graph;

@@ -42,6 +42,7 @@ impl Fixture {
                     .map(|(k, v)| ((*k).to_owned(), v.clone()))
                     .collect(),
                 dir: dir.clone(),
+                rep: None,
             });
         dir
     }

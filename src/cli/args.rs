@@ -39,6 +39,13 @@ pub struct BuildArgs {
     /// its node (NODE_FAIL, launch failure) or was preempted.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub retries: u32,
+    /// Run the repetitions of a repeated stage one configuration after another,
+    /// instead of in rounds across its configurations.
+    #[arg(long)]
+    pub no_interleave: bool,
+    /// Seed of the shuffled order of configurations within each round of repetitions.
+    #[arg(long, value_name = "N", conflicts_with = "no_interleave")]
+    pub interleave_seed: Option<u64>,
     #[command(flatten)]
     pub slurm: SlurmFlags,
 }

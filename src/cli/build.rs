@@ -195,6 +195,10 @@ fn options(
         gpus,
         only: None,
         retries: args.retries,
+        interleave: (!args.no_interleave).then(|| {
+            args.interleave_seed
+                .unwrap_or(crate::engine::INTERLEAVE_SEED)
+        }),
     })
 }
 

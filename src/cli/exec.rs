@@ -65,6 +65,7 @@ pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i3
         gpus: crate::gpu::visible_from_env().unwrap_or_default(),
         only: Some([idx].into_iter().collect()),
         retries: 0,
+        interleave: None,
     };
     let executor = Arc::new(Local::noting_groups(&store));
     let builder = Builder {

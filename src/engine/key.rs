@@ -28,6 +28,12 @@ pub struct KeyParts {
     /// tasks that measure hardware; empty otherwise.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The repetition a node of a repeated stage measures, from the second
+    /// on: repetitions of one configuration share every other part. The
+    /// first repetition has none, so it keeps the key the configuration
+    /// had before the stage took `repeat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<u32>,
 }
 
 impl PartialEq for KeyParts {
@@ -38,6 +44,7 @@ impl PartialEq for KeyParts {
             && self.inputs == other.inputs
             && self.upstream == other.upstream
             && self.env == other.env
+            && self.repetition == other.repetition
     }
 }
 
@@ -132,6 +139,7 @@ mod tests {
             inputs: BTreeMap::new(),
             upstream: BTreeMap::new(),
             env: BTreeMap::new(),
+            repetition: None,
         }
     }
 
@@ -149,6 +157,12 @@ mod tests {
         let mut c = parts();
         c.env.insert("driver".into(), "580".into());
         assert_ne!(a.key(), c.key());
+        let mut d = parts();
+        d.repetition = Some(2);
+        assert_ne!(a.key(), d.key());
+        // Without a repetition the encoding is the one keys had before it.
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(!text.contains("repetition"), "{text}");
     }
 
     #[test]

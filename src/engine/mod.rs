@@ -30,6 +30,7 @@ pub mod record;
 pub mod recorder;
 pub mod run;
 pub mod schedule;
+pub use schedule::INTERLEAVE_SEED;
 pub mod session;
 pub mod slots;
 pub mod spawn;

@@ -228,6 +228,7 @@ impl<'a> Evaluator<'a> {
             inputs,
             upstream,
             env,
+            repetition: node.rep.filter(|&r| r > 1),
         })
     }
 

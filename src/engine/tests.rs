@@ -17,6 +17,8 @@ use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::Store;
 
+mod repeat;
+
 struct FakeEnv(BTreeMap<String, String>);
 
 impl EnvProbe for FakeEnv {
@@ -48,6 +50,8 @@ struct Opts {
     force: Vec<&'static str>,
     only: Option<Vec<&'static str>>,
     retries: u32,
+    /// The rounds' seed; None: `--no-interleave`.
+    interleave: Option<u64>,
     /// Fires the build's interrupt when an event matches.
     interrupt_when: Option<Box<When>>,
 }
@@ -61,6 +65,7 @@ impl Default for Opts {
             force: Vec::new(),
             only: None,
             retries: 0,
+            interleave: Some(super::INTERLEAVE_SEED),
             interrupt_when: None,
         }
     }
@@ -166,6 +171,7 @@ impl Bench {
                 .as_ref()
                 .map(|ids| ids.iter().map(|id| self.idx(id)).collect()),
             retries: o.retries,
+            interleave: o.interleave,
         };
         let builder = Builder {
             graph: &self.graph,
@@ -938,6 +944,7 @@ impl Bench {
                 gpus: Vec::new(),
                 only: None,
                 retries: 0,
+                interleave: None,
             },
             lanes: vec![super::schedule::Lane::machine(Arc::new(self.fake.clone()))],
             lane_of: Vec::new(),

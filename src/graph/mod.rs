@@ -34,6 +34,11 @@ pub struct Node {
     pub needs: Vec<Need>,
     /// The workspace file a `files:` stage made this node for (its `${file}`).
     pub file: Option<String>,
+    /// Which repetition of its configuration this node is (1, 2, …): for
+    /// a node of a stage with `repeat`, and for a node that follows one
+    /// with `for_each` (an analysis of that repetition); None for every
+    /// other node. Its id carries it as the param `rep`.
+    pub rep: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +71,15 @@ impl Node {
         deps.sort_unstable();
         deps.dedup();
         deps
+    }
+
+    /// The params that name the node's configuration: its id params less
+    /// the repetition's `rep` (all of them for a node that is not repeated).
+    pub fn configuration(&self) -> impl Iterator<Item = &(String, Value)> {
+        let repeated = self.rep.is_some();
+        self.id_params
+            .iter()
+            .filter(move |(k, _)| !(repeated && k == REP_PARAM))
     }
 
     /// The directory name under `out/<stage>/`: the id's params (`k1=v1,k2=v2`),
@@ -114,6 +128,9 @@ impl Node {
     }
 }
 
+/// The id param that numbers a repeated stage's repetitions.
+pub const REP_PARAM: &str = "rep";
+
 /// The longest node folder name: a file name takes 255 bytes, and the log
 /// beside it (`<name>.log`, `<name>.job.json`) needs room for its suffix.
 pub const MAX_DIR_NAME: usize = 200;
@@ -145,6 +162,8 @@ pub struct Stage {
     /// Where its nodes run under `--executor slurm` (`placement:`); None:
     /// by kind (see `slurm::placement`).
     pub placement: Option<crate::config::Placement>,
+    /// `repeat:`: processes per configuration (1 without it).
+    pub repeat: u32,
 }
 
 #[cfg(test)]
@@ -165,9 +184,11 @@ mod tests {
                 inputs: Vec::new(),
                 outputs: Vec::new(),
                 resources: Default::default(),
+                measure: false,
             }),
             needs: Vec::new(),
             file: None,
+            rep: None,
         }
     }
 

@@ -35,7 +35,7 @@ use crate::graph::{Graph, Listing, Need, Node, Stage};
 use crate::tasks::TaskSpec;
 use crate::value::Value;
 
-const MAGIC: &[u8; 8] = b"VGGRAPH2";
+const MAGIC: &[u8; 8] = b"VGGRAPH3";
 /// Nodes per independently decoded chunk.
 const CHUNK: usize = 2048;
 const FILE: &str = "graph.bin";
@@ -118,7 +118,7 @@ pub fn hash_sources(
 
 fn token(exe: &Path, root: &Path, overrides: &[Override]) -> Option<[u8; 32]> {
     let mut h = blake3::Hasher::new();
-    h.update(b"vitgraph-graph-cache-v1\0");
+    h.update(b"vitgraph-graph-cache-v2\0");
     hash_sources(&mut h, exe, root, overrides)?;
     Some(*h.finalize().as_bytes())
 }
@@ -176,6 +176,7 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
         w.str(&s.file.to_string_lossy());
         w.str(&s.pipeline);
         w.str(&serde_json::to_string(&(&s.slurm, &s.placement)).unwrap_or_default());
+        w.u64(u64::from(s.repeat));
         w.u64(s.nodes.len() as u64);
         for &n in &s.nodes {
             w.u64(n as u64);
@@ -243,6 +244,7 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
         let file = PathBuf::from(r.str()?);
         let pipeline = r.str()?.to_string();
         let (slurm, placement) = serde_json::from_str(r.str()?).ok()?;
+        let repeat = u32::try_from(r.u64()?).ok()?;
         let mut nodes = Vec::new();
         for _ in 0..r.len()? {
             nodes.push(r.u64()? as usize);
@@ -254,6 +256,7 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
             nodes,
             slurm,
             placement,
+            repeat,
         });
     }
     let mut texts = Vec::new();
@@ -330,6 +333,7 @@ impl Writer {
             }
             None => self.0.push(0),
         }
+        self.u64(n.rep.map_or(0, u64::from));
     }
 
     fn u64(&mut self, n: u64) {
@@ -414,6 +418,10 @@ impl<'a> Reader<'a> {
             1 => Some(self.str()?.to_string()),
             _ => return None,
         };
+        let rep = match self.u64()? {
+            0 => None,
+            r => Some(u32::try_from(r).ok()?),
+        };
         Some(Node {
             id,
             stage,
@@ -422,6 +430,7 @@ impl<'a> Reader<'a> {
             task,
             needs,
             file,
+            rep,
         })
     }
 
@@ -571,6 +580,31 @@ mod tests {
         longer.push(0);
         fs::write(&path, &longer).unwrap();
         assert!(read(&path, root, &token).is_none());
+    }
+
+    #[test]
+    fn repetitions_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("pipelines")).unwrap();
+        fs::write(
+            root.join("pipelines/p.ron"),
+            r#"Pipeline(stages: {
+                "b": Stage(matrix: {"x": [1, 2]}, repeat: 3,
+                           task: Command(run: "m ${x}", measure: true, outputs: ["results.json"])),
+                "t": Stage(for_each: "b", task: Command(run: "t", outputs: ["t.txt"])),
+            })"#,
+        )
+        .unwrap();
+        let graph = super::super::load(root, &[]).unwrap();
+        let token = [3u8; 32];
+        let path = root.join(FILE);
+        fs::write(&path, encode(&graph, &token)).unwrap();
+        let back = read(&path, root, &token).expect("the cache reads back");
+        assert_eq!(format!("{:?}", back.nodes), format!("{:?}", graph.nodes));
+        assert_eq!(format!("{:?}", back.stages), format!("{:?}", graph.stages));
+        assert_eq!(back.nodes[5].rep, Some(3));
+        assert_eq!(back.stage("b").unwrap().repeat, 3);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub(super) struct StageDecl {
     pub slurm: Option<Node>,
     /// `placement: Local | Cluster`.
     pub placement: Option<Node>,
+    /// `repeat: N`: each combination measured in N processes.
+    pub repeat: Option<Node>,
 }
 
 impl StageDecl {
@@ -65,6 +67,7 @@ const STAGE: &[(&str, Reader)] = &[
     ("description", read_description),
     ("slurm", read_slurm),
     ("placement", read_placement),
+    ("repeat", read_repeat),
 ];
 
 pub(super) fn read_file(
@@ -267,6 +270,7 @@ fn read_stage(
         task: None,
         slurm: None,
         placement: None,
+        repeat: None,
     };
     for (field, value) in fields {
         match STAGE.iter().find(|(key, _)| *key == field.name) {
@@ -501,6 +505,18 @@ fn read_placement(
     stage: &mut StageDecl,
 ) -> Result<(), PipelineError> {
     stage.placement = Some(value.clone());
+    Ok(())
+}
+
+/// `repeat: N` (a number, or `"${param}"`): read with the params when the
+/// stage expands.
+fn read_repeat(
+    _: &Sources,
+    _: &Ident,
+    value: &Node,
+    stage: &mut StageDecl,
+) -> Result<(), PipelineError> {
+    stage.repeat = Some(value.clone());
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use super::decl::{FileDecl, StageDecl};
 use super::expand;
 use super::syntax::{Kind, Node, Span};
 use super::{value_of, PipelineError, Sources};
-use crate::graph::{Graph, Need, NodeIdx};
+use crate::graph::{Graph, Need, NodeIdx, REP_PARAM};
 use crate::tasks::TaskSpec;
 
 /// From this many nodes in a stage, their expansion runs in parallel.
@@ -75,6 +75,16 @@ impl Expander<'_> {
     fn stage(&mut self, s: &StageDecl, file: &FileDecl) -> Result<(), PipelineError> {
         let (combos, files_of) = self.combos(s, file)?;
         let needs_names: Vec<String> = s.upstream().map(|u| u.name.clone()).collect();
+        let scope = Scope {
+            params: &file.params,
+            needs: &needs_names,
+        };
+        let repeat = self.repeat_of(s, &scope)?;
+        let (combos, files_of) = match &repeat {
+            Some((n, node)) => self.repetitions(s, combos, files_of, *n, node.span)?,
+            None => (combos, files_of),
+        };
+        let repeated = repeat.is_some_and(|(n, _)| n > 1);
         let upstream: Vec<Option<NodeIdx>> = match &s.for_each {
             Some(u) => self.stage_nodes[u.name.as_str()]
                 .iter()
@@ -92,12 +102,11 @@ impl Expander<'_> {
             })
             .collect();
         let expanded = self.expand(s, file, &needs_names, &pairs)?;
-        let mine = self.number(s, &pairs, expanded)?;
+        let mine = self.number(s, &pairs, expanded, repeated)?;
+        if let (Some((_, node)), Some(&first)) = (&repeat, mine.first()) {
+            check_measures(self.sources, &self.nodes[first].task, node.span)?;
+        }
         self.stage_nodes.insert(s.name.name.clone(), mine.clone());
-        let scope = Scope {
-            params: &file.params,
-            needs: &needs_names,
-        };
         let (slurm, placement) = cluster_of(self.sources, s, &scope)?;
         self.stages.push(crate::graph::Stage {
             name: s.name.name.clone(),
@@ -106,8 +115,98 @@ impl Expander<'_> {
             nodes: mine,
             slurm,
             placement,
+            repeat: repeat.map_or(1, |(n, _)| n),
         });
         Ok(())
+    }
+
+    /// The stage's `repeat`, read with the file's params; None without it.
+    fn repeat_of<'s>(
+        &self,
+        s: &'s StageDecl,
+        scope: &Scope<'_>,
+    ) -> Result<Option<(u32, &'s Node)>, PipelineError> {
+        let Some(node) = &s.repeat else {
+            return Ok(None);
+        };
+        let n: u32 = de::from_node(node, scope).map_err(|e| {
+            let mut err = self.sources.de_error(e);
+            err.message = format!("`repeat` of stage `{}`: {}", s.name.name, err.message);
+            err
+        })?;
+        match n {
+            0 => Err(self
+                .sources
+                .error(
+                    "`repeat` must be at least 1",
+                    node.span,
+                    "no repetition would measure nothing",
+                )
+                .with_help("write `repeat: 3` for three processes per configuration, or leave `repeat` out for one")),
+            n => Ok(Some((n, node))),
+        }
+    }
+
+    /// Every combination `n` times, with the param `rep` (1 to `n`) last:
+    /// the nodes of one configuration's repetitions. At `n` = 1 the
+    /// combinations stay as they are (the node ids as without `repeat`),
+    /// and `${rep}` reads 1.
+    fn repetitions(
+        &self,
+        s: &StageDecl,
+        combos: Vec<expand::Combo>,
+        files_of: Vec<Option<String>>,
+        n: u32,
+        span: Span,
+    ) -> Result<(Vec<expand::Combo>, Vec<Option<String>>), PipelineError> {
+        let clash = combos
+            .iter()
+            .flatten()
+            .map(|p| (p.name.as_str(), p.node.span))
+            .chain(s.for_each.iter().flat_map(|u| {
+                let inherited = self.stage_nodes[u.name.as_str()]
+                    .first()
+                    .map(|&i| self.node_id_params[i].as_slice())
+                    .unwrap_or_default();
+                inherited.iter().map(move |p| (p.name.as_str(), u.span))
+            }))
+            .find(|(name, _)| *name == REP_PARAM);
+        if let Some((_, at)) = clash {
+            return Err(self
+                .sources
+                .error(
+                    format!(
+                        "stage `{}` repeats its nodes, but they already have a param `{REP_PARAM}`",
+                        s.name.name
+                    ),
+                    at,
+                    format!("`{REP_PARAM}` comes from here"),
+                )
+                .with_label(span, "`repeat` numbers repetitions with `rep`")
+                .with_help(format!(
+                    "`{REP_PARAM}` names the repetition of a repeated stage: rename this param, or repeat the upstream stage alone"
+                )));
+        }
+        if n == 1 {
+            return Ok((combos, files_of));
+        }
+        let mut out = Vec::with_capacity(combos.len() * n as usize);
+        let mut files = Vec::with_capacity(out.capacity());
+        for (combo, file) in combos.into_iter().zip(files_of) {
+            for k in 1..=n {
+                let mut c = combo.clone();
+                c.push(Param {
+                    name: REP_PARAM.to_owned(),
+                    node: Node {
+                        kind: Kind::Int(i64::from(k)),
+                        span,
+                    },
+                });
+                out.push(c);
+                files.push(file.clone());
+            }
+        }
+        Ok((out, files))
     }
 
     /// The stage's combinations: from the files it matches (each with its
@@ -203,6 +302,21 @@ impl Expander<'_> {
         if let (Some(rel), Some(pattern)) = (matched, &s.files) {
             overlay(&mut params, file_param(rel, pattern.span));
         }
+        // `repeat: 1`: one repetition, not named in the id; `${rep}` is 1.
+        if let Some(node) = &s.repeat {
+            if !id_params.iter().any(|p| p.name == REP_PARAM) {
+                overlay(
+                    &mut params,
+                    Param {
+                        name: REP_PARAM.to_owned(),
+                        node: Node {
+                            kind: Kind::Int(1),
+                            span: node.span,
+                        },
+                    },
+                );
+            }
+        }
         let id_values: Vec<(String, crate::value::Value)> = id_params
             .iter()
             .map(|p| {
@@ -238,6 +352,7 @@ impl Expander<'_> {
         s: &StageDecl,
         pairs: &[Pair<'_>],
         expanded: Vec<Expanded>,
+        repeated: bool,
     ) -> Result<Vec<NodeIdx>, PipelineError> {
         let needs_all = self.needs_of(s);
         let mut mine = Vec::with_capacity(pairs.len());
@@ -278,6 +393,18 @@ impl Expander<'_> {
                     },
                 );
             }
+            // A repetition's number: its own, or that of the repetition
+            // it follows (`for_each`).
+            let rep = if repeated {
+                match id_values.last() {
+                    Some((k, crate::value::Value::Int(r))) if k == REP_PARAM => {
+                        u32::try_from(*r).ok()
+                    }
+                    _ => None,
+                }
+            } else {
+                up.and_then(|u| self.nodes[u].rep)
+            };
             mine.push(self.nodes.len());
             self.nodes.push(crate::graph::Node {
                 id,
@@ -287,6 +414,7 @@ impl Expander<'_> {
                 task,
                 needs,
                 file: matched.cloned(),
+                rep,
             });
             self.node_id_params.push(id_params);
         }
@@ -366,6 +494,27 @@ fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSp
             .with_help(msg.help)
     })?;
     Ok(t)
+}
+
+/// `repeat` repeats a measurement: refused on a task that measures nothing.
+fn check_measures(sources: &Sources, task: &TaskSpec, span: Span) -> Result<(), PipelineError> {
+    if task.measures() {
+        return Ok(());
+    }
+    let help = match task {
+        TaskSpec::Command(_) => "a `Command` that measures says so with `measure: true` (and writes `results.json`, see the book's Repetitions chapter)",
+        _ => "only `Vit`, `OpBench` and a `Command` with `measure: true` take `repeat`; repeat the stage that measures, and this one follows it with `for_each`",
+    };
+    Err(sources
+        .error(
+            format!(
+                "`repeat` repeats a measurement, and a `{}` task measures nothing",
+                task.kind()
+            ),
+            span,
+            "repeated here",
+        )
+        .with_help(help))
 }
 
 /// A stage's `slurm: (…)` and `placement:`, read with the pipeline's params.

@@ -520,3 +520,85 @@ Pipeline(
         }
     }
 }
+
+#[test]
+fn repeat_numbers_repetitions_of_measuring_stages_only() {
+    let ok = r#"Pipeline(params: {"n": 2}, stages: {
+        "b": Stage(matrix: {"x": [1, 2]}, repeat: "${n}",
+                   task: Command(run: "echo ${x} ${rep} > ${out}/results.json", measure: true, outputs: ["results.json"])),
+    })"#;
+    let g = load_ok(&[("p.ron", ok)], &[]);
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "b[x=1,rep=1]",
+            "b[x=1,rep=2]",
+            "b[x=2,rep=1]",
+            "b[x=2,rep=2]"
+        ]
+    );
+    assert_eq!(run_of(&g, "b[x=2,rep=2]"), "echo 2 2 > ${out}/results.json");
+    assert_eq!(
+        g.nodes[3].out_rel(),
+        std::path::PathBuf::from("out/b/x=2,rep=2")
+    );
+    let one = load_ok(&[("p.ron", ok)], &["n=1"]);
+    assert_eq!(one.nodes[0].id, "b[x=1]");
+
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            r#"Pipeline(stages: {"b": Stage(repeat: 3, task: Command(run: "true", outputs: ["v.txt"]))})"#,
+            "a `Command` task measures nothing",
+            "measure: true",
+        ),
+        (
+            r#"Pipeline(stages: {"b": Stage(repeat: 0, task: Command(run: "true", measure: true, outputs: ["results.json"]))})"#,
+            "`repeat` must be at least 1",
+            "leave `repeat` out",
+        ),
+        (
+            r#"Pipeline(stages: {"b": Stage(repeat: "many", task: Command(run: "true", measure: true, outputs: ["results.json"]))})"#,
+            "repeat",
+            "",
+        ),
+        (
+            r#"Pipeline(stages: {"b": Stage(matrix: {"rep": [1]}, repeat: 2, task: Command(run: "true", measure: true, outputs: ["results.json"]))})"#,
+            "already have a param `rep`",
+            "rename this param",
+        ),
+        (
+            r#"Pipeline(stages: {"b": Stage(task: Command(run: "true", measure: true, outputs: ["v.txt"]))})"#,
+            "writes `results.json`, but its `outputs` do not list it",
+            "to `outputs`: it holds the measurement",
+        ),
+    ];
+    for (text, message, help) in cases {
+        let e = load_err(&[("p.ron", text)], &[]);
+        let shown = format!("{e:?}");
+        assert!(e.to_string().contains(message), "{message}: {shown}");
+        assert!(shown.contains(help), "{help}: {shown}");
+        assert!(shown.contains("p.ron"), "{shown}");
+    }
+}
+
+#[test]
+fn what_follows_a_repeated_stage_inherits_rep_and_cannot_repeat_again() {
+    let text = r#"Pipeline(stages: {
+        "b": Stage(matrix: {"x": [1]}, repeat: 2, task: Command(run: "m", measure: true, outputs: ["results.json"])),
+        "t": Stage(for_each: "b", task: Command(run: "t", outputs: ["t.txt"])),
+        "again": Stage(for_each: "b", repeat: 2, task: Command(run: "m", measure: true, outputs: ["results.json"])),
+    })"#;
+    let e = load_err(&[("p.ron", text)], &[]);
+    assert!(
+        e.to_string().contains("already have a param `rep`"),
+        "{e:?}"
+    );
+    let ok = text.replace(
+        r#""again": Stage(for_each: "b", repeat: 2,"#,
+        r#""again": Stage(for_each: "b","#,
+    );
+    let g = load_ok(&[("p.ron", &ok)], &[]);
+    assert!(g.find("t[x=1,rep=2]").is_some());
+    assert_eq!(g.nodes[g.find("t[x=1,rep=2]").unwrap()].rep, Some(2));
+}

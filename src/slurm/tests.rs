@@ -79,6 +79,7 @@ impl Bench {
                     gpus,
                     exclusive: false,
                 },
+                measure: false,
             }),
             root: self.store.root().to_path_buf(),
             staging: dir.join("out"),

@@ -19,4 +19,12 @@ pub struct CommandSpec {
     pub outputs: Vec<String>,
     #[serde(default)]
     pub resources: Resources,
+    /// The command measures (a timing, a rate): it may take `repeat`, and
+    /// it writes `results.json` (see the book's Repetitions chapter). Left
+    /// out of the serialized spec when false, so other commands keep their keys.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measure: bool,
 }
+
+/// What a measuring command writes in `${out}`.
+pub const RESULTS_JSON: &str = "results.json";

@@ -119,6 +119,10 @@ impl TaskSpec {
         let specific = match self {
             TaskSpec::Vit(v) => v.validate().err().map(|m| (m, "fix the field in the pipeline file; `Vit` fields are listed in the book's Experiments chapter")),
             TaskSpec::OpBench(o) => o.validate().err().map(|m| (m, "fix the field in the pipeline file; `OpBench` fields are listed in the book's Experiments chapter")),
+            TaskSpec::Command(c) if c.measure && !c.outputs.iter().any(|o| o == command::RESULTS_JSON) => Some((
+                format!("a `Command` with `measure: true` writes `{}`, but its `outputs` do not list it", command::RESULTS_JSON),
+                "add \"results.json\" to `outputs`: it holds the measurement (its form is in the book's Repetitions chapter)",
+            )),
             _ => None,
         };
         if let Some((message, help)) = specific {
@@ -159,6 +163,16 @@ impl TaskSpec {
         f
     }
 
+    /// Whether the task measures (so a stage may `repeat` it): `Vit`,
+    /// `OpBench`, and a `Command` with `measure: true`.
+    pub fn measures(&self) -> bool {
+        match self {
+            TaskSpec::Vit(_) | TaskSpec::OpBench(_) => true,
+            TaskSpec::Command(c) => c.measure,
+            _ => false,
+        }
+    }
+
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
@@ -197,6 +211,11 @@ pub struct UpstreamNode {
     pub id: String,
     pub params: BTreeMap<String, crate::value::Value>,
     pub dir: PathBuf,
+    /// The repetition the node is (or follows), for a repeated stage: its
+    /// param `rep` numbers repetitions of one configuration, which a
+    /// report folds into one row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rep: Option<u32>,
 }
 
 /// A command prefix the engine runs a built-in task under (`numactl …`,

@@ -39,7 +39,8 @@ impl Build<'_, '_> {
                             ReasonKind::ObjectDamaged,
                             failure.message.lines().next().unwrap_or_default(),
                         )];
-                        self.queue.push_front(p);
+                        let round = self.round(idx);
+                        self.queue.push_front(round, p);
                     }
                     Ok(run) => {
                         reporter.event(&Event::Cached {
@@ -208,7 +209,8 @@ impl Build<'_, '_> {
             if let Some(r) = self.remaining.get_mut(&d) {
                 *r -= 1;
                 if *r == 0 {
-                    self.ready.push_back(d);
+                    let round = self.round(d);
+                    self.ready.push_back(round, d);
                 }
             }
         }

@@ -10,7 +10,7 @@
 //! two `vitgraph` processes share work instead of running a node twice (see
 //! [`super::job`]). Every step reports through [`Event`]s.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +18,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 mod end;
+mod order;
 mod start;
 
 use super::events::{Event, Reporter};
@@ -50,7 +51,12 @@ pub struct BuildOptions {
     /// How many times a node whose cluster job failed with its node or was
     /// preempted runs again (`--retries`).
     pub retries: u32,
+    /// The seed of the rounds repetitions run in (see [`order`]); None
+    /// runs them as they come (`--no-interleave`).
+    pub interleave: Option<u64>,
 }
+
+pub use order::DEFAULT_SEED as INTERLEAVE_SEED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuildStatus {
@@ -165,8 +171,8 @@ pub(super) struct Build<'b, 'a> {
     /// Upstream nodes not yet done, per node.
     remaining: HashMap<NodeIdx, usize>,
     done: HashMap<NodeIdx, Done>,
-    ready: VecDeque<NodeIdx>,
-    queue: VecDeque<Pending>,
+    ready: order::Line<NodeIdx>,
+    queue: order::Line<Pending>,
     lanes: Lanes<'b>,
     /// Nodes being restored, with what runs them should the restore find
     /// their stored run damaged.
@@ -200,14 +206,17 @@ impl<'b, 'a> Build<'b, 'a> {
             .iter()
             .map(|&i| (i, b.graph.nodes[i].deps().len()))
             .collect();
-        let mut ready: VecDeque<NodeIdx> = selection
+        let interleave = b.options.interleave;
+        let mut ready: order::Line<NodeIdx> = selection
             .iter()
             .copied()
             .filter(|i| remaining[i] == 0)
+            .map(|i| (order::round_of(b.graph, i, interleave), i))
             .collect();
         // Nodes to judge first, those known fresh after: commands start
         // before thousands of fresh nodes are passed.
         ready
+            .plain_mut()
             .make_contiguous()
             .sort_by_key(|i| start.fresh_now.contains_key(i) || start.fresh_only.contains(i));
         let (tx, rx) = mpsc::unbounded_channel();
@@ -222,7 +231,7 @@ impl<'b, 'a> Build<'b, 'a> {
             remaining,
             done: HashMap::with_capacity(selection.len()),
             ready,
-            queue: VecDeque::new(),
+            queue: order::Line::new(),
             lanes: Lanes::new(
                 &b.lanes,
                 &b.lane_of,
@@ -279,7 +288,7 @@ impl<'b, 'a> Build<'b, 'a> {
 
     /// Judges every ready node; stops early when one can start at once.
     fn judge_ready(&mut self, reporter: &mut dyn Reporter) {
-        while let Some(i) = self.ready.pop_front() {
+        while let Some((_, i)) = self.ready.pop_front() {
             if self.stopping {
                 continue;
             }
@@ -392,16 +401,25 @@ impl<'b, 'a> Build<'b, 'a> {
                 } else {
                     verdict.reasons().to_vec()
                 };
-                self.queue.push_back(Pending {
-                    idx: i,
-                    key,
-                    parts,
-                    reasons,
-                    replace: forced,
-                });
+                let round = self.round(i);
+                self.queue.push_back(
+                    round,
+                    Pending {
+                        idx: i,
+                        key,
+                        parts,
+                        reasons,
+                        replace: forced,
+                    },
+                );
                 true
             }
         }
+    }
+
+    /// Node `i`'s place in the rounds of repetitions, if it has one.
+    fn round(&self, i: NodeIdx) -> Option<order::Round> {
+        order::round_of(self.b.graph, i, self.b.options.interleave)
     }
 
     /// How many nodes could send a run to the recorder's next batch: those

@@ -24,13 +24,13 @@ impl Build<'_, '_> {
             if self.lanes.full() {
                 break;
             }
-            let Some(p) = self.queue.pop_front() else {
+            let Some((round, p)) = self.queue.pop_front() else {
                 break;
             };
             let res = self.b.graph.nodes[p.idx].task.resources();
             match self.lanes.admit(p.idx, &res) {
                 Admitted::Start { lane, lease } => self.start(p, lane, lease, reporter),
-                Admitted::Wait => waiting.push_back(p),
+                Admitted::Wait => waiting.push_back((round, p)),
                 Admitted::Never { wanted, available } => {
                     let failure = NodeFailure::new(
                         FailureKind::Resources,
@@ -43,8 +43,8 @@ impl Build<'_, '_> {
                 }
             }
         }
-        while let Some(p) = waiting.pop_back() {
-            self.queue.push_front(p);
+        while let Some((round, p)) = waiting.pop_back() {
+            self.queue.push_front(round, p);
         }
     }
 
@@ -177,6 +177,7 @@ impl Build<'_, '_> {
                             // params are the same in every row.
                             params: up.id_params.iter().cloned().collect(),
                             dir: dir.clone(),
+                            rep: up.rep,
                         }
                     })
                     .collect();

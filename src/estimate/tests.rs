@@ -1,0 +1,166 @@
+use super::*;
+
+/// Published two-sided 95 % critical values of Student's t.
+#[test]
+fn t_quantiles_match_the_tables() {
+    let table = [
+        (1.0, 12.706_204_736),
+        (2.0, 4.302_652_730),
+        (3.0, 3.182_446_305),
+        (4.0, 2.776_445_105),
+        (9.0, 2.262_157_163),
+        (30.0, 2.042_272_456),
+        (1000.0, 1.962_339_057),
+    ];
+    for (df, want) in table {
+        let got = t_quantile(0.975, df);
+        assert!((got - want).abs() < 1e-6, "df {df}: {got} vs {want}");
+    }
+    assert!((t_quantile(0.975, 1e7) - 1.959_963_985).abs() < 1e-5);
+}
+
+/// The quantile against brute force: with t = √ν·tan θ the density is
+/// proportional to cos^(ν−1) θ on [0, π/2), so P(0 ≤ T ≤ q) is a ratio of
+/// two plain integrals, taken here by Simpson's rule.
+#[test]
+fn t_quantiles_agree_with_a_brute_force_integral() {
+    fn simpson(f: impl Fn(f64) -> f64, a: f64, b: f64, n: usize) -> f64 {
+        let h = (b - a) / n as f64;
+        let inner: f64 = (1..n)
+            .map(|i| f(a + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 })
+            .sum();
+        (f(a) + f(b) + inner) * h / 3.0
+    }
+    for df in [1.5, 2.0, 2.7, 3.0, 5.0, 9.0, 17.3] {
+        let q = t_quantile(0.975, df);
+        let density = |theta: f64| theta.cos().powf(df - 1.0);
+        let part = simpson(density, 0.0, (q / df.sqrt()).atan(), 200_000);
+        let whole = simpson(density, 0.0, std::f64::consts::FRAC_PI_2, 200_000);
+        let cdf = 0.5 + 0.5 * part / whole;
+        assert!((cdf - 0.975).abs() < 1e-8, "df {df}: P(T ≤ {q}) = {cdf}");
+        assert!((t_cdf(q, df) - cdf).abs() < 1e-8);
+    }
+}
+
+#[test]
+fn the_interval_over_repetitions_is_the_t_interval() {
+    let e = of_repetitions(&[1.0, 2.0, 3.0]).unwrap();
+    let half = 4.302_652_730 / 3f64.sqrt();
+    assert!((e.value - 2.0).abs() < 1e-12);
+    assert!((e.low - (2.0 - half)).abs() < 1e-6 && (e.high - (2.0 + half)).abs() < 1e-6);
+    assert_eq!((e.runs, e.basis), (3, Basis::Repetitions));
+    assert!((e.half_width_rel() - half / 2.0).abs() < 1e-6);
+    assert!(
+        of_repetitions(&[1.0]).is_none(),
+        "one repetition has no spread"
+    );
+    assert!(of_repetitions(&[1.0, f64::NAN]).is_none());
+    let same = of_repetitions(&[5.0, 5.0]).unwrap();
+    assert_eq!((same.low, same.high), (5.0, 5.0));
+}
+
+#[test]
+fn the_ratio_interval_is_welch_on_the_log_scale() {
+    let r = ratio_of_repetitions(&[10.0, 10.0, 10.0], &[5.0, 5.0, 5.0]).unwrap();
+    assert_eq!((r.value, r.low, r.high), (0.5, 0.5, 0.5));
+    // Equal spreads and counts: ν = 2(n − 1) = 4.
+    let b = [9.0, 10.0, 11.0];
+    let c = [4.5, 5.0, 5.5];
+    let r = ratio_of_repetitions(&b, &c).unwrap();
+    let se = (2.0f64 * (1.0 / (3.0 * 100.0))).sqrt();
+    let half: f64 = 2.776_445_105 * se;
+    assert!((r.value - 0.5).abs() < 1e-12);
+    assert!((r.low - 0.5 * (-half).exp()).abs() < 1e-7, "{r:?}");
+    assert!((r.high - 0.5 * half.exp()).abs() < 1e-7, "{r:?}");
+    assert!(ratio_of_repetitions(&[1.0], &c).is_none());
+    assert!(ratio_of_repetitions(&[-1.0, 1.0], &c).is_none());
+}
+
+/// A seeded normal generator (SplitMix64, Box–Muller).
+struct Normal(u64);
+
+impl Normal {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    fn next(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+/// One simulated repetition: a process whose level is shifted by
+/// `between` (relative, normal), timing `batches` batches with relative
+/// noise `within` (log-normal, skewed as latencies are); its estimate is
+/// the median batch, as `Vit`'s `latency_ms.median`.
+fn repetition(rng: &mut Normal, truth: f64, between: f64, within: f64, batches: usize) -> f64 {
+    let level = truth * (1.0 + between * rng.next());
+    let mut samples: Vec<f64> = (0..batches)
+        .map(|_| level * (within * rng.next()).exp())
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[batches / 2]
+}
+
+/// Coverage of the nominal 95 % interval over 1,000 synthetic studies with
+/// known within- and between-run variance, at 3, 5 and 10 repetitions:
+/// each figure must be at least 93 %. (`cargo test coverage -- --nocapture`
+/// prints them; the book quotes them.)
+#[test]
+fn coverage_of_the_repetition_interval() {
+    let trials = 1000;
+    for (between, within) in [(0.05, 0.02), (0.02, 0.10), (0.10, 0.30)] {
+        for reps in [3, 5, 10] {
+            let mut rng = Normal(reps as u64 * 7919 + (between * 1e4) as u64);
+            let truth = 2.0;
+            let covered = (0..trials)
+                .filter(|_| {
+                    let values: Vec<f64> = (0..reps)
+                        .map(|_| repetition(&mut rng, truth, between, within, 101))
+                        .collect();
+                    of_repetitions(&values).unwrap().contains(truth)
+                })
+                .count();
+            let rate = covered as f64 / trials as f64;
+            eprintln!(
+                "coverage: between ±{between}, within ±{within}, {reps} repetitions: {:.1} %",
+                rate * 100.0
+            );
+            assert!(rate >= 0.93, "{reps} repetitions: {rate}");
+        }
+    }
+}
+
+/// The same for ratios of two configurations (true ratio 0.7).
+#[test]
+fn coverage_of_the_ratio_interval() {
+    let trials = 1000;
+    for (between, within) in [(0.05, 0.02), (0.10, 0.30)] {
+        for reps in [3, 5, 10] {
+            let mut rng = Normal(reps as u64 * 104_729 + (within * 1e4) as u64);
+            let covered = (0..trials)
+                .filter(|_| {
+                    let mut side = |truth: f64| -> Vec<f64> {
+                        (0..reps)
+                            .map(|_| repetition(&mut rng, truth, between, within, 101))
+                            .collect()
+                    };
+                    let (b, c) = (side(10.0), side(7.0));
+                    ratio_of_repetitions(&b, &c).unwrap().contains(0.7)
+                })
+                .count();
+            let rate = covered as f64 / trials as f64;
+            eprintln!(
+                "ratio coverage: between ±{between}, within ±{within}, {reps} repetitions: {:.1} %",
+                rate * 100.0
+            );
+            assert!(rate >= 0.93, "{reps} repetitions: {rate}");
+        }
+    }
+}
