@@ -47,6 +47,21 @@ impl Fixture {
         dir
     }
 
+    /// Adds repetition `rep` of a configuration: node `stage[…,rep=N]`.
+    fn repetition(
+        &mut self,
+        stage: &str,
+        params: &[(&str, Value)],
+        rep: u32,
+        files: &[(&str, String)],
+    ) {
+        let mut with_rep = params.to_vec();
+        with_rep.push(("rep", int(i64::from(rep))));
+        self.node(stage, &with_rep, files);
+        let last = self.upstream.get_mut(stage).unwrap().last_mut().unwrap();
+        last.rep = Some(rep);
+    }
+
     fn context(&self, out: &str) -> TaskContext {
         let out = self.dir.path().join(out);
         std::fs::create_dir_all(&out).unwrap();
@@ -129,9 +144,9 @@ fn joins_metrics_and_results_by_params_into_an_exact_csv() {
     run(&spec, &ctx).unwrap();
     assert_eq!(
         read(&ctx.out, "table.csv"),
-        "dim,patch,gpu_utilization,throughput_images_per_s,latency_ms.median,gaps.largest_ns.0,samples,env_group,nodes\n\
-         192,16,0.25,4000.0,2.0,900,2,env1,\"analysis[dim=192,patch=16] runs[dim=192,patch=16]\"\n\
-         384,16,0.5,2000.0,4.0,900,2,env1,\"analysis[dim=384,patch=16] runs[dim=384,patch=16]\"\n"
+        "dim,patch,gpu_utilization,throughput_images_per_s,latency_ms.median,gaps.largest_ns.0,reps,interval,samples,env_group,nodes\n\
+         192,16,0.25,4000.0,2.0,900,1,,2,env1,\"analysis[dim=192,patch=16] runs[dim=192,patch=16]\"\n\
+         384,16,0.5,2000.0,4.0,900,1,,2,env1,\"analysis[dim=384,patch=16] runs[dim=384,patch=16]\"\n"
     );
     let parquet = std::fs::read(ctx.out.join("table.parquet")).unwrap();
     assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
@@ -146,7 +161,7 @@ fn joins_metrics_and_results_by_params_into_an_exact_csv() {
         "{md}"
     );
     assert!(
-        md.contains("| 192 | 16 | 0.2500 | 4000 | 2.000 | 900 | 2 | env1 |"),
+        md.contains("| 192 | 16 | 0.2500 | 4000 | 2.000 | 900 | 1 |  | 2 | env1 |"),
         "{md}"
     );
     assert!(!md.contains("Warning"), "{md}");
@@ -421,9 +436,9 @@ fn rows_tables_become_one_row_per_entry() {
     run(&spec(r#"(title: "ops", sources: ["ops"])"#), &ctx).unwrap();
     assert_eq!(
         read(&ctx.out, "table.csv"),
-        "dtype,gbps,n,op,time_ms,samples,env_group,nodes\n\
-         f16,16.0,1024,gelu,0.5,,,ops[dtype=f16]\n\
-         f16,32.5,1024,layernorm,0.25,,,ops[dtype=f16]\n"
+        "dtype,gbps,n,op,time_ms,reps,interval,samples,env_group,nodes\n\
+         f16,16.0,1024,gelu,0.5,1,,,,ops[dtype=f16]\n\
+         f16,32.5,1024,layernorm,0.25,1,,,,ops[dtype=f16]\n"
     );
 }
 
@@ -452,8 +467,8 @@ fn a_filter_keeps_the_rows_of_one_value_and_every_column_of_the_stage() {
     run(&with(r#"{"rq": "rq2"}"#), &ctx).unwrap();
     assert_eq!(
         read(&ctx.out, "table.csv"),
-        "rq,gpu,gpu_utilization,gaps.count_ge_1us,samples,env_group,nodes\n\
-         rq2,1,0.25,,,,\"analysis[rq=rq2,gpu=1]\"\n"
+        "rq,gpu,gpu_utilization,gaps.count_ge_1us,reps,interval,samples,env_group,nodes\n\
+         rq2,1,0.25,,1,,,,\"analysis[rq=rq2,gpu=1]\"\n"
     );
     // Numbers match by value.
     run(&with(r#"{"gpu": 0.0}"#), &ctx).unwrap();
@@ -472,4 +487,212 @@ fn a_filter_keeps_the_rows_of_one_value_and_every_column_of_the_stage() {
         err.to_string().contains("no source node has rq=rq9"),
         "{err}"
     );
+}
+
+/// The columns of a CSV file by name.
+fn csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines();
+    let header = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let rows = lines
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect();
+    (header, rows)
+}
+
+/// Three configurations measured three times each, the second noisier
+/// than the first; each repetition's median is `ms` plus a shift.
+fn repeated_fixture() -> Fixture {
+    let mut fx = Fixture::new();
+    for (dim, shifts) in [
+        (192, [0.0, 0.1, -0.1]),
+        (384, [0.0, 1.0, -1.0]),
+        (768, [0.3, 0.2, 0.4]),
+    ] {
+        for (k, shift) in shifts.iter().enumerate() {
+            let ms = dim as f64 / 96.0 + shift;
+            fx.repetition(
+                "runs",
+                &[("dim", int(dim))],
+                k as u32 + 1,
+                &[("results.json", results(&wobble(ms, 60, k), "H100"))],
+            );
+        }
+    }
+    fx
+}
+
+#[test]
+fn repetitions_fold_into_one_row_with_a_t_interval() {
+    let fx = repeated_fixture();
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"], target: Some(0.05))"#,
+    );
+    run(&spec, &ctx).unwrap();
+    let (header, rows) = csv(&read(&ctx.out, "table.csv"));
+    assert_eq!(
+        header,
+        [
+            "dim",
+            "latency_ms.median",
+            "latency_ms.median.ci95_low",
+            "latency_ms.median.ci95_high",
+            "reps",
+            "interval",
+            "wide",
+            "samples",
+            "env_group",
+            "nodes"
+        ]
+    );
+    assert_eq!(rows.len(), 3, "one row per configuration, no `rep` column");
+    // The reference: the repetitions' medians, their mean and t-interval
+    // worked out here from the files the report read.
+    for row in &rows {
+        let dim: i64 = row[0].parse().unwrap();
+        let medians: Vec<f64> = (1..=3)
+            .map(|k| {
+                let dir = fx.dir.path().join(format!("out/runs/dim={dim}_rep={k}"));
+                let doc: Json = serde_json::from_str(&read(&dir, "results.json")).unwrap();
+                doc["latency_ms"]["median"].as_f64().unwrap()
+            })
+            .collect();
+        let mean = medians.iter().sum::<f64>() / 3.0;
+        let sd = (medians.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        let half = 4.302_652_729_9 * sd / 3f64.sqrt();
+        let num = |i: usize| row[i].parse::<f64>().unwrap();
+        assert!((num(1) - mean).abs() < 1e-9, "{row:?}");
+        assert!((num(2) - (mean - half)).abs() < 1e-6 && (num(3) - (mean + half)).abs() < 1e-6);
+        assert_eq!((row[4].as_str(), row[5].as_str()), ("3", "repetitions"));
+        assert_eq!(row[7], "180", "every batch of every repetition");
+        let wide = half / mean > 0.05;
+        assert_eq!(!row[6].is_empty(), wide, "{row:?}");
+    }
+    assert!(
+        read(&ctx.out, "table.csv")
+            .contains("\"runs[dim=192,rep=1] runs[dim=192,rep=2] runs[dim=192,rep=3]\""),
+        "the row lists its repetitions' nodes"
+    );
+    // dim 384 moved ±1 ms around 4 ms between runs: far wider than ±5 %.
+    assert!(
+        rows[1][6].starts_with("latency_ms.median ±"),
+        "{:?}",
+        rows[1]
+    );
+    let md = read(&ctx.out, "report.md");
+    assert!(md.contains("t-interval over them"), "{md}");
+    assert!(md.contains(" % ⚠ |"), "{md}");
+    assert!(
+        !md.contains("ci95_low"),
+        "bounds show as ± in the markdown: {md}"
+    );
+}
+
+#[test]
+fn one_run_gets_a_within_run_interval_labelled_as_such() {
+    let mut fx = Fixture::new();
+    fx.node(
+        "runs",
+        &[("dim", int(192))],
+        &[("results.json", results(&wobble(2.0, 60, 0), "H100"))],
+    );
+    let ctx = fx.context("report");
+    run(
+        &spec(r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median", "params"])"#),
+        &ctx,
+    )
+    .unwrap();
+    let (header, rows) = csv(&read(&ctx.out, "table.csv"));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert_eq!(rows[0][col("reps")], "1");
+    assert_eq!(rows[0][col("interval")], "within-run");
+    let (lo, hi): (f64, f64) = (
+        rows[0][col("latency_ms.median.ci95_low")].parse().unwrap(),
+        rows[0][col("latency_ms.median.ci95_high")].parse().unwrap(),
+    );
+    let median: f64 = rows[0][col("latency_ms.median")].parse().unwrap();
+    assert!(lo < median && median < hi, "{lo} {median} {hi}");
+    assert!(
+        !header.iter().any(|h| h == "params.ci95_low"),
+        "no samples for `params`"
+    );
+    assert!(read(&ctx.out, "report.md").contains("it says nothing of where the next run lands"));
+}
+
+#[test]
+fn a_param_named_rep_that_is_no_repetition_is_not_folded() {
+    let mut fx = Fixture::new();
+    for rep in [1, 2] {
+        fx.node(
+            "runs",
+            &[("rep", int(rep))],
+            &[("results.json", results(&wobble(2.0, 10, 0), "H100"))],
+        );
+    }
+    let ctx = fx.context("report");
+    run(&spec(r#"(title: "t", sources: ["runs"])"#), &ctx).unwrap();
+    let (header, rows) = csv(&read(&ctx.out, "table.csv"));
+    assert_eq!(header[0], "rep");
+    assert_eq!(rows.len(), 2);
+}
+
+#[test]
+fn comparisons_of_repeated_rows_use_welch_and_say_when_no_difference_is_shown() {
+    let mut fx = Fixture::new();
+    // `max` is clearly faster at dim 192; at dim 384 the two overlap.
+    for (dim, none, max) in [
+        (192, [10.0, 10.2, 9.8], [6.0, 6.1, 5.9]),
+        (384, [8.0, 9.0, 7.0], [8.2, 7.4, 8.6]),
+    ] {
+        for k in 0..3 {
+            for (compile, ms) in [("none", none[k]), ("max", max[k])] {
+                fx.repetition(
+                    "runs",
+                    &[("dim", int(dim)), ("compile", text(compile))],
+                    k as u32 + 1,
+                    &[("results.json", results(&wobble(ms, 40, k), "H100"))],
+                );
+            }
+        }
+    }
+    let ctx = fx.context("report");
+    run(
+        &spec(
+            r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"],
+                compare: Some(Compare(param: "compile", baseline: "none", metric: "latency_ms.median")))"#,
+        ),
+        &ctx,
+    )
+    .unwrap();
+    let text = read(&ctx.out, "compare.csv");
+    let (header, rows) = csv(&text);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert_eq!(rows.len(), 2, "{text}");
+    for row in &rows {
+        assert_eq!(row[col("interval")], "repetitions", "{row:?}");
+        assert_eq!(
+            (
+                row[col("reps_baseline")].as_str(),
+                row[col("reps_value")].as_str()
+            ),
+            ("3", "3")
+        );
+    }
+    let note = |dim: &str| rows.iter().find(|r| r[0] == dim).unwrap()[col("note")].clone();
+    let (lo, hi): (f64, f64) = {
+        let r = rows.iter().find(|r| r[0] == "192").unwrap();
+        (
+            r[col("ci95_low")].parse().unwrap(),
+            r[col("ci95_high")].parse().unwrap(),
+        )
+    };
+    assert!(hi < 1.0 && lo > 0.5, "{lo} {hi}");
+    assert_eq!(note("192"), "");
+    assert!(note("384").starts_with("no difference shown"), "{text}");
+    assert!(read(&ctx.out, "report.md").contains("Welch's over the repetitions"));
 }

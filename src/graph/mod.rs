@@ -128,8 +128,7 @@ impl Node {
     }
 }
 
-/// The id param that numbers a repeated stage's repetitions.
-pub const REP_PARAM: &str = "rep";
+pub use crate::tasks::REP_PARAM;
 
 /// The longest node folder name: a file name takes 255 bytes, and the log
 /// beside it (`<name>.log`, `<name>.job.json`) needs room for its suffix.

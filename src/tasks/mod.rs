@@ -204,6 +204,9 @@ pub struct TaskContext {
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
 }
 
+/// The id param that numbers a repeated stage's repetitions.
+pub const REP_PARAM: &str = "rep";
+
 /// One upstream node as a task sees it: its id, its params (matrix cell and
 /// inherited params) and its output directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,5 +12,6 @@ mod graph_cache;
 mod noop;
 mod pipeline_errors;
 mod promises;
+mod repetitions;
 mod runtime_errors;
 mod status_text;

@@ -8,10 +8,11 @@ use super::bootstrap::{ratio_interval, Statistic};
 use super::cell::Cell;
 use super::spec::Compare;
 use super::table::Table;
+use crate::estimate::{ratio_of_repetitions, Basis};
 use crate::tasks::TaskError;
 
 /// The column names of `compare.csv` after the group's params and the param.
-pub const TAIL: [&str; 10] = [
+pub const TAIL: [&str; 13] = [
     "baseline",
     "metric_baseline",
     "metric_value",
@@ -20,9 +21,15 @@ pub const TAIL: [&str; 10] = [
     "ci95_high",
     "n_baseline",
     "n_value",
+    "reps_baseline",
+    "reps_value",
+    "interval",
     "env_group",
     "note",
 ];
+
+/// The note of a comparison whose interval holds 1.
+pub const NO_DIFFERENCE: &str = "no difference shown: the 95% interval holds 1";
 
 /// The comparison as a table: group params, the compared param, then [`TAIL`].
 pub struct Comparison {
@@ -91,7 +98,16 @@ fn pair(
     };
     let env = |r: &super::table::TableRow| r.env_group.map(|g| table.env_groups[g].label.clone());
     let mut cells = vec![baseline.clone(), Cell::Null, value.cells[metric].clone()];
-    let mut tail = [Cell::Null, Cell::Null, Cell::Null, Cell::Null, n(value)];
+    let mut tail = [
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        n(value),
+        Cell::Null,
+        Cell::Int(value.reps as i64),
+        Cell::Null,
+    ];
     let base = match bases {
         [one] => &table.rows[*one],
         [] => return finish(cells, tail, env(value), "no baseline row in this group"),
@@ -106,6 +122,7 @@ fn pair(
     };
     cells[1] = base.cells[metric].clone();
     tail[3] = n(base);
+    tail[5] = Cell::Int(base.reps as i64);
     if env(base) != env(value) {
         let note = format!(
             "environments differ (baseline in {}, this row in {}): not compared",
@@ -122,30 +139,51 @@ fn pair(
     }
     let ratio = v / b;
     tail[0] = Cell::Float(ratio);
-    let interval = Statistic::for_metric(&spec.metric).and_then(|stat| {
-        ratio_interval(
-            base.samples.as_deref()?,
-            value.samples.as_deref()?,
-            stat,
-            spec.resamples,
-            spec.seed,
-        )
-    });
+    // Both sides repeated: Welch's interval over the repetitions. Else the
+    // bootstrap over per-batch samples, which sees one run's noise only.
+    let repeated = match (&base.per_rep[metric], &value.per_rep[metric]) {
+        (Some(b), Some(c)) => ratio_of_repetitions(b, c),
+        _ => None,
+    };
+    let (interval, basis) = match repeated {
+        Some(e) => (Some((e.low, e.high)), Basis::Repetitions),
+        None => (
+            Statistic::for_metric(&spec.metric).and_then(|stat| {
+                let (low, high) = ratio_interval(
+                    base.samples.as_deref()?,
+                    value.samples.as_deref()?,
+                    stat,
+                    spec.resamples,
+                    spec.seed,
+                )?;
+                Some((ratio * low, ratio * high))
+            }),
+            Basis::WithinRun,
+        ),
+    };
     let note = match interval {
         Some((low, high)) => {
-            tail[1] = Cell::Float(ratio * low);
-            tail[2] = Cell::Float(ratio * high);
-            ""
+            tail[1] = Cell::Float(low);
+            tail[2] = Cell::Float(high);
+            tail[7] = Cell::Str(basis.as_str().to_owned());
+            let mut notes = Vec::new();
+            if low <= 1.0 && 1.0 <= high {
+                notes.push(NO_DIFFERENCE);
+            }
+            if basis == Basis::WithinRun {
+                notes.push("within-run interval only: the next run may land outside it");
+            }
+            notes.join("; ")
         }
         None if Statistic::for_metric(&spec.metric).is_none() => {
-            "no per-sample statistic for this metric"
+            "no interval: no repetitions and no per-sample statistic for this metric".to_owned()
         }
-        None => "no per-batch samples",
+        None => "no interval: no repetitions and no per-batch samples".to_owned(),
     };
-    finish(cells, tail, env(value), note)
+    finish(cells, tail, env(value), &note)
 }
 
-fn finish(mut cells: Vec<Cell>, tail: [Cell; 5], env: Option<String>, note: &str) -> Vec<Cell> {
+fn finish(mut cells: Vec<Cell>, tail: [Cell; 8], env: Option<String>, note: &str) -> Vec<Cell> {
     cells.extend(tail);
     cells.push(env.map_or(Cell::Null, Cell::Str));
     cells.push(if note.is_empty() {

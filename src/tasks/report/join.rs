@@ -34,11 +34,45 @@ pub struct Row {
     pub table_entry: bool,
     /// A `metrics.json` of the row comes from a trace with no GPU.
     pub no_gpu: bool,
+    /// The repetition the row's nodes are (see [`super::fold`]).
+    pub rep: Option<u32>,
+    /// A configuration's row: the rows of its repetitions, by `rep`.
+    pub repetitions: Vec<Row>,
 }
 
 impl Row {
+    /// A path's value in the row's files (for a configuration's row, in
+    /// the first repetition that has it).
     pub fn lookup(&self, path: &str) -> Option<&Json> {
+        if !self.repetitions.is_empty() {
+            return self.repetitions.iter().find_map(|r| r.lookup(path));
+        }
         self.docs.iter().find_map(|doc| lookup(doc, path))
+    }
+
+    /// A configuration's row over its repetitions' rows (sorted by `rep`,
+    /// params without `rep`).
+    pub fn configuration(params: BTreeMap<String, Value>, mut reps: Vec<Row>) -> Row {
+        reps.sort_by_key(|r| r.rep);
+        let first = &reps[0];
+        let samples: Vec<f64> = reps
+            .iter()
+            .flat_map(|r| r.samples.iter().flatten())
+            .copied()
+            .collect();
+        Row {
+            params,
+            nodes: reps.iter().flat_map(|r| r.nodes.iter().cloned()).collect(),
+            docs: Vec::new(),
+            facets: first.facets.clone(),
+            host: first.host.clone(),
+            samples: (reps.iter().any(|r| r.samples.is_some())).then_some(samples),
+            images: reps.iter().map(|r| r.images).sum(),
+            table_entry: false,
+            no_gpu: reps.iter().any(|r| r.no_gpu),
+            rep: None,
+            repetitions: reps,
+        }
     }
 }
 
@@ -76,6 +110,7 @@ pub fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskE
                     row.samples = row.samples.take().or(extra.samples);
                     row.images = row.images.or(extra.images);
                     row.no_gpu |= extra.no_gpu;
+                    row.rep = row.rep.or(extra.rep);
                 }
                 None => {
                     by_params.insert(key, rows.len());
@@ -156,6 +191,8 @@ fn new_row(files: &NodeFiles, docs: Vec<Json>, table_entry: bool) -> Result<Row,
         images: results.and_then(|r| r.get("images")).and_then(Json::as_i64),
         table_entry,
         no_gpu: files.metrics.as_ref().is_some_and(|m| m.no_gpu),
+        rep: files.node.rep,
+        repetitions: Vec::new(),
     })
 }
 
@@ -277,6 +314,7 @@ fn default_columns(rows: &[Row]) -> Vec<String> {
 fn column_help(column: &str, rows: &[Row]) -> String {
     let mut paths = Vec::new();
     if let Some(row) = rows.first() {
+        let row = row.repetitions.first().unwrap_or(row);
         for doc in &row.docs {
             leaf_paths(doc, "", &mut paths);
         }

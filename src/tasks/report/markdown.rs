@@ -8,7 +8,8 @@ use serde_json::Value as Json;
 use super::cell::Cell;
 use super::compare::Comparison;
 use super::spec::ReportSpec;
-use super::table::{EnvGroup, Table};
+use super::table::{EnvGroup, Table, CI_HIGH, CI_LOW, NODES};
+use crate::estimate::Estimate;
 
 /// The facets named in the header, in this order, with their labels.
 const FACETS: [(&str, &str); 6] = [
@@ -25,10 +26,33 @@ pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>)
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);
     md.push_str("## Table\n\n");
-    // Node ids are in `table.csv`; in the markdown they would only crowd the table.
-    let shown = table.names.len() - 1;
-    let rows: Vec<&[Cell]> = table.rows.iter().map(|r| &r.cells[..shown]).collect();
-    grid(&mut md, &table.names[..shown], &rows);
+    intervals_note(&mut md, spec, table);
+    // Node ids and the interval bounds are in `table.csv`; here the bounds
+    // read as `± x %` beside their value, and ids would only crowd the table.
+    let shown: Vec<usize> = (0..table.names.len())
+        .filter(|&i| {
+            let name = &table.names[i];
+            name != NODES
+                && !(i >= table.param_count + table.value_count
+                    && (name.ends_with(CI_LOW) || name.ends_with(CI_HIGH)))
+        })
+        .collect();
+    let names: Vec<String> = shown.iter().map(|&i| table.names[i].clone()).collect();
+    let cells: Vec<Vec<Cell>> = table
+        .rows
+        .iter()
+        .map(|r| {
+            shown
+                .iter()
+                .map(|&i| match r.intervals[i] {
+                    Some(e) => with_interval(&r.cells[i], e, spec.target),
+                    None => r.cells[i].clone(),
+                })
+                .collect()
+        })
+        .collect();
+    let rows: Vec<&[Cell]> = cells.iter().map(Vec::as_slice).collect();
+    grid(&mut md, &names, &rows);
     if let (Some(c), Some(cmp)) = (comparison, &spec.compare) {
         let _ = writeln!(
             md,
@@ -38,8 +62,11 @@ pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>)
         let _ = writeln!(
             md,
             "`ratio` is the row's `{}` divided by the baseline row's, within rows equal in every \
-             other param. The 95% interval is a percentile bootstrap over per-batch latencies \
-             (seed {}, {} resamples); rows of different environments are not paired.\n",
+             other param. Where both rows fold two or more repetitions, its 95% interval is \
+             Welch's over the repetitions (log scale); otherwise it is a percentile bootstrap \
+             over per-batch latencies (seed {}, {} resamples), which sees one run's noise only \
+             (`interval` = `within-run`). A ratio whose interval holds 1 is noted \
+             \"no difference shown\". Rows of different environments are not paired.\n",
             cmp.metric, cmp.seed, cmp.resamples
         );
         if c.rows.is_empty() {
@@ -63,6 +90,51 @@ pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>)
         }
     }
     md
+}
+
+/// What the numbers and their `±` mean, when the table has intervals.
+fn intervals_note(md: &mut String, spec: &ReportSpec, table: &Table) {
+    let repeated = table.rows.iter().filter(|r| r.reps > 1).count();
+    let any = table
+        .rows
+        .iter()
+        .any(|r| r.intervals.iter().any(Option::is_some));
+    if !any {
+        return;
+    }
+    if repeated > 0 {
+        md.push_str(
+            "Each row is one configuration; `reps` is how many separate runs it folds. A number \
+             of a row with two or more is the mean over its repetitions, `±` the half-width of \
+             the 95% t-interval over them, relative to the value (`interval` = `repetitions`). ",
+        );
+    }
+    md.push_str(
+        "A row of one run shows the 95% interval of its own batches (`interval` = \
+         `within-run`): it says nothing of where the next run lands.",
+    );
+    if let Some(target) = spec.target {
+        let _ = write!(
+            md,
+            " ⚠ marks an interval wider than the target of ±{} % (column `wide`).",
+            super::cell::format_sig(100.0 * target)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+        );
+    }
+    md.push_str("\n\n");
+}
+
+/// A value with its interval as `v ± x %` (and ⚠ when wider than `target`).
+fn with_interval(cell: &Cell, e: Estimate, target: Option<f64>) -> Cell {
+    let half = 100.0 * e.half_width_rel();
+    let digits = if half < 10.0 { 1 } else { 0 };
+    let flag = if target.is_some_and(|t| e.half_width_rel() > t) {
+        " ⚠"
+    } else {
+        ""
+    };
+    Cell::Str(format!("{} ± {half:.digits$} %{flag}", cell.markdown()))
 }
 
 fn environment(md: &mut String, table: &Table) {

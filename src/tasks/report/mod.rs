@@ -11,6 +11,7 @@
 mod bootstrap;
 mod cell;
 mod compare;
+mod fold;
 mod join;
 mod load;
 mod markdown;

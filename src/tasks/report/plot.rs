@@ -38,6 +38,8 @@ const COLORS: [RGBColor; 10] = [
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
+    /// The 95 % intervals of points that have one: (x, low, high).
+    pub bars: Vec<(f64, f64, f64)>,
 }
 
 /// Each series label's colour index, the same in every plot of a report:
@@ -165,16 +167,30 @@ pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
             axis(px, plot.log_x, &plot.x)?,
             axis(py, plot.log_y, &plot.y)?,
         );
-        match lines.iter_mut().find(|s| s.label == label) {
-            Some(line) => line.points.push(point),
-            None => lines.push(Series {
-                label,
-                points: vec![point],
-            }),
-        }
+        // A bound a log axis cannot show leaves the point without a bar.
+        let bar = row.intervals[y]
+            .filter(|e| !plot.log_y || e.low > 0.0)
+            .map(|e| {
+                let at = |v: f64| if plot.log_y { v.log10() } else { v };
+                (point.0, at(e.low), at(e.high))
+            });
+        let line = match lines.iter().position(|s| s.label == label) {
+            Some(i) => &mut lines[i],
+            None => {
+                lines.push(Series {
+                    label,
+                    points: Vec::new(),
+                    bars: Vec::new(),
+                });
+                lines.last_mut().expect("just pushed")
+            }
+        };
+        line.points.push(point);
+        line.bars.extend(bar);
     }
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        line.bars.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     if lines.is_empty() && table.rows_without_gpu > 0 {
         // CPU runs: the GPU metrics are empty; the plot says so instead of
@@ -294,7 +310,13 @@ fn draw<DB: DrawingBackend>(
     if series.is_empty() {
         caption = format!("{caption}: no data, the traces recorded no GPU");
     }
-    let (xr, yr) = (range(points().map(|p| p.0)), range(points().map(|p| p.1)));
+    let bar_ends = series
+        .iter()
+        .flat_map(|s| s.bars.iter().flat_map(|b| [b.1, b.2]));
+    let (xr, yr) = (
+        range(points().map(|p| p.0)),
+        range(points().map(|p| p.1).chain(bar_ends)),
+    );
     let x_ticks = ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0));
     let y_ticks = ticks(&yr, plot.log_y, points().all(|p| p.1.fract() == 0.0));
     // The legend goes in a corner without data, or else beside the plot.
@@ -363,6 +385,20 @@ fn draw<DB: DrawingBackend>(
                     .iter()
                     .map(|&p| Circle::new(p, px(4), color.filled())),
             )
+            .map_err(err)?;
+        // Each interval: a vertical bar with caps (the caps a fixed
+        // fraction of the x range wide).
+        let cap = (xr.end - xr.start) * 0.006;
+        chart
+            .draw_series(line.bars.iter().flat_map(|&(x, lo, hi)| {
+                [
+                    vec![(x, lo), (x, hi)],
+                    vec![(x - cap, lo), (x + cap, lo)],
+                    vec![(x - cap, hi), (x + cap, hi)],
+                ]
+                .into_iter()
+                .map(move |pts| PathElement::new(pts, color.stroke_width(px(1))))
+            }))
             .map_err(err)?;
     }
     match corner {
@@ -561,6 +597,9 @@ mod tests {
                 Cell::Int(n),
                 Cell::Float(t),
             ],
+            intervals: vec![None; 5],
+            per_rep: vec![None; 5],
+            reps: 1,
             samples: None,
             env_group: None,
             images: None,
@@ -568,6 +607,7 @@ mod tests {
         Table {
             names: ["m", "dtype", "k", "n", "t"].map(str::to_owned).to_vec(),
             param_count: 4,
+            value_count: 1,
             rows: vec![
                 row(1, "f16", 1, 64, 1.0),
                 row(1, "f16", 1, 128, 2.0),
@@ -599,6 +639,44 @@ mod tests {
                 ("m=2, dtype=f16", &[(64.0, 4.0)][..]),
             ]
         );
+    }
+
+    #[test]
+    fn intervals_become_bars_and_widen_the_range() {
+        let mut t = table();
+        t.rows[0].intervals[4] = Some(crate::estimate::Estimate {
+            value: 1.0,
+            low: 0.5,
+            high: 9.0,
+            runs: 3,
+            basis: crate::estimate::Basis::Repetitions,
+        });
+        let plot: Plot = ron::from_str(r#"Plot(x: "n", y: "t", filter: {"k": 1})"#).unwrap();
+        let lines = series(&t, &plot).unwrap();
+        let bars: Vec<_> = lines.iter().flat_map(|l| l.bars.iter().copied()).collect();
+        assert_eq!(bars, [(64.0, 0.5, 9.0)]);
+        let log: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", log_y: true, filter: {"k": 1})"#).unwrap();
+        let bars: Vec<_> = series(&t, &log)
+            .unwrap()
+            .iter()
+            .flat_map(|l| l.bars.clone())
+            .collect();
+        assert!(
+            (bars[0].1 - 0.5f64.log10()).abs() < 1e-12 && (bars[0].2 - 9f64.log10()).abs() < 1e-12
+        );
+        let mut svg = String::new();
+        register_font();
+        draw(
+            SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(),
+            &plot,
+            &lines,
+            &colour_indices([lines.as_slice()]),
+            1,
+        )
+        .unwrap();
+        // One bar and its two caps beside the lines and points.
+        assert!(svg.matches("<polyline").count() >= lines.len() + 3, "{svg}");
     }
 
     #[test]
@@ -652,6 +730,7 @@ mod tests {
         let up = Series {
             label: "a".into(),
             points: vec![(0.0, 0.0), (10.0, 10.0)],
+            bars: Vec::new(),
         };
         let r = range([0.0, 10.0].into_iter());
         let c = emptiest_corner(std::slice::from_ref(&up), &r, &r);
@@ -660,6 +739,7 @@ mod tests {
         let top = Series {
             label: "b".into(),
             points: vec![(0.0, 10.0), (5.0, 9.5), (10.0, 10.0)],
+            bars: Vec::new(),
         };
         let r2 = range([0.0, 10.0].into_iter());
         let c = emptiest_corner(
@@ -672,6 +752,7 @@ mod tests {
         let bottom = Series {
             label: "c".into(),
             points: vec![(0.0, 0.0), (10.0, 0.5)],
+            bars: Vec::new(),
         };
         let c = emptiest_corner(&[top, bottom], &r2, &range([0.0, 10.0].into_iter()));
         assert!(c.is_none(), "{c:?}");
@@ -682,6 +763,7 @@ mod tests {
         let s = |l: &str| Series {
             label: l.into(),
             points: vec![],
+            bars: vec![],
         };
         let first = [s("m=2"), s("m=1")];
         let second = [s("m=1"), s("m=3")];

@@ -11,7 +11,8 @@ use crate::value::Value;
 
 /// Bump when the report's output changes for the same inputs.
 /// 2: plot ticks at integers and decades, the legend in the emptiest corner, one colour per series across a report, PNG at twice the size.
-pub const VERSION: u32 = 2;
+/// 3: repetitions folded into one row per configuration; 95 % interval columns, `reps`, `interval`; intervals in comparisons and plots.
+pub const VERSION: u32 = 3;
 
 /// The files every report writes, whatever its spec.
 pub const TABLE_CSV: &str = "table.csv";
@@ -45,6 +46,10 @@ pub struct ReportSpec {
     /// keep their keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub filter: BTreeMap<String, Value>,
+    /// The study's precision target: a row whose 95 % interval is wider
+    /// than ±`target` of its value (0.02: ±2 %) is flagged in `wide`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
 }
 
 /// `Plot(...)`: one column against another, one line per value of `series`

@@ -5,14 +5,23 @@
 use serde_json::Value as Json;
 
 use super::cell::Cell;
+use super::fold;
 use super::join::{join_rows, param_names, sort_rows, value_columns, Row};
 use super::spec::ReportSpec;
+use crate::estimate::Estimate;
 use crate::tasks::{TaskContext, TaskError};
 
 /// Columns every table ends with.
+pub const REPS: &str = "reps";
+pub const INTERVAL: &str = "interval";
+pub const WIDE: &str = "wide";
 pub const SAMPLES: &str = "samples";
 pub const ENV_GROUP: &str = "env_group";
 pub const NODES: &str = "nodes";
+
+/// The suffixes of a value column's interval columns.
+pub const CI_LOW: &str = ".ci95_low";
+pub const CI_HIGH: &str = ".ci95_high";
 
 /// Rows with an identical `env.key_facets` object.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +36,12 @@ pub struct EnvGroup {
 #[derive(Debug, Clone)]
 pub struct TableRow {
     pub cells: Vec<Cell>,
+    /// Per column: the 95 % interval of the cell, where one is known.
+    pub intervals: Vec<Option<Estimate>>,
+    /// Per column: the repetitions' values, for a row of two or more.
+    pub per_rep: Vec<Option<Vec<f64>>>,
+    /// The repetitions the row folds (1 for a run of its own).
+    pub reps: usize,
     /// Per-batch latencies (ms), when the row's `results.json` has them.
     pub samples: Option<Vec<f64>>,
     /// Index into [`Table::env_groups`]; `None` when no file had `env`.
@@ -39,6 +54,8 @@ pub struct Table {
     pub names: Vec<String>,
     /// How many leading columns are params.
     pub param_count: usize,
+    /// How many value columns follow them (before their interval columns).
+    pub value_count: usize,
     pub rows: Vec<TableRow>,
     pub env_groups: Vec<EnvGroup>,
     pub node_count: usize,
@@ -60,7 +77,7 @@ impl Table {
 /// Reads the sources and builds the table.
 pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
     super::join::check_filter(spec, ctx)?;
-    let all = join_rows(spec, ctx)?;
+    let all = super::fold::fold(join_rows(spec, ctx)?);
     if all.is_empty() {
         return Err(TaskError::BadSpec {
             field: "sources".to_owned(),
@@ -95,24 +112,44 @@ pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskEr
     sort_rows(&mut rows, &params);
     let (env_groups, membership) = env_groups(&rows);
 
+    let folded: Vec<Vec<fold::Value>> = rows
+        .iter()
+        .map(|row| values.iter().map(|v| fold::value(row, v)).collect())
+        .collect();
+    // Interval columns for the value columns that have an interval somewhere.
+    let with_interval: Vec<usize> = (0..values.len())
+        .filter(|&k| folded.iter().any(|r| r[k].interval.is_some()))
+        .collect();
     let mut names = params.clone();
     names.extend(values.iter().cloned());
+    for &k in &with_interval {
+        names.push(format!("{}{CI_LOW}", values[k]));
+        names.push(format!("{}{CI_HIGH}", values[k]));
+    }
+    names.extend([REPS, INTERVAL].map(str::to_owned));
+    if spec.target.is_some() {
+        names.push(WIDE.to_owned());
+    }
     names.extend([SAMPLES, ENV_GROUP, NODES].map(str::to_owned));
     let node_count = rows.iter().map(|r| r.nodes.len()).sum();
     let rows_without_gpu = rows.iter().filter(|r| r.no_gpu).count();
+    let layout = Layout {
+        params: &params,
+        values: &values,
+        with_interval: &with_interval,
+        target: spec.target,
+        width: names.len(),
+    };
     let table_rows = rows
         .iter()
+        .zip(folded)
         .zip(membership)
-        .map(|(row, group)| TableRow {
-            cells: row_cells(row, &params, &values, group.map(|g| &env_groups[g])),
-            samples: row.samples.clone(),
-            env_group: group,
-            images: row.images,
-        })
+        .map(|((row, folded), group)| layout.row(row, folded, group, group.map(|g| &env_groups[g])))
         .collect();
     Ok(Table {
         names,
         param_count: params.len(),
+        value_count: values.len(),
         rows: table_rows,
         env_groups,
         node_count,
@@ -120,29 +157,78 @@ pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskEr
     })
 }
 
-fn row_cells(
-    row: &Row,
-    params: &[String],
-    values: &[String],
-    group: Option<&EnvGroup>,
-) -> Vec<Cell> {
-    let mut cells: Vec<Cell> = params
-        .iter()
-        .map(|p| row.params.get(p).map_or(Cell::Null, Cell::from_value))
-        .collect();
-    cells.extend(
-        values
+/// Where a row's cells go.
+struct Layout<'a> {
+    params: &'a [String],
+    values: &'a [String],
+    /// The value columns (by index) that have interval columns.
+    with_interval: &'a [usize],
+    target: Option<f64>,
+    width: usize,
+}
+
+impl Layout<'_> {
+    fn row(
+        &self,
+        row: &Row,
+        folded: Vec<fold::Value>,
+        group_index: Option<usize>,
+        group: Option<&EnvGroup>,
+    ) -> TableRow {
+        let mut cells: Vec<Cell> = self
+            .params
             .iter()
-            .map(|v| row.lookup(v).map_or(Cell::Null, Cell::from_json)),
-    );
-    cells.push(
-        row.samples
-            .as_ref()
-            .map_or(Cell::Null, |s| Cell::Int(s.len() as i64)),
-    );
-    cells.push(group.map_or(Cell::Null, |g| Cell::Str(g.label.clone())));
-    cells.push(Cell::Str(row.nodes.join(" ")));
-    cells
+            .map(|p| row.params.get(p).map_or(Cell::Null, Cell::from_value))
+            .collect();
+        let mut intervals = vec![None; self.width];
+        let mut per_rep = vec![None; self.width];
+        for v in &folded {
+            intervals[cells.len()] = v.interval;
+            per_rep[cells.len()] = v.per_rep.clone();
+            cells.push(v.cell.clone());
+        }
+        for &k in self.with_interval {
+            let e = folded[k].interval;
+            cells.push(e.map_or(Cell::Null, |e| Cell::Float(e.low)));
+            cells.push(e.map_or(Cell::Null, |e| Cell::Float(e.high)));
+        }
+        let reps = row.repetitions.len().max(1);
+        cells.push(Cell::Int(reps as i64));
+        let basis = folded.iter().find_map(|v| v.interval).map(|e| e.basis);
+        cells.push(basis.map_or(Cell::Null, |b| Cell::Str(b.as_str().to_owned())));
+        if let Some(target) = self.target {
+            let wide: Vec<String> = folded
+                .iter()
+                .zip(self.values)
+                .filter_map(|(v, name)| {
+                    let e = v.interval?;
+                    (e.half_width_rel() > target)
+                        .then(|| format!("{name} ±{:.1} %", 100.0 * e.half_width_rel()))
+                })
+                .collect();
+            cells.push(if wide.is_empty() {
+                Cell::Null
+            } else {
+                Cell::Str(wide.join("; "))
+            });
+        }
+        cells.push(
+            row.samples
+                .as_ref()
+                .map_or(Cell::Null, |s| Cell::Int(s.len() as i64)),
+        );
+        cells.push(group.map_or(Cell::Null, |g| Cell::Str(g.label.clone())));
+        cells.push(Cell::Str(row.nodes.join(" ")));
+        TableRow {
+            cells,
+            intervals,
+            per_rep,
+            reps,
+            samples: row.samples.clone(),
+            env_group: group_index,
+            images: row.images,
+        }
+    }
 }
 
 /// Groups rows by their key facets; returns the groups and each row's group.
