@@ -45,9 +45,13 @@ struct Ws(tempfile::TempDir);
 
 impl Ws {
     fn new() -> Ws {
+        Ws::with(STUDY)
+    }
+
+    fn with(study: &str) -> Ws {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("pipelines")).unwrap();
-        std::fs::write(dir.path().join("pipelines/study.ron"), STUDY).unwrap();
+        std::fs::write(dir.path().join("pipelines/study.ron"), study).unwrap();
         std::fs::write(dir.path().join("data.txt"), "1\n").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "a\n").unwrap();
         Ws(dir)
@@ -257,4 +261,54 @@ fn the_timeline_shows_the_latest_build_an_earlier_one_or_a_span_of_time() {
         err.contains("there is no build 3") && err.contains("builds 1 to 2"),
         "{err}"
     );
+}
+
+/// Two configurations with a ±2 % target and at most 4 repetitions: the
+/// steady one meets it after 3, the noisy one (±20 % between runs) spends
+/// its budget.
+const PRECISE: &str = r#"Pipeline(
+    stages: {
+        "bench": Stage(
+            matrix: { "impl": ["steady", "noisy"] },
+            precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: 4),
+            task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                          inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+    },
+)"#;
+
+const BENCH: &str = r#"import json, random, sys
+impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+spread = {"steady": 0.001, "noisy": 0.2}[impl]
+value = 5.0 * (1 + spread * random.Random(f"{impl}-{rep}").gauss(0, 1))
+json.dump({"latency_ms": {"median": value}}, open(out, "w"))
+"#;
+
+#[test]
+fn a_spent_precision_budget_is_flagged_on_the_page() {
+    let ws = Ws::with(PRECISE);
+    std::fs::write(ws.path().join("bench.py"), BENCH).unwrap();
+    let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let line = b.js("return document.getElementById('precision-line').textContent;");
+    assert_eq!(line, json!("1 of 2 configurations within their target."));
+    let flagged = b.js(
+        "return [...document.querySelectorAll('#precision-list li')].map(li => li.textContent);",
+    );
+    let flagged = flagged.as_array().unwrap();
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    let text = flagged[0].as_str().unwrap();
+    assert!(
+        text.starts_with("budget spent bench[impl=noisy]: budget spent at ±")
+            && text.ends_with("after 4 runs (max_repeat 4)"),
+        "{text}"
+    );
+    let bench = b.js("const r = document.querySelector('#stage-table tr[data-stage=bench]'); return [...r.children].map(c => c.textContent);");
+    // stage, pipeline, fresh, stale, failed, running, not needed, reasons
+    assert_eq!(bench[2], json!("7"), "{bench}");
+    assert_eq!(bench[6], json!("1"), "{bench}");
+    screenshot(&b, "precision.png");
 }

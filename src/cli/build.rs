@@ -254,6 +254,7 @@ fn report_fresh(nodes: &[noop::NodeName], json: bool, started: std::time::Instan
         failed: 0,
         skipped: 0,
         detached: 0,
+        unneeded: 0,
         duration_ms: started.elapsed().as_millis() as u64,
     });
 }
@@ -315,7 +316,23 @@ fn dry_run(
             .iter()
             .filter(|i| planned[i].verdict.is_fresh())
             .count();
+        let unneeded = nodes
+            .iter()
+            .filter(|i| matches!(planned[i].verdict, Verdict::Unneeded(_)))
+            .count();
+        let waiting = nodes
+            .iter()
+            .filter(|i| matches!(planned[i].verdict, Verdict::Undecided(_)))
+            .count();
         let mut line = format!("{fresh} fresh");
+        if unneeded > 0 {
+            line.push_str(&format!(", {unneeded} repetitions not needed"));
+        }
+        if waiting > 0 {
+            line.push_str(&format!(
+                ", {waiting} repetitions decided once the ones before them are built"
+            ));
+        }
         for (restore, what, count) in [
             (false, "to run", &mut would_run),
             (true, "to restore", &mut would_restore),
@@ -335,7 +352,7 @@ fn dry_run(
         let acting: Vec<usize> = nodes
             .iter()
             .copied()
-            .filter(|i| !planned[i].verdict.is_fresh())
+            .filter(|i| planned[i].verdict.is_stale())
             .collect();
         for &i in acting.iter().take(limit) {
             let verdict = &planned[&i].verdict;
@@ -353,9 +370,23 @@ fn dry_run(
             );
         }
     }
+    let unneeded = selection
+        .iter()
+        .filter(|i| {
+            matches!(
+                planned[i].verdict,
+                Verdict::Unneeded(_) | Verdict::Undecided(_)
+            )
+        })
+        .count();
     println!(
-        "{would_run} to run, {would_restore} to restore, {} fresh",
-        selection.len() - would_run - would_restore
+        "{would_run} to run, {would_restore} to restore, {} fresh{}",
+        selection.len() - would_run - would_restore - unneeded,
+        if unneeded > 0 {
+            format!(", {unneeded} repetitions not needed or not decided yet")
+        } else {
+            String::new()
+        }
     );
     Ok(exit::SUCCESS)
 }

@@ -11,7 +11,7 @@ use super::page_parts::{
 };
 use super::{load, status, Failure};
 use crate::clock::now_ms;
-use crate::engine::plan::{Evaluation, ReasonKind};
+use crate::engine::plan::{Evaluation, ReasonKind, Verdict};
 use crate::exit;
 use crate::graph::Graph;
 use crate::page::{self, Bar, BuildView, NodeDetails, NodeRow, ReportView, StageView, Study};
@@ -88,6 +88,16 @@ pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Resul
         page_dir: &page_dir,
     };
     gather.stages_and_nodes(&selection, &mut study)?;
+    study.precision = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
+        evals.get(&i).map(|e| &e.verdict)
+    })
+    .into_iter()
+    .map(|s| page::PrecisionView {
+        configuration: s.configuration,
+        state: s.state.to_owned(),
+        detail: s.detail,
+    })
+    .collect();
     t.lap("nodes");
     if let Some(store) = &store {
         let index: HashMap<&str, usize> = study
@@ -171,6 +181,8 @@ impl Gather<'_> {
             "running"
         } else if verdict.is_fresh() {
             "fresh"
+        } else if !verdict.is_stale() {
+            "not-needed"
         } else if verdict
             .reasons()
             .iter()
@@ -224,6 +236,7 @@ impl Gather<'_> {
                 "fresh" => view.fresh += 1,
                 "failed" => view.failed += 1,
                 "running" => view.running += 1,
+                "not-needed" => view.not_needed += 1,
                 _ => view.stale += 1,
             }
             let verdict = &self.evals[&i].verdict;
@@ -245,10 +258,11 @@ impl Gather<'_> {
                     .iter()
                     .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
                     .collect(),
-                reasons: if verdict.is_fresh() {
-                    Vec::new()
-                } else {
-                    super::reasons::grouped(verdict.reasons(), self.graph)
+                reasons: match verdict {
+                    Verdict::Fresh(_) => Vec::new(),
+                    Verdict::Unneeded(why) => vec![format!("not needed: {why}")],
+                    Verdict::Undecided(why) => vec![format!("undecided: {why}")],
+                    _ => super::reasons::grouped(verdict.reasons(), self.graph),
                 },
                 ..NodeDetails::default()
             };

@@ -60,6 +60,9 @@ struct NodeStatus<'a> {
     stage: &'a str,
     state: &'static str,
     reasons: &'a [Reason],
+    /// For a repetition not needed: why (`precise at ±1.4 % after 4 runs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<&'a str>,
 }
 
 /// The graph, the selection, each selected node's verdict, the recorded
@@ -136,6 +139,7 @@ fn print_all_fresh(nodes: &[noop::NodeName], json: bool) {
                 stage: &n.stage,
                 state: "fresh",
                 reasons: &[],
+                why: None,
             })
             .collect();
         let out =
@@ -231,23 +235,48 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
     };
     let stale_of = |i: &usize| stale_reasons(&evals, *i);
     let stale = selection.iter().filter(|i| stale_of(i).is_some()).count();
-    let fresh = selection.len() - stale;
+    let waiting = selection.iter().filter(|i| undecided(&evals, **i)).count();
+    let unneeded = selection
+        .iter()
+        .filter(|i| unneeded_why(&evals, **i).is_some())
+        .count()
+        - waiting;
+    let fresh = selection.len() - stale - unneeded - waiting;
+    let standings = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
+        evals.get(&i).map(|e| &e.verdict)
+    });
     if args.json {
         let nodes: Vec<NodeStatus> = selection
             .iter()
             .map(|i| {
                 let n = &graph.nodes[*i];
                 let reasons = stale_of(i);
+                let why = unneeded_why(&evals, *i);
                 NodeStatus {
                     id: &n.id,
                     stage: &n.stage,
-                    state: if reasons.is_some() { "stale" } else { "fresh" },
+                    state: match (reasons.is_some(), why.is_some()) {
+                        (true, _) => "stale",
+                        (_, true) if undecided(&evals, *i) => "undecided",
+                        (_, true) => "not_needed",
+                        _ => "fresh",
+                    },
                     reasons: reasons.unwrap_or(&[]),
+                    why,
                 }
             })
             .collect();
-        let mut out =
-            serde_json::json!({ "nodes": nodes, "summary": { "fresh": fresh, "stale": stale } });
+        let mut summary = serde_json::json!({ "fresh": fresh, "stale": stale });
+        if unneeded > 0 {
+            summary["not_needed"] = unneeded.into();
+        }
+        if waiting > 0 {
+            summary["undecided"] = waiting.into();
+        }
+        let mut out = serde_json::json!({ "nodes": nodes, "summary": summary });
+        if !standings.is_empty() {
+            out["precision"] = serde_json::to_value(&standings).unwrap_or_default();
+        }
         if !jobs.is_empty() {
             out["jobs"] = serde_json::to_value(&jobs).unwrap_or_default();
         }
@@ -258,19 +287,73 @@ pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Resul
         return Ok(exit::SUCCESS);
     }
     print_stages(&graph, &selection, &evals, args.verbose);
+    print_standings(&standings);
     super::slurm::print_jobs(&jobs);
-    println!("{fresh} fresh, {stale} stale");
+    let mut line = format!("{fresh} fresh, {stale} stale");
+    if unneeded > 0 {
+        line.push_str(&format!(", {unneeded} repetitions not needed"));
+    }
+    if waiting > 0 {
+        line.push_str(&format!(
+            ", {waiting} repetitions decided once the ones before them are built"
+        ));
+    }
+    println!("{line}");
     std::mem::forget((graph, evals));
     Ok(exit::SUCCESS)
 }
 
-/// Why node `i` is stale; None when it is fresh, or was not judged because
-/// no change reached it.
+/// Why node `i` is stale; None when it is fresh, not needed, or was not
+/// judged because no change reached it.
 fn stale_reasons(evals: &HashMap<usize, Evaluation>, i: usize) -> Option<&[Reason]> {
     evals
         .get(&i)
-        .filter(|e| !e.verdict.is_fresh())
+        .filter(|e| e.verdict.is_stale())
         .map(|e| e.verdict.reasons())
+}
+
+/// Why repetition `i` is not needed, or not decided yet; None for every
+/// other node.
+fn unneeded_why(evals: &HashMap<usize, Evaluation>, i: usize) -> Option<&str> {
+    match evals.get(&i).map(|e| &e.verdict) {
+        Some(Verdict::Unneeded(why) | Verdict::Undecided(why)) => Some(why),
+        _ => None,
+    }
+}
+
+fn undecided(evals: &HashMap<usize, Evaluation>, i: usize) -> bool {
+    matches!(
+        evals.get(&i).map(|e| &e.verdict),
+        Some(Verdict::Undecided(_))
+    )
+}
+
+/// The configurations whose precision target was not met: their budget
+/// is spent (a flag that stays while they are fresh), or they still wait
+/// for repetitions.
+fn print_standings(standings: &[crate::engine::standing::Standing]) {
+    let flagged: Vec<_> = standings
+        .iter()
+        .filter(|s| matches!(s.state, "budget_spent" | "imprecise"))
+        .collect();
+    if flagged.is_empty() {
+        return;
+    }
+    let precise = standings.iter().filter(|s| s.state == "precise").count();
+    println!();
+    for s in &flagged {
+        let detail = if s.state == "imprecise" {
+            format!("imprecise: {}", s.detail)
+        } else {
+            s.detail.clone()
+        };
+        println!("precision  {}  {detail}", s.configuration);
+    }
+    println!(
+        "precision: {precise} of {} configurations within their target",
+        standings.len()
+    );
+    println!();
 }
 
 /// The text form of `status`: a line per stage (fresh and stale counts, the
@@ -283,9 +366,13 @@ fn print_stages(
     verbose: bool,
 ) {
     let mut per_stage: BTreeMap<&str, (usize, Vec<usize>)> = BTreeMap::new();
+    let mut unneeded: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for &i in selection {
-        let entry = per_stage.entry(graph.nodes[i].stage.as_str()).or_default();
+        let stage = graph.nodes[i].stage.as_str();
+        let entry = per_stage.entry(stage).or_default();
         match stale_reasons(evals, i) {
+            None if undecided(evals, i) => unneeded.entry(stage).or_default().1 += 1,
+            None if unneeded_why(evals, i).is_some() => unneeded.entry(stage).or_default().0 += 1,
             None => entry.0 += 1,
             Some(_) => entry.1.push(i),
         }
@@ -304,10 +391,16 @@ fn print_stages(
         let firsts = stale
             .iter()
             .filter_map(|&i| stale_reasons(evals, i).and_then(|r| r.first()));
-        println!(
-            "{stage:width$}  {}",
-            super::reasons::stage_summary(*fresh, firsts)
-        );
+        let mut line = super::reasons::stage_summary(*fresh, firsts);
+        if let Some((not_needed, waiting)) = unneeded.get(stage) {
+            if *not_needed > 0 {
+                line.push_str(&format!(", {not_needed} repetitions not needed"));
+            }
+            if *waiting > 0 {
+                line.push_str(&format!(", {waiting} repetitions undecided"));
+            }
+        }
+        println!("{stage:width$}  {line}");
     }
     let limit = if verbose { usize::MAX } else { 10 };
     if stages.iter().any(|(_, (_, stale))| !stale.is_empty()) {
@@ -363,6 +456,8 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(store.as_ref()?, r));
     let state = match &e.verdict {
         Verdict::Fresh(_) => "fresh",
+        Verdict::Unneeded(_) => "not needed",
+        Verdict::Undecided(_) => "undecided",
         _ => "stale",
     };
     let current = e.key.as_ref().map(|(_, p)| p);
@@ -381,6 +476,7 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
             "stage": node.stage,
             "state": state,
             "reasons": e.verdict.reasons(),
+            "why": match &e.verdict { Verdict::Unneeded(why) | Verdict::Undecided(why) => Some(why), _ => None },
             "key": { "current": e.key.as_ref().map(|(k, _)| k.to_hex()), "recorded": last.map(|r| r.key.to_hex()) },
             "parts": { "current": current, "recorded": recorded.as_ref().map(|r| &r.parts) },
             "diff": diff,
@@ -396,6 +492,11 @@ pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Res
     }
     for r in super::reasons::grouped(e.verdict.reasons(), &graph) {
         println!("  stale: {r}");
+    }
+    match &e.verdict {
+        Verdict::Unneeded(why) => println!("  not needed: {why}"),
+        Verdict::Undecided(why) => println!("  undecided: {why}"),
+        _ => {}
     }
     match &e.key {
         Some((k, _)) => println!("  key: {}", k.to_hex()),

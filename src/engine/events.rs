@@ -41,6 +41,9 @@ pub enum Event {
     },
     /// A node did not run because an upstream node failed.
     Skipped { node: String, because: String },
+    /// A repetition its configuration's precision target does not call
+    /// for did not run: `why` says where the interval stands.
+    Unneeded { node: String, why: String },
     /// SIGINT: scheduling stopped and running tasks were terminated.
     Interrupted { running: Vec<String> },
     /// A node was submitted to a cluster with `build --detach`: its job
@@ -54,9 +57,20 @@ pub enum Event {
         skipped: usize,
         #[serde(skip_serializing_if = "is_zero")]
         detached: usize,
+        /// Repetitions not needed (see `Unneeded`).
+        #[serde(skip_serializing_if = "is_zero")]
+        unneeded: usize,
         duration_ms: u64,
     },
 }
+
+/// The end of the `why` of a repetition not needed because the one
+/// before it was not (`repetition 4 was not needed either`).
+pub const NOT_NEEDED_EITHER: &str = "was not needed either";
+
+/// The end of the `why` of a node that follows a repetition not needed
+/// (`follows bench[n=1,rep=4], which was not needed`).
+pub const NOT_NEEDED_WITH: &str = "which was not needed";
 
 fn is_zero(n: &usize) -> bool {
     *n == 0

@@ -182,6 +182,11 @@ fn after_full(
     generation: Option<i64>,
 ) -> Option<Incremental> {
     let snapshot = b.noop?;
+    // Precision targets are judged from their repetitions' numbers, which
+    // no file fact vouches for: such a workspace is always planned in full.
+    if b.graph.stages.iter().any(|s| s.precision.is_some()) {
+        return None;
+    }
     let facts = b.store.observed_files_lenient()?;
     let generation = generation?;
     let scope = if selection.len() == b.graph.nodes.len() {
@@ -323,6 +328,9 @@ pub(super) fn refresh_snapshot(
     known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
 ) {
     let Some(snapshot) = b.noop else { return };
+    if b.graph.stages.iter().any(|s| s.precision.is_some()) {
+        return;
+    }
     let inc = match &plan.refresh {
         Some(Refresh::Incremental) => match b.incremental {
             Some(inc) => inc,

@@ -26,6 +26,7 @@ pub mod key;
 mod lanes;
 pub mod noop;
 pub mod plan;
+pub mod precision;
 pub mod record;
 pub mod recorder;
 pub mod run;
@@ -34,5 +35,6 @@ pub use schedule::INTERLEAVE_SEED;
 pub mod session;
 pub mod slots;
 pub mod spawn;
+pub mod standing;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::Store;
 
+mod precision;
 mod repeat;
 
 struct FakeEnv(BTreeMap<String, String>);
@@ -214,7 +215,7 @@ impl Bench {
         let selection: Vec<usize> = (0..self.graph.nodes.len()).collect();
         let plan = super::plan::plan(&ev, &self.graph, &selection).unwrap();
         plan.into_iter()
-            .filter(|(_, e)| !e.verdict.is_fresh())
+            .filter(|(_, e)| e.verdict.is_stale())
             .map(|(i, e)| (self.graph.nodes[i].id.clone(), e.verdict.reasons().to_vec()))
             .collect()
     }

@@ -161,8 +161,68 @@ pub struct Stage {
     /// Where its nodes run under `--executor slurm` (`placement:`); None:
     /// by kind (see `slurm::placement`).
     pub placement: Option<crate::config::Placement>,
-    /// `repeat:`: processes per configuration (1 without it).
+    /// `repeat:`: processes per configuration (1 without it); with
+    /// `precision`, the fewest.
     pub repeat: u32,
+    /// `precision: (…)`: repetitions beyond `repeat` run only while the
+    /// interval is too wide (see [`Precision`]).
+    pub precision: Option<Precision>,
+}
+
+/// A stage's precision target: after its first `repeat` repetitions, a
+/// configuration gets one more repetition at a time, in rounds, while the
+/// 95 % interval of `metric` over its repetitions is wider than ±`ci_rel`
+/// of the value, until `max_repeat` repetitions or `max_seconds` of runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Precision {
+    /// A dotted path into each repetition's `results.json` (`latency_ms.median`).
+    pub metric: String,
+    /// The widest acceptable half-width of the 95 % interval, relative to
+    /// the value (0.02: ±2 %).
+    pub ci_rel: f64,
+    /// The most repetitions a configuration gets.
+    #[serde(default = "default_max_repeat")]
+    pub max_repeat: u32,
+    /// The most time a configuration's repetitions may take together, in
+    /// seconds of their recorded runs; none: no time budget.
+    #[serde(default)]
+    pub max_seconds: Option<f64>,
+}
+
+fn default_max_repeat() -> u32 {
+    10
+}
+
+impl Graph {
+    /// The stage a node belongs to.
+    pub fn stage_of(&self, i: NodeIdx) -> Option<&Stage> {
+        self.stage(&self.nodes[i].stage)
+    }
+
+    /// Whether node `i` is a repetition that runs only while its
+    /// configuration is imprecise: beyond the `repeat` of a stage with
+    /// `precision`.
+    pub fn is_gated(&self, i: NodeIdx) -> bool {
+        let Some(rep) = self.nodes[i].rep else {
+            return false;
+        };
+        self.stage_of(i)
+            .is_some_and(|s| s.precision.is_some() && rep > s.repeat)
+    }
+
+    /// The repetitions before node `i` of its configuration (1 to rep − 1),
+    /// for a node of a repeated stage: they sit right before it.
+    pub fn earlier_repetitions(&self, i: NodeIdx) -> Vec<NodeIdx> {
+        let node = &self.nodes[i];
+        let Some(rep) = node.rep else {
+            return Vec::new();
+        };
+        let first = (i + 1).saturating_sub(rep as usize);
+        (first..i)
+            .filter(|&j| self.nodes[j].stage == node.stage)
+            .collect()
+    }
 }
 
 #[cfg(test)]

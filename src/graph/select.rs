@@ -15,7 +15,8 @@ pub enum SelectError {
 }
 
 /// Resolves targets to the set of nodes they name plus everything those nodes
-/// need (transitively). No target means every node. Returns a sorted index list.
+/// need (transitively; for a gated repetition, the repetitions before it).
+/// No target means every node. Returns a sorted index list.
 pub fn select(graph: &Graph, targets: &[String]) -> Result<Vec<NodeIdx>, SelectError> {
     let mut wanted = vec![false; graph.nodes.len()];
     if targets.is_empty() {
@@ -27,11 +28,18 @@ pub fn select(graph: &Graph, targets: &[String]) -> Result<Vec<NodeIdx>, SelectE
             wanted[i] = true;
         }
     }
-    // Close over dependencies: walk backwards so dependents mark their deps first.
+    // Close over dependencies: walk backwards so dependents mark their deps
+    // first. A gated repetition is judged from the repetitions before it.
+    let gates = graph.stages.iter().any(|s| s.precision.is_some());
     for i in (0..graph.nodes.len()).rev() {
         if wanted[i] {
             for d in graph.nodes[i].deps() {
                 wanted[d] = true;
+            }
+            if gates && graph.is_gated(i) {
+                for d in graph.earlier_repetitions(i) {
+                    wanted[d] = true;
+                }
             }
         }
     }

@@ -34,6 +34,18 @@ pub struct Study {
     pub reports: Vec<ReportView>,
     /// Text lines of warnings (a `files` pattern that matched nothing).
     pub warnings: Vec<String>,
+    /// Each configuration of a stage with a precision target.
+    pub precision: Vec<PrecisionView>,
+}
+
+/// Where one configuration of a stage with a precision target stands.
+#[derive(Debug, Default, Serialize)]
+pub struct PrecisionView {
+    pub configuration: String,
+    /// `precise`, `budget_spent`, `imprecise`, or `stale`.
+    pub state: String,
+    /// `budget spent at ±6.1 % after 10 runs (max_repeat 10)`.
+    pub detail: String,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -44,6 +56,8 @@ pub struct StageView {
     pub stale: usize,
     pub failed: usize,
     pub running: usize,
+    /// Repetitions a precision target did not call for (or has not decided yet).
+    pub not_needed: usize,
     /// The stale nodes' reason kinds with counts, most frequent first.
     pub reasons: Vec<(String, usize)>,
 }

@@ -24,7 +24,10 @@
     }
     for (const w of data.warnings) box.append(el("p", { class: "notice warning" }, "warning: " + w));
     const t = el("table", { id: "stage-table" });
-    t.append(el("tr", {}, ...["stage", "pipeline", "fresh", "stale", "failed", "running", "stale because"].map((h) => el("th", {}, h))));
+    // "not needed" only where a precision target left repetitions out.
+    const gated = data.stages.some((s) => s.not_needed > 0);
+    const heads = ["stage", "pipeline", "fresh", "stale", "failed", "running", ...(gated ? ["not needed"] : []), "stale because"];
+    t.append(el("tr", {}, ...heads.map((h) => el("th", {}, h))));
     data.stages.forEach((s, i) => {
       const reasons = s.reasons.map(([k, n]) => `${k} ${n}`).join(", ");
       t.append(el("tr", { "data-stage": s.name },
@@ -32,13 +35,14 @@
         el("td", {}, s.pipeline),
         el("td", { class: "num" }, s.fresh), el("td", { class: "num" }, s.stale),
         el("td", { class: "num" }, s.failed), el("td", { class: "num" }, s.running),
-        el("td", {}, reasons)));
+        gated ? el("td", { class: "num" }, s.not_needed) : null, el("td", {}, reasons)));
     });
     box.append(t);
     const total = (k) => data.stages.reduce((a, s) => a + s[k], 0);
-    box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale, ${total("failed")} failed, ${total("running")} running.`));
+    box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale, ${total("failed")} failed, ${total("running")} running` + (gated ? `, ${total("not_needed")} repetitions not needed.` : ".")));
+    precision(box);
     // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
-    const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh");
+    const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed");
     if (stale.length) {
       box.append(el("h3", {}, "Stale nodes"));
       const shown = new Map();
@@ -53,6 +57,23 @@
       }
       box.append(list);
     }
+  }
+
+  // Configurations of stages with a precision target: how many met it, and
+  // the ones that did not (budget spent, or still imprecise), flagged.
+  function precision(box) {
+    if (!data.precision.length) return;
+    const met = data.precision.filter((p) => p.state === "precise").length;
+    box.append(el("h3", {}, "Precision targets"));
+    box.append(el("p", { id: "precision-line" }, `${met} of ${data.precision.length} configurations within their target.`));
+    const flagged = data.precision.filter((p) => p.state !== "precise");
+    if (!flagged.length) return;
+    const list = el("ul", { class: "reasons", id: "precision-list" });
+    for (const p of flagged) {
+      const badge = p.state === "budget_spent" ? "budget spent" : p.state;
+      list.append(el("li", {}, el("span", { class: "badge " + (p.state === "budget_spent" ? "failed" : "stale") }, badge), " ", p.configuration, ": ", p.detail));
+    }
+    box.append(list);
   }
 
   // ---- Timeline -----------------------------------------------------------
@@ -243,7 +264,7 @@
     const box = $("node-browser");
     const q = el("input", { type: "search", placeholder: "filter by id", id: "node-search" });
     const st = el("select", { id: "node-stage" }, el("option", { value: "" }, "every stage"), ...data.stages.map((s, i) => el("option", { value: i }, s.name)));
-    const state = el("select", { id: "node-state" }, ...["", "fresh", "stale", "failed", "running"].map((s) => el("option", { value: s }, s || "every state")));
+    const state = el("select", { id: "node-state" }, ...["", "fresh", "stale", "failed", "running", "not-needed"].map((s) => el("option", { value: s }, s || "every state")));
     const list = el("table", { id: "node-list" });
     const more = el("p", { class: "meta" });
     const LIMIT = 200;

@@ -175,7 +175,7 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
         w.str(&s.name);
         w.str(&s.file.to_string_lossy());
         w.str(&s.pipeline);
-        w.str(&serde_json::to_string(&(&s.slurm, &s.placement)).unwrap_or_default());
+        w.str(&serde_json::to_string(&(&s.slurm, &s.placement, &s.precision)).unwrap_or_default());
         w.u64(u64::from(s.repeat));
         w.u64(s.nodes.len() as u64);
         for &n in &s.nodes {
@@ -243,7 +243,7 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
         let name = r.str()?.to_string();
         let file = PathBuf::from(r.str()?);
         let pipeline = r.str()?.to_string();
-        let (slurm, placement) = serde_json::from_str(r.str()?).ok()?;
+        let (slurm, placement, precision) = serde_json::from_str(r.str()?).ok()?;
         let repeat = u32::try_from(r.u64()?).ok()?;
         let mut nodes = Vec::new();
         for _ in 0..r.len()? {
@@ -257,6 +257,7 @@ fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
             slurm,
             placement,
             repeat,
+            precision,
         });
     }
     let mut texts = Vec::new();

@@ -39,6 +39,8 @@ pub(super) struct StageDecl {
     pub placement: Option<Node>,
     /// `repeat: N`: each combination measured in N processes.
     pub repeat: Option<Node>,
+    /// `precision: (metric: …, ci_rel: …)`: more repetitions while imprecise.
+    pub precision: Option<Node>,
 }
 
 impl StageDecl {
@@ -68,6 +70,7 @@ const STAGE: &[(&str, Reader)] = &[
     ("slurm", read_slurm),
     ("placement", read_placement),
     ("repeat", read_repeat),
+    ("precision", read_precision),
 ];
 
 pub(super) fn read_file(
@@ -271,6 +274,7 @@ fn read_stage(
         slurm: None,
         placement: None,
         repeat: None,
+        precision: None,
     };
     for (field, value) in fields {
         match STAGE.iter().find(|(key, _)| *key == field.name) {
@@ -517,6 +521,17 @@ fn read_repeat(
     stage: &mut StageDecl,
 ) -> Result<(), PipelineError> {
     stage.repeat = Some(value.clone());
+    Ok(())
+}
+
+/// `precision: (…)`: read with the params when the stage expands.
+fn read_precision(
+    _: &Sources,
+    _: &Ident,
+    value: &Node,
+    stage: &mut StageDecl,
+) -> Result<(), PipelineError> {
+    stage.precision = Some(value.clone());
     Ok(())
 }
 

@@ -16,6 +16,7 @@ mod files;
 mod load;
 mod nodes;
 mod overrides;
+mod repeat;
 mod settings;
 mod subst;
 pub mod syntax;

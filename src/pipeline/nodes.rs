@@ -8,9 +8,11 @@ use std::path::Path;
 use super::de::{self, Param, Scope};
 use super::decl::{FileDecl, StageDecl};
 use super::expand;
+use super::repeat::{self, DEFAULT_PRECISE_REPEAT};
 use super::syntax::{Kind, Node, Span};
 use super::{value_of, PipelineError, Sources};
 use crate::graph::{Graph, Need, NodeIdx, REP_PARAM};
+
 use crate::tasks::TaskSpec;
 
 /// From this many nodes in a stage, their expansion runs in parallel.
@@ -79,12 +81,32 @@ impl Expander<'_> {
             params: &file.params,
             needs: &needs_names,
         };
-        let repeat = self.repeat_of(s, &scope)?;
-        let (combos, files_of) = match &repeat {
-            Some((n, node)) => self.repetitions(s, combos, files_of, *n, node.span)?,
+        let repeat = repeat::repeat_of(self.sources, s, &scope)?;
+        let precision = repeat::precision_of(self.sources, s, &scope, repeat.map(|(n, _)| n))?;
+        // With `precision`, nodes for every repetition it may take.
+        let total = match (&precision, &repeat) {
+            (Some((p, node)), _) => Some((p.max_repeat, *node)),
+            (None, Some((n, node))) => Some((*n, *node)),
+            (None, None) => None,
+        };
+        let (combos, files_of) = match &total {
+            Some((n, node)) => {
+                let inherited = s.for_each.as_ref().and_then(|u| {
+                    let first = *self.stage_nodes[u.name.as_str()].first()?;
+                    Some(self.node_id_params[first].as_slice())
+                });
+                repeat::repetitions(
+                    self.sources,
+                    s,
+                    combos,
+                    files_of,
+                    (*n, node.span),
+                    inherited,
+                )?
+            }
             None => (combos, files_of),
         };
-        let repeated = repeat.is_some_and(|(n, _)| n > 1);
+        let repeated = total.is_some_and(|(n, _)| n > 1);
         let upstream: Vec<Option<NodeIdx>> = match &s.for_each {
             Some(u) => self.stage_nodes[u.name.as_str()]
                 .iter()
@@ -103,8 +125,9 @@ impl Expander<'_> {
             .collect();
         let expanded = self.expand(s, file, &needs_names, &pairs)?;
         let mine = self.number(s, &pairs, expanded, repeated)?;
-        if let (Some((_, node)), Some(&first)) = (&repeat, mine.first()) {
-            check_measures(self.sources, &self.nodes[first].task, node.span)?;
+        self.inherit_target(&mine);
+        if let (Some((_, node)), Some(&first)) = (&total, mine.first()) {
+            repeat::check_measures(self.sources, &self.nodes[first].task, node.span)?;
         }
         self.stage_nodes.insert(s.name.name.clone(), mine.clone());
         let (slurm, placement) = cluster_of(self.sources, s, &scope)?;
@@ -115,98 +138,35 @@ impl Expander<'_> {
             nodes: mine,
             slurm,
             placement,
-            repeat: repeat.map_or(1, |(n, _)| n),
+            repeat: match (&precision, repeat) {
+                (Some(_), None) => DEFAULT_PRECISE_REPEAT,
+                (_, r) => r.map_or(1, |(n, _)| n),
+            },
+            precision: precision.map(|(p, _)| p),
         });
         Ok(())
     }
 
-    /// The stage's `repeat`, read with the file's params; None without it.
-    fn repeat_of<'s>(
-        &self,
-        s: &'s StageDecl,
-        scope: &Scope<'_>,
-    ) -> Result<Option<(u32, &'s Node)>, PipelineError> {
-        let Some(node) = &s.repeat else {
-            return Ok(None);
-        };
-        let n: u32 = de::from_node(node, scope).map_err(|e| {
-            let mut err = self.sources.de_error(e);
-            err.message = format!("`repeat` of stage `{}`: {}", s.name.name, err.message);
-            err
-        })?;
-        match n {
-            0 => Err(self
-                .sources
-                .error(
-                    "`repeat` must be at least 1",
-                    node.span,
-                    "no repetition would measure nothing",
-                )
-                .with_help("write `repeat: 3` for three processes per configuration, or leave `repeat` out for one")),
-            n => Ok(Some((n, node))),
-        }
-    }
-
-    /// Every combination `n` times, with the param `rep` (1 to `n`) last:
-    /// the nodes of one configuration's repetitions. At `n` = 1 the
-    /// combinations stay as they are (the node ids as without `repeat`),
-    /// and `${rep}` reads 1.
-    fn repetitions(
-        &self,
-        s: &StageDecl,
-        combos: Vec<expand::Combo>,
-        files_of: Vec<Option<String>>,
-        n: u32,
-        span: Span,
-    ) -> Result<(Vec<expand::Combo>, Vec<Option<String>>), PipelineError> {
-        let clash = combos
-            .iter()
-            .flatten()
-            .map(|p| (p.name.as_str(), p.node.span))
-            .chain(s.for_each.iter().flat_map(|u| {
-                let inherited = self.stage_nodes[u.name.as_str()]
-                    .first()
-                    .map(|&i| self.node_id_params[i].as_slice())
-                    .unwrap_or_default();
-                inherited.iter().map(move |p| (p.name.as_str(), u.span))
-            }))
-            .find(|(name, _)| *name == REP_PARAM);
-        if let Some((_, at)) = clash {
-            return Err(self
-                .sources
-                .error(
-                    format!(
-                        "stage `{}` repeats its nodes, but they already have a param `{REP_PARAM}`",
-                        s.name.name
-                    ),
-                    at,
-                    format!("`{REP_PARAM}` comes from here"),
-                )
-                .with_label(span, "`repeat` numbers repetitions with `rep`")
-                .with_help(format!(
-                    "`{REP_PARAM}` names the repetition of a repeated stage: rename this param, or repeat the upstream stage alone"
-                )));
-        }
-        if n == 1 {
-            return Ok((combos, files_of));
-        }
-        let mut out = Vec::with_capacity(combos.len() * n as usize);
-        let mut files = Vec::with_capacity(out.capacity());
-        for (combo, file) in combos.into_iter().zip(files_of) {
-            for k in 1..=n {
-                let mut c = combo.clone();
-                c.push(Param {
-                    name: REP_PARAM.to_owned(),
-                    node: Node {
-                        kind: Kind::Int(i64::from(k)),
-                        span,
-                    },
-                });
-                out.push(c);
-                files.push(file.clone());
+    /// A `Report` without `target` over a stage with a precision target
+    /// flags rows wider than that target (the tightest, over several).
+    fn inherit_target(&mut self, mine: &[NodeIdx]) {
+        for &i in mine {
+            let TaskSpec::Report(r) = &self.nodes[i].task else {
+                return;
+            };
+            if r.target.is_some() {
+                continue;
+            }
+            let target = self
+                .stages
+                .iter()
+                .filter(|st| r.sources.contains(&st.name))
+                .filter_map(|st| st.precision.as_ref().map(|p| p.ci_rel))
+                .reduce(f64::min);
+            if let TaskSpec::Report(r) = &mut self.nodes[i].task {
+                r.target = target;
             }
         }
-        Ok((out, files))
     }
 
     /// The stage's combinations: from the files it matches (each with its
@@ -494,27 +454,6 @@ fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSp
             .with_help(msg.help)
     })?;
     Ok(t)
-}
-
-/// `repeat` repeats a measurement: refused on a task that measures nothing.
-fn check_measures(sources: &Sources, task: &TaskSpec, span: Span) -> Result<(), PipelineError> {
-    if task.measures() {
-        return Ok(());
-    }
-    let help = match task {
-        TaskSpec::Command(_) => "a `Command` that measures says so with `measure: true` (and writes `results.json`, see the book's Repetitions chapter)",
-        _ => "only `Vit`, `OpBench` and a `Command` with `measure: true` take `repeat`; repeat the stage that measures, and this one follows it with `for_each`",
-    };
-    Err(sources
-        .error(
-            format!(
-                "`repeat` repeats a measurement, and a `{}` task measures nothing",
-                task.kind()
-            ),
-            span,
-            "repeated here",
-        )
-        .with_help(help))
 }
 
 /// A stage's `slurm: (…)` and `placement:`, read with the pipeline's params.

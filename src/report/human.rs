@@ -142,8 +142,8 @@ impl Human {
         self.show_running();
     }
 
-    fn done(&mut self, counts: [usize; 5], duration_ms: u64) {
-        let [built, cached, failed, skipped, detached] = counts;
+    fn done(&mut self, counts: [usize; 6], duration_ms: u64) {
+        let [built, cached, failed, skipped, detached, unneeded] = counts;
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -160,6 +160,9 @@ impl Human {
         }
         if skipped > 0 {
             parts.push(format!("{skipped} skipped"));
+        }
+        if unneeded > 0 {
+            parts.push(format!("{unneeded} repetitions not needed"));
         }
         if detached > 0 {
             parts.push(format!(
@@ -206,6 +209,20 @@ impl Reporter for Human {
                     self.done, self.total
                 ));
             }
+            Event::Unneeded { node, why } => {
+                self.step();
+                // One line per configuration: the later repetitions only
+                // follow the first one not needed (counted in the summary).
+                if why.ends_with(crate::engine::events::NOT_NEEDED_EITHER)
+                    || why.ends_with(crate::engine::events::NOT_NEEDED_WITH)
+                {
+                    return;
+                }
+                self.line(&format!(
+                    "[{}/{}] not needed {node}: {why}",
+                    self.done, self.total
+                ));
+            }
             Event::Interrupted { running } => {
                 let list = if running.is_empty() {
                     String::new()
@@ -224,9 +241,10 @@ impl Reporter for Human {
                 failed,
                 skipped,
                 detached,
+                unneeded,
                 duration_ms,
             } => self.done(
-                [*built, *cached, *failed, *skipped, *detached],
+                [*built, *cached, *failed, *skipped, *detached, *unneeded],
                 *duration_ms,
             ),
         }

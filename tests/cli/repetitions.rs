@@ -122,3 +122,121 @@ fn without_interleaving_each_configuration_runs_its_repetitions_back_to_back() {
         ["fast/1", "fast/2", "fast/3", "fast/4", "slow/1", "slow/2", "slow/3", "slow/4"]
     );
 }
+
+/// A steady configuration and a noisy one, with a ±2 % target on the
+/// median: the steady one is precise after its three repetitions, the
+/// noisy one spends its budget of `${maxr}`.
+const PRECISE: &str = r#"Pipeline(params: {"maxr": 5}, stages: {
+  "bench": Stage(matrix: {"impl": ["steady", "noisy"]},
+                 precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: "${maxr}"),
+                 task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "summary": Stage(needs: ["bench"],
+                   task: Report(title: "bench", sources: ["bench"], columns: ["latency_ms.median"])),
+})"#;
+
+const NOISY_BENCH: &str = r#"import json, random, statistics, sys
+impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+level, between = {"steady": (5.0, 0.001), "noisy": (8.0, 0.2)}[impl]
+rng = random.Random(f"{impl}-{rep}")
+shift = level * (1 + between * rng.gauss(0, 1))
+samples = [shift * (1 + 0.01 * rng.gauss(0, 1)) for _ in range(50)]
+with open(out, "w") as f:
+    json.dump({"latency_ms": {"median": statistics.median(samples)}, "samples": {"latency_ms": samples}}, f)
+"#;
+
+#[test]
+fn a_precision_target_adds_repetitions_and_status_says_where_each_configuration_stands() {
+    let ws = Ws::new(&[("p.ron", PRECISE)]);
+    ws.write("bench.py", NOISY_BENCH);
+    let before = ws.run(&["status"]);
+    super::support::snapshot("repetitions", "status_before_any_build", &before.stdout());
+    let r = ws.run(&["build", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    let text = r.stderr();
+    assert!(
+        text.contains("not needed bench[impl=steady,rep=4]: precise at ±"),
+        "{text}"
+    );
+    assert!(text.contains("repetitions not needed"), "{text}");
+    // The report folds the repetitions that ran, and flags the configuration
+    // whose budget ran out with the stage's target.
+    let table = ws.read("out/summary/table.csv");
+    assert_eq!(column(&table, "impl"), ["noisy", "steady"]);
+    assert_eq!(column(&table, "reps"), ["5", "3"]);
+    let wide = column(&table, "wide");
+    assert!(wide[0].starts_with("latency_ms.median ±"), "{wide:?}");
+    assert_eq!(wide[1], "");
+
+    let status = ws.run(&["status"]);
+    assert_eq!(status.code(), 0);
+    super::support::snapshot("repetitions", "status_budget_spent", &status.stdout());
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.run(&["status", "--json"]).stdout()).unwrap();
+    let standings = json["precision"].as_array().unwrap();
+    let state = |c: &str| {
+        standings
+            .iter()
+            .find(|s| s["configuration"] == c)
+            .map(|s| {
+                (
+                    s["state"].as_str().unwrap().to_owned(),
+                    s["runs"].as_u64().unwrap(),
+                )
+            })
+            .unwrap()
+    };
+    assert_eq!(state("bench[impl=steady]"), ("precise".to_owned(), 3));
+    assert_eq!(state("bench[impl=noisy]"), ("budget_spent".to_owned(), 5));
+    let node = |id: &str| {
+        json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(node("bench[impl=steady,rep=4]")["state"], "not_needed");
+    assert!(node("bench[impl=steady,rep=4]")["why"]
+        .as_str()
+        .unwrap()
+        .starts_with("precise at ±"));
+
+    // A larger budget: the noisy configuration is stale again, for that reason.
+    let raised = ws.run(&["status", "-p", "maxr=6"]);
+    super::support::snapshot("repetitions", "status_budget_raised", &raised.stdout());
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.run(&["status", "--json", "-p", "maxr=6"]).stdout()).unwrap();
+    let stale: Vec<&serde_json::Value> = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["state"] == "stale" && n["stage"] == "bench")
+        .collect();
+    assert_eq!(stale.len(), 1, "{json}");
+    let noisy = json["precision"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["configuration"] == "bench[impl=noisy]")
+        .unwrap();
+    assert_eq!(noisy["state"], "imprecise", "{noisy}");
+    assert_eq!(noisy["detail"], "±31.3 % > ±2 % after 5 runs", "{noisy}");
+    assert_eq!(stale[0]["id"], "bench[impl=noisy,rep=6]");
+    assert_eq!(stale[0]["reasons"][0]["kind"], "imprecise");
+    super::support::snapshot(
+        "repetitions",
+        "status_json_imprecise_reason",
+        &serde_json::to_string_pretty(&stale[0]).unwrap(),
+    );
+    let explain = ws.run(&["explain", "bench[impl=noisy,rep=6]", "-p", "maxr=6"]);
+    assert!(
+        explain.stdout().contains("stale: imprecise: ±"),
+        "{}",
+        explain.stdout()
+    );
+    let r = ws.run(&["build", "-p", "maxr=6"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("2 built"), "{}", r.stderr());
+}

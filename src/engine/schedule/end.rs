@@ -25,6 +25,7 @@ impl Build<'_, '_> {
                 // Its outputs are in `out/`: dependents may start (their
                 // runs wait for this one's commit, see `job`).
                 self.staged.insert(idx);
+                self.note_run(idx, run.duration_ms);
                 self.finish_node(idx, Done::Ok(run.manifest_hash()));
             }
             Progress::Restored { idx, result } => {
@@ -43,6 +44,7 @@ impl Build<'_, '_> {
                         self.queue.push_front(round, p);
                     }
                     Ok(run) => {
+                        self.note_run(idx, run.duration_ms);
                         reporter.event(&Event::Cached {
                             node: self.b.graph.nodes[idx].id.clone(),
                             restored: true,
@@ -255,6 +257,7 @@ impl Build<'_, '_> {
             failed: c.failed,
             skipped: c.skipped,
             detached: c.detached,
+            unneeded: c.unneeded,
             duration_ms: t0.elapsed().as_millis() as u64,
         });
         if self.interrupted {

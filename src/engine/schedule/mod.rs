@@ -18,6 +18,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 mod end;
+mod gate;
 mod order;
 mod start;
 
@@ -98,6 +99,9 @@ pub(super) enum Done {
     Skipped,
     /// Left running on the cluster (`--detach`), with what depends on it.
     Detached,
+    /// A repetition its configuration's precision target does not call
+    /// for: not run, and no one's upstream.
+    Unneeded,
 }
 
 /// A judged node waiting for its slots.
@@ -118,6 +122,7 @@ struct Counts {
     failed: usize,
     skipped: usize,
     detached: usize,
+    unneeded: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -192,6 +197,11 @@ pub(super) struct Build<'b, 'a> {
     recorder: Recorder,
     /// The snapshot work left for the end (see `incremental`).
     snapshot: super::incremental::SnapshotPlan,
+    /// Whether some stage has a precision target (see [`gate`]).
+    gates: bool,
+    /// The recorded run time (ms) of each done node of a stage with a
+    /// precision target: what its time budget counts.
+    durations: HashMap<NodeIdx, i64>,
 }
 
 impl<'b, 'a> Build<'b, 'a> {
@@ -202,10 +212,15 @@ impl<'b, 'a> Build<'b, 'a> {
     ) -> Result<Build<'b, 'a>, crate::store::StoreError> {
         let start = super::incremental::start(&b.ctx(), selection)?;
         let selected: HashSet<NodeIdx> = selection.iter().copied().collect();
-        let remaining: HashMap<NodeIdx, usize> = selection
+        let mut remaining: HashMap<NodeIdx, usize> = selection
             .iter()
             .map(|&i| (i, b.graph.nodes[i].deps().len()))
             .collect();
+        let mut dependents = b.graph.dependents();
+        let gates = b.graph.stages.iter().any(|s| s.precision.is_some());
+        if gates {
+            gate::wait_for_earlier(b.graph, selection, &mut remaining, &mut dependents);
+        }
         let interleave = b.options.interleave;
         let mut ready: order::Line<NodeIdx> = selection
             .iter()
@@ -227,7 +242,7 @@ impl<'b, 'a> Build<'b, 'a> {
             fresh_now: start.fresh_now,
             fresh_only: start.fresh_only,
             selected,
-            dependents: b.graph.dependents(),
+            dependents,
             remaining,
             done: HashMap::with_capacity(selection.len()),
             ready,
@@ -248,6 +263,8 @@ impl<'b, 'a> Build<'b, 'a> {
             rx,
             recorder: Recorder::start(b.store.clone()),
             snapshot: start.snapshot,
+            gates,
+            durations: HashMap::new(),
         })
     }
 
@@ -310,6 +327,13 @@ impl<'b, 'a> Build<'b, 'a> {
             None => self.fresh_only.contains(&i).then_some(Done::Fresh),
         };
         if let Some(done) = known {
+            if self.gates {
+                let ms = self
+                    .states
+                    .get(&node.id)
+                    .and_then(|s| s.latest_success.as_ref());
+                self.note_run(i, ms.map_or(0, |r| r.duration_ms));
+            }
             self.cached(i, done, reporter);
             return false;
         }
@@ -329,8 +353,17 @@ impl<'b, 'a> Build<'b, 'a> {
             self.skip(i, bad, reporter);
             return false;
         }
+        let gated = self.gates && b.graph.is_gated(i) && !b.options.force.contains(&i);
+        if gated && !self.earlier_ok(i, reporter) {
+            return false;
+        }
+        if self.gates && self.follows_unneeded(i, reporter) {
+            return false;
+        }
+        // A repetition not needed is no one's upstream.
         let upstream: Vec<(String, Option<ContentHash>)> = deps
             .iter()
+            .filter(|d| !matches!(self.done.get(d), Some(Done::Unneeded)))
             .map(|&d| {
                 let h = match self.done.get(&d) {
                     Some(Done::Ok(manifest)) => Some(*manifest),
@@ -353,6 +386,14 @@ impl<'b, 'a> Build<'b, 'a> {
                 return false;
             }
         };
+        let evaluation = if gated && !evaluation.verdict.is_fresh() {
+            match self.gate(i, evaluation, reporter) {
+                Some(e) => e,
+                None => return false,
+            }
+        } else {
+            evaluation
+        };
         self.decide(i, evaluation, reporter)
     }
 
@@ -372,6 +413,7 @@ impl<'b, 'a> Build<'b, 'a> {
         };
         match evaluation.verdict {
             Verdict::Fresh(run) if !forced => {
+                self.note_run(i, run.duration_ms);
                 self.cached(i, Done::Ok(run.manifest_hash()), reporter);
                 false
             }

@@ -159,14 +159,19 @@ impl Build<'_, '_> {
             if script.is_some_and(|run| !super::super::run::names_needs(run, &need.stage)) {
                 continue;
             }
-            let dirs: Vec<PathBuf> = need
+            // Repetitions not needed are not there to read.
+            let nodes: Vec<NodeIdx> = need
                 .nodes
+                .iter()
+                .copied()
+                .filter(|d| !matches!(self.done.get(d), Some(Done::Unneeded)))
+                .collect();
+            let dirs: Vec<PathBuf> = nodes
                 .iter()
                 .map(|&d| b.root.join(b.graph.nodes[d].out_rel()))
                 .collect();
             if script.is_none() {
-                let ups = need
-                    .nodes
+                let ups = nodes
                     .iter()
                     .zip(&dirs)
                     .map(|(&d, dir)| {

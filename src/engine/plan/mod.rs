@@ -11,11 +11,17 @@ use std::path::Path;
 
 use serde::Serialize;
 
+mod diff;
+mod gated;
+
 use super::failure::{FailureKind, NodeFailure};
-use super::key::{json_diff, KeyParts, RecordedParts};
+use super::key::{KeyParts, RecordedParts};
 use crate::graph::{Graph, Node, NodeIdx};
 use crate::hash::ContentHash;
 use crate::store::{AttemptStatus, NodeState, OutputCheck, RunRecord, Store, StoreError};
+use diff::diff_parts;
+use gated::gated;
+pub use gated::imprecise;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,6 +39,9 @@ pub enum ReasonKind {
     /// The run for the current key is stored, but a restore found one of
     /// its objects damaged or missing: the node runs again.
     ObjectDamaged,
+    /// A repetition of a configuration whose interval is still wider than
+    /// its stage's precision target, with budget left.
+    Imprecise,
 }
 
 impl ReasonKind {
@@ -49,6 +58,7 @@ impl ReasonKind {
             ReasonKind::OutputMissing => "output_missing",
             ReasonKind::OutputModified => "output_modified",
             ReasonKind::ObjectDamaged => "object_damaged",
+            ReasonKind::Imprecise => "imprecise",
         }
     }
 }
@@ -121,6 +131,14 @@ pub enum Verdict {
     Restore(RunRecord, Vec<Reason>),
     /// Must run.
     Stale(Vec<Reason>),
+    /// A repetition its configuration's precision target does not call
+    /// for (see [`super::precision`]), and why: it does not run, and what
+    /// depends on its stage does not see it.
+    Unneeded(String),
+    /// A gated repetition whose need is decided once the repetitions
+    /// before it are built (some are stale), and which: it waits, and
+    /// what depends on its stage is judged without it until then.
+    Undecided(String),
 }
 
 impl Verdict {
@@ -128,9 +146,14 @@ impl Verdict {
         matches!(self, Verdict::Fresh(_))
     }
 
+    /// Whether the node must run or be restored.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, Verdict::Restore(..) | Verdict::Stale(_))
+    }
+
     pub fn reasons(&self) -> &[Reason] {
         match self {
-            Verdict::Fresh(_) => &[],
+            Verdict::Fresh(_) | Verdict::Unneeded(_) | Verdict::Undecided(_) => &[],
             Verdict::Restore(_, r) | Verdict::Stale(r) => r,
         }
     }
@@ -139,7 +162,7 @@ impl Verdict {
     pub fn run(&self) -> Option<&RunRecord> {
         match self {
             Verdict::Fresh(r) | Verdict::Restore(r, _) => Some(r),
-            Verdict::Stale(_) => None,
+            Verdict::Stale(_) | Verdict::Unneeded(_) | Verdict::Undecided(_) => None,
         }
     }
 }
@@ -448,77 +471,6 @@ fn last_attempt_reason(state: &NodeState, key: &ContentHash) -> Option<Reason> {
     Reason::of_attempt(attempt)
 }
 
-/// The reasons a node's current parts differ from its recorded run's.
-fn diff_parts(
-    node: &Node,
-    rec: &RecordedParts,
-    now: &KeyParts,
-    pending: &[&String],
-    out: &mut Vec<Reason>,
-) {
-    let old = &rec.parts;
-    if old.kind != now.kind || old.version != now.version {
-        out.push(Reason::new(
-            ReasonKind::TaskVersionChanged,
-            format!(
-                "{} {} → {} {}",
-                old.kind, old.version, now.kind, now.version
-            ),
-        ));
-    } else if old.spec.get() != now.spec.get() && old.spec_value() != now.spec_value() {
-        let params_now: BTreeMap<String, serde_json::Value> = node
-            .params
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
-            .collect();
-        let mut lines = Vec::new();
-        json_diff(
-            "",
-            &serde_json::to_value(&rec.params).unwrap_or_default(),
-            &serde_json::to_value(&params_now).unwrap_or_default(),
-            &mut lines,
-        );
-        if lines.is_empty() {
-            json_diff("", &old.spec_value(), &now.spec_value(), &mut lines);
-        }
-        out.push(Reason::new(ReasonKind::SpecChanged, lines.join("; ")));
-    }
-    let paths: std::collections::BTreeSet<&String> =
-        old.inputs.keys().chain(now.inputs.keys()).collect();
-    for p in paths {
-        if old.inputs.get(p) != now.inputs.get(p) {
-            let detail = match now.inputs.get(p) {
-                Some(h) if h.0 == [0; 32] => format!("{p} (missing)"),
-                None => format!("{p} (no longer an input)"),
-                _ => p.clone(),
-            };
-            out.push(Reason::new(ReasonKind::InputChanged, detail));
-        }
-    }
-    let ids: std::collections::BTreeSet<&String> =
-        old.upstream.keys().chain(now.upstream.keys()).collect();
-    for id in ids {
-        if pending.contains(&id) {
-            continue;
-        }
-        if old.upstream.get(id) != now.upstream.get(id) {
-            out.push(Reason::new(ReasonKind::UpstreamChanged, id.clone()));
-        }
-    }
-    let facets: std::collections::BTreeSet<&String> =
-        old.env.keys().chain(now.env.keys()).collect();
-    for f in facets {
-        let (a, b) = (old.env.get(f), now.env.get(f));
-        if a != b {
-            let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(absent)".into());
-            out.push(Reason::new(
-                ReasonKind::EnvChanged,
-                format!("{f} {} → {}", show(a), show(b)),
-            ));
-        }
-    }
-}
-
 /// The static plan of a selection: every node judged in topological order.
 /// A node below a stale node is stale with `upstream_changed`; the build may
 /// still find it fresh once that upstream is rebuilt with identical outputs.
@@ -552,32 +504,70 @@ pub fn plan_with(
             .copied()
             .filter(|i| selected.contains(i))
             .collect();
-        if nodes.is_empty() {
-            continue;
+        // Repetitions a precision target gates are judged after those
+        // before them, one round at a time.
+        let mut levels: BTreeMap<u32, Vec<NodeIdx>> = BTreeMap::new();
+        for &i in &nodes {
+            let level = if graph.is_gated(i) {
+                graph.nodes[i].rep.unwrap_or(0)
+            } else {
+                0
+            };
+            levels.entry(level).or_default().push(i);
         }
-        let judged: Vec<Result<(NodeIdx, Evaluation), JudgeError>> = nodes
-            .par_iter()
-            .map(|&i| {
-                let node = &graph.nodes[i];
-                let upstream: Vec<(String, Option<ContentHash>)> = node
-                    .deps()
-                    .into_iter()
-                    .map(|d| {
-                        let h = out
-                            .get(&d)
-                            .and_then(|e| e.verdict.run())
-                            .map(RunRecord::manifest_hash)
-                            .or_else(|| known(d));
-                        (graph.nodes[d].id.clone(), h)
-                    })
-                    .collect();
-                ev.evaluate(node, &upstream).map(|e| (i, e))
-            })
-            .collect();
-        for r in judged {
-            let (i, e) = r?;
-            out.insert(i, e);
+        for (level, nodes) in levels {
+            let judged: Vec<Result<(NodeIdx, Evaluation), JudgeError>> = nodes
+                .par_iter()
+                .map(|&i| judge_one(ev, graph, &out, known, i, level > 0))
+                .collect();
+            for r in judged {
+                let (i, e) = r?;
+                out.insert(i, e);
+            }
         }
     }
     Ok(out)
+}
+
+/// One node of [`plan_with`], its upstream judged in `out`; `gate`: it is
+/// a repetition a precision target gates.
+fn judge_one(
+    ev: &Evaluator<'_>,
+    graph: &Graph,
+    out: &HashMap<NodeIdx, Evaluation>,
+    known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
+    i: NodeIdx,
+    gate: bool,
+) -> Result<(NodeIdx, Evaluation), JudgeError> {
+    let node = &graph.nodes[i];
+    // A repetition not needed is no one's upstream.
+    let upstream: Vec<(String, Option<ContentHash>)> = node
+        .deps()
+        .into_iter()
+        .filter(|d| {
+            !matches!(
+                out.get(d).map(|e| &e.verdict),
+                Some(Verdict::Unneeded(_) | Verdict::Undecided(_))
+            )
+        })
+        .map(|d| {
+            let h = out
+                .get(&d)
+                .and_then(|e| e.verdict.run())
+                .map(RunRecord::manifest_hash)
+                .or_else(|| known(d));
+            (graph.nodes[d].id.clone(), h)
+        })
+        .collect();
+    let e = ev.evaluate(node, &upstream)?;
+    if let Some(verdict) = gated::follows(graph, out, i) {
+        return Ok((
+            i,
+            Evaluation {
+                key: e.key,
+                verdict,
+            },
+        ));
+    }
+    Ok((i, if gate { gated(ev, graph, out, i, e) } else { e }))
 }

@@ -1,0 +1,186 @@
+//! Precision targets: whether a configuration of a stage with
+//! `precision: (…)` needs another repetition.
+//!
+//! After its first `repeat` repetitions, a configuration's next repetition
+//! (a *gated* node, see [`Graph::is_gated`]) runs only while the 95 %
+//! interval of the metric over the repetitions before it is wider than the
+//! target and the budget (`max_repeat` repetitions, `max_seconds` of runs)
+//! is not spent. Otherwise it is *not needed*: it does not run, is not
+//! stale, and what depends on the stage does not wait for it or see it.
+//! The metric is read from each repetition's `results.json` in `out/`,
+//! which the judge has just found intact or the build has just written.
+
+use std::path::Path;
+
+use crate::estimate::{self, Estimate};
+use crate::graph::{Graph, NodeIdx, Precision};
+
+/// What the repetitions so far say about a configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// The interval is within the target.
+    Precise(Estimate),
+    /// Too wide, and the budget is spent.
+    Spent {
+        estimate: Option<Estimate>,
+        why: String,
+    },
+    /// Too wide (or not yet known), with budget left: one more repetition.
+    More { estimate: Option<Estimate> },
+}
+
+impl Decision {
+    /// `precise at ±1.4 % after 4 runs`, `budget spent at ±6.1 % after 10
+    /// runs (max_repeat 10)`, and for more: `±6.1 % > ±2 % after 3 runs`
+    /// (the detail of the reason `imprecise`).
+    pub fn describe(&self, p: &Precision) -> String {
+        match self {
+            Decision::Precise(e) => format!("precise at {} after {} runs", pm(e), e.runs),
+            Decision::Spent { estimate, why } => match estimate {
+                Some(e) => format!("budget spent at {} after {} runs ({why})", pm(e), e.runs),
+                None => format!("budget spent ({why})"),
+            },
+            Decision::More { estimate } => match estimate {
+                Some(e) => format!("{} > ±{} after {} runs", pm(e), percent(p.ci_rel), e.runs),
+                None => "no interval yet".to_owned(),
+            },
+        }
+    }
+
+    pub fn needs_more(&self) -> bool {
+        matches!(self, Decision::More { .. })
+    }
+}
+
+fn pm(e: &Estimate) -> String {
+    format!("±{}", percent(e.half_width_rel()))
+}
+
+/// A fraction as a percentage with one decimal (`2 %`, `6.1 %`), two
+/// under 0.1 % (`0.04 %`).
+fn percent(x: f64) -> String {
+    let p = 100.0 * x;
+    let text = if p < 0.095 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.1}")
+    };
+    format!("{} %", text.trim_end_matches(".0"))
+}
+
+/// What a configuration's repetitions before a gated node (`values`: the
+/// metric of each, `seconds`: their recorded run time) call for.
+pub fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
+    let estimate = estimate::of_repetitions(values);
+    if let Some(e) = estimate {
+        if e.half_width_rel() <= p.ci_rel {
+            return Decision::Precise(e);
+        }
+    }
+    let runs = values.len() as u32;
+    if runs >= p.max_repeat {
+        return Decision::Spent {
+            estimate,
+            why: format!("max_repeat {}", p.max_repeat),
+        };
+    }
+    if let Some(limit) = p.max_seconds {
+        if seconds >= limit {
+            return Decision::Spent {
+                estimate,
+                why: format!("{seconds:.0} s of runs, max_seconds {limit}"),
+            };
+        }
+    }
+    Decision::More { estimate }
+}
+
+/// The metric `path` of a repetition's `results.json` under `dir`.
+pub fn metric_of(dir: &Path, path: &str) -> Result<f64, String> {
+    let file = dir.join("results.json");
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
+    let found = path.split('.').try_fold(&doc, |at, key| match at {
+        serde_json::Value::Object(map) => map.get(key),
+        serde_json::Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    });
+    found.and_then(serde_json::Value::as_f64).ok_or_else(|| {
+        format!(
+            "{} has no number at `{path}` (the stage's `precision.metric`)",
+            file.display()
+        )
+    })
+}
+
+/// The decision for gated node `i` from the repetitions before it: each
+/// with its output folder and its run's duration (ms).
+pub fn gate(
+    graph: &Graph,
+    root: &Path,
+    i: NodeIdx,
+    earlier: &[(NodeIdx, i64)],
+) -> Result<Decision, String> {
+    let Some(p) = graph.stage_of(i).and_then(|s| s.precision.as_ref()) else {
+        return Ok(Decision::More { estimate: None });
+    };
+    let values = earlier
+        .iter()
+        .map(|&(j, _)| metric_of(&root.join(graph.nodes[j].out_rel()), &p.metric))
+        .collect::<Result<Vec<f64>, String>>()?;
+    let seconds = earlier.iter().map(|&(_, ms)| ms as f64 / 1000.0).sum();
+    Ok(decide(p, &values, seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(max_repeat: u32, max_seconds: Option<f64>) -> Precision {
+        Precision {
+            metric: "latency_ms.median".into(),
+            ci_rel: 0.02,
+            max_repeat,
+            max_seconds,
+        }
+    }
+
+    #[test]
+    fn more_until_precise_or_spent() {
+        let p = target(5, None);
+        let tight = decide(&p, &[10.0, 10.01, 9.99], 0.0);
+        assert!(matches!(tight, Decision::Precise(_)), "{tight:?}");
+        assert!(tight
+            .describe(&p)
+            .starts_with("precise at ±0.2 % after 3 runs"));
+        let wide = decide(&p, &[10.0, 11.0, 9.0], 0.0);
+        assert!(wide.needs_more());
+        assert_eq!(wide.describe(&p), "±24.8 % > ±2 % after 3 runs");
+        let tighter = decide(&p, &[10.0, 10.001, 9.999], 0.0);
+        assert!(tighter.describe(&p).starts_with("precise at ±0.02 %"));
+        let spent = decide(&p, &[10.0, 11.0, 9.0, 10.5, 9.5], 0.0);
+        assert_eq!(
+            spent.describe(&p),
+            "budget spent at ±9.8 % after 5 runs (max_repeat 5)"
+        );
+        let timed = decide(&target(10, Some(60.0)), &[10.0, 11.0, 9.0], 61.0);
+        assert!(matches!(timed, Decision::Spent { .. }), "{timed:?}");
+        assert!(decide(&target(10, Some(60.0)), &[10.0, 11.0, 9.0], 59.0).needs_more());
+    }
+
+    #[test]
+    fn the_metric_is_read_by_its_dotted_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("results.json"),
+            r#"{"latency_ms": {"median": 1.5}, "l": [2, 3]}"#,
+        )
+        .unwrap();
+        assert_eq!(metric_of(dir.path(), "latency_ms.median"), Ok(1.5));
+        assert_eq!(metric_of(dir.path(), "l.1"), Ok(3.0));
+        let err = metric_of(dir.path(), "latency_ms.p99").unwrap_err();
+        assert!(err.contains("no number at `latency_ms.p99`"), "{err}");
+    }
+}
