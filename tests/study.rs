@@ -12,12 +12,27 @@ use common::Study;
 /// Queries on the study's pipelines.
 trait Queries {
     fn nodes(&self, target: &str, params: &[&str]) -> Vec<String>;
+    fn repetitions(&self, target: &str, params: &[&str]) -> Vec<String>;
     fn planned(&self, target: &str) -> BTreeSet<String>;
 }
 
 impl Queries for Study {
-    /// The node ids of `target`, as `vitgraph ls TARGET` lists them.
+    /// The configurations of `target`: the node ids `vitgraph ls TARGET`
+    /// lists, each repetition's id (`…,rep=2]`) folded into its
+    /// configuration's (the id without `rep`), in order.
     fn nodes(&self, target: &str, params: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for id in self.repetitions(target, params) {
+            let config = without_rep(&id);
+            if out.last() != Some(&config) {
+                out.push(config);
+            }
+        }
+        out
+    }
+
+    /// The node ids of `target`, as `vitgraph ls TARGET` lists them.
+    fn repetitions(&self, target: &str, params: &[&str]) -> Vec<String> {
         let mut args = vec!["ls", target];
         for p in params {
             args.extend(["-p", p]);
@@ -33,6 +48,21 @@ impl Queries for Study {
             .filter_map(|l| l.split_whitespace().next())
             .map(str::to_owned)
             .collect()
+    }
+}
+
+/// A repetition's configuration: its id without the param `rep`.
+fn without_rep(id: &str) -> String {
+    match id.rfind(",rep=").or_else(|| id.rfind("[rep=")) {
+        Some(at) if id[at..].ends_with(']') => {
+            let head = &id[..at];
+            if id.as_bytes()[at] == b'[' {
+                head.to_owned()
+            } else {
+                format!("{head}]")
+            }
+        }
+        _ => id.to_owned(),
     }
 }
 
@@ -212,13 +242,58 @@ fn rq5_has_the_seeds_pipeline_designs() {
 fn an_analysis_target_plans_its_experiments_and_nothing_else() {
     let study = Study::new();
     let planned = study.planned("rq2_analysis");
-    let runs: BTreeSet<String> = study.nodes("rq2_runs", &[]).into_iter().collect();
-    let analyses: BTreeSet<String> = study.nodes("rq2_analysis", &[]).into_iter().collect();
-    let want: BTreeSet<String> = runs.union(&analyses).cloned().collect();
-    assert_eq!(planned.len(), 34);
+    // The first three repetitions of each of the 17 configurations, and
+    // their analyses; the later ones are decided as the build goes.
+    let first = |stage: &str| -> BTreeSet<String> {
+        study
+            .repetitions(stage, &[])
+            .into_iter()
+            .filter(|id| {
+                ["rep=1]", "rep=2]", "rep=3]"]
+                    .iter()
+                    .any(|r| id.ends_with(r))
+            })
+            .collect()
+    };
+    let want: BTreeSet<String> = first("rq2_runs")
+        .union(&first("rq2_analysis"))
+        .cloned()
+        .collect();
+    assert_eq!(planned.len(), 102);
     assert_eq!(planned, want);
     // The report adds exactly itself.
     let report = study.planned("rq2_report");
-    assert_eq!(report.len(), 35);
+    assert_eq!(report.len(), 103);
     assert!(report.contains("rq2_report"));
+}
+
+#[test]
+fn every_measurement_is_repeated_with_a_precision_target() {
+    let study = Study::new();
+    for (stage, configurations, most) in [
+        ("quickstart_runs", 6, 5),
+        ("rq1_runs", 39, 10),
+        ("rq2_runs", 17, 10),
+        ("rq3_eager", 13, 10),
+        ("rq3_compiled", 22, 10),
+        ("rq4_runs", 52, 10),
+        ("rq5_runs", 23, 10),
+    ] {
+        let ids = study.repetitions(stage, &[]);
+        assert_eq!(ids.len(), configurations * most, "{stage}");
+        assert!(ids[most - 1].ends_with(&format!("rep={most}]")), "{ids:?}");
+    }
+    // Three repetitions judged before any build: the rest wait for them.
+    let status = study.ok(&["status", "quickstart_runs"]);
+    assert!(
+        status.contains("0 fresh, 18 stale (never_built 18), 12 repetitions undecided"),
+        "{status}"
+    );
+    // A smaller budget for a quick look: two runs each, no more.
+    assert_eq!(
+        study
+            .repetitions("rq1_runs", &["repeat=2", "max_repeat=2"])
+            .len(),
+        78
+    );
 }

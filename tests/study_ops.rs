@@ -84,7 +84,14 @@ impl Study {
         all.extend_from_slice(args);
         let run = self.ok(&all);
         let doc: Json = serde_json::from_str(&run.stdout).expect("graph prints JSON");
-        doc["nodes"].as_array().expect("a `nodes` list").clone()
+        // One node per configuration: the first of its repetitions.
+        doc["nodes"]
+            .as_array()
+            .expect("a `nodes` list")
+            .iter()
+            .filter(|n| n["params"]["rep"].is_null() || n["params"]["rep"] == 1)
+            .cloned()
+            .collect()
     }
 
     /// `build -n ARGS…`: how many nodes it would run.
@@ -187,8 +194,9 @@ fn every_pipeline_loads_beside_the_others() {
         );
     }
     // Planning needs every task spec to deserialize, typed params included.
-    assert_eq!(study.planned(&["ops"]), 645);
-    assert_eq!(study.planned(&["night_sweep"]), 854);
+    // The first three repetitions of each measured configuration.
+    assert_eq!(study.planned(&["ops"]), 3 * 640 + 5);
+    assert_eq!(study.planned(&["night_sweep"]), 3 * 847 + 7);
 }
 
 #[test]
@@ -218,7 +226,8 @@ fn ops_has_every_operation_over_every_shape() {
         operations,
         strings(&["LayerNorm", "GELU", "Swish", "MSE", "CrossEntropy"])
     );
-    // Every measurement needs the calibration; every report joins all 640.
+    // Every measurement needs the calibration; every report joins all 640
+    // configurations, each with its 5 repetitions at most.
     for node in nodes
         .iter()
         .filter(|n| OPS.contains(&n["stage"].as_str().unwrap()))
@@ -231,7 +240,7 @@ fn ops_has_every_operation_over_every_shape() {
     {
         assert_eq!(
             node["deps"].as_array().unwrap().len(),
-            640,
+            640 * 5,
             "{}",
             node["id"]
         );
@@ -349,7 +358,8 @@ fn night_sweep_has_the_seeds_configurations() {
 #[test]
 fn reports_need_exactly_their_experiment() {
     let study = Study::new();
-    // A report plans its experiment, the calibration and itself.
+    // A report plans its experiment's first three repetitions (the others
+    // are decided as the build goes), the calibration and itself.
     for (report, nodes) in [
         ("night_s1_report", 162),
         ("night_s2_report", 24),
@@ -359,15 +369,22 @@ fn reports_need_exactly_their_experiment() {
         ("night_het1_report", 4),
         ("ops_by_tensor_dimension", 640),
     ] {
-        assert_eq!(study.planned(&[report]), nodes + 2, "{report}");
+        assert_eq!(study.planned(&[report]), 3 * nodes + 2, "{report}");
     }
-    assert_eq!(study.planned(&["ops_report", "ops_by_batch_size"]), 640 + 3);
     assert_eq!(
-        study.planned(&["night_s2_sdpa_backend[backend=Flash,head_dim=107]"]),
+        study.planned(&["ops_report", "ops_by_batch_size"]),
+        3 * 640 + 3
+    );
+    assert_eq!(
+        study.planned(&["night_s2_sdpa_backend[backend=Flash,head_dim=107,rep=1]"]),
         2
     );
-    // The two pipelines share no node: together they plan the sum.
-    assert_eq!(study.planned(&["ops", "night_sweep"]), 645 + 854);
+    // The two pipelines share no node: together they plan the sum (640
+    // and 847 configurations three times, calibrations and reports once).
+    assert_eq!(
+        study.planned(&["ops", "night_sweep"]),
+        (3 * 640 + 5) + (3 * 847 + 7)
+    );
 }
 
 #[test]
@@ -411,7 +428,8 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
     assert!(values(&nodes, "night_s2_sdpa_backend", "backend").contains("\"Auto\""));
     let mut plan: Vec<&str> = vec!["ops", "night_sweep"];
     plan.extend(params.iter().map(String::as_str));
-    assert_eq!(study.planned(&plan), 71);
+    // Two runs of each of the 59 measured configurations.
+    assert_eq!(study.planned(&plan), 2 * 59 + 12);
 }
 
 /// The two `Plot` fields the night sweep and the ops report use, through the

@@ -38,7 +38,16 @@ impl BuildReport for Study {
     }
 }
 
-const TINY: [&str; 4] = ["device=cpu", "samples=4", "warmup=1", "image_size=32"];
+/// Tiny runs on the CPU, two repetitions of each configuration (the
+/// reports fold them), no more.
+const TINY: [&str; 6] = [
+    "device=cpu",
+    "samples=4",
+    "warmup=1",
+    "image_size=32",
+    "repeat=2",
+    "max_repeat=2",
+];
 
 fn with(extra: &[&'static str]) -> Vec<&'static str> {
     TINY.iter().copied().chain(extra.iter().copied()).collect()
@@ -68,6 +77,8 @@ fn rq2_runs_end_to_end_on_the_cpu() {
         "model=[vit32x6x384]",
         "res=[32,64]",
         "batch=[1]",
+        "repeat=2",
+        "max_repeat=2",
     ];
     let (_, rows) = study.build_report("rq2_report", &params);
     assert_eq!(rows.len(), 2, "{rows:?}");
@@ -111,9 +122,11 @@ fn quickstart_runs_end_to_end_on_the_cpu() {
     let study = Study::new();
     let (md, rows) = study.build_report(
         "quickstart_report",
-        &["samples=8", "warmup=1", "batch=[1,4]"],
+        &["samples=8", "warmup=1", "batch=[1,4]", "max_repeat=4"],
     );
+    // One row per configuration, folding its 3 or 4 repetitions.
     assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(md.contains("| repetitions |"), "{md}");
     assert!(md.contains("throughput_images_per_s"), "{md}");
 }
 
@@ -123,15 +136,23 @@ fn quickstart_runs_end_to_end_on_the_cpu() {
 #[test]
 fn the_quickstart_page_opens_in_a_browser() {
     let study = Study::new();
-    let params = ["samples=8", "warmup=1", "batch=[1,4]", "-j", "2"];
+    let params = [
+        "samples=8",
+        "warmup=1",
+        "batch=[1,4]",
+        "repeat=2",
+        "max_repeat=2",
+        "-j",
+        "2",
+    ];
     let mut args = vec!["build", "quickstart"];
-    for p in &params[..3] {
+    for p in &params[..5] {
         args.extend(["-p", p]);
     }
-    args.extend(&params[3..]);
+    args.extend(&params[5..]);
     study.ok(&args);
     let mut report = vec!["report", "quickstart"];
-    for p in &params[..3] {
+    for p in &params[..5] {
         report.extend(["-p", p]);
     }
     study.ok(&report);
@@ -148,10 +169,10 @@ fn the_quickstart_page_opens_in_a_browser() {
         b.js("return performance.getEntriesByType('resource').length;"),
         serde_json::json!(0)
     );
-    // 6 runs, 6 analyses, 1 report.
+    // 6 configurations × 2 repetitions, 12 analyses, 1 report.
     assert_eq!(
         b.js("return document.querySelectorAll('#timeline-svg rect.bar').length;"),
-        serde_json::json!(13)
+        serde_json::json!(25)
     );
     let sizes = b.js("return [...document.querySelectorAll('#stage-graph, figure.plot svg')].map(s => { const r = s.getBoundingClientRect(); return r.width * r.height; });");
     let sizes = sizes.as_array().unwrap();
@@ -218,7 +239,7 @@ fn the_torch_free_vitgraph_runs_libtorch_nodes_in_vitgraph_torch() {
     assert_ne!(version, "none");
 
     let study = Study::new();
-    let node = "quickstart_runs[model=vit32x4x192,batch=1]";
+    let node = "quickstart_runs[model=vit32x4x192,batch=1,rep=1]";
     let params = ["-p", "samples=4", "-p", "warmup=1", "-p", "batch=[1]"];
     let mut args = vec!["build", node];
     args.extend(params);
@@ -226,7 +247,7 @@ fn the_torch_free_vitgraph_runs_libtorch_nodes_in_vitgraph_torch() {
     let results = study
         .dir
         .path()
-        .join("out/quickstart_runs/model=vit32x4x192,batch=1/results.json");
+        .join("out/quickstart_runs/model=vit32x4x192,batch=1,rep=1/results.json");
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&results).expect("results.json")).unwrap();
     assert_eq!(results["env"]["key_facets"]["libtorch"], version);

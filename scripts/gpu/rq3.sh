@@ -43,6 +43,7 @@ export PYTHONUNBUFFERED=1
 params=(
     -p "samples=$samples" -p warmup=25 -p warmup_advanced=100
     -p models=[vit16x6x384,vit32x12x768] -p "model=[vit16x6x384,vit32x12x768]"
+    -p repeat=2 -p max_repeat=2
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used --format=csv >"$out/nvidia-smi.csv" 2>&1
 reports=(rq3_analysis rq3_report rq3_overhead)

@@ -31,14 +31,16 @@ log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$out/study.log"; }
     nproc
 } >"$out/host.txt" 2>&1
 
-# Reduced sample counts (images per run) that fit the session's GPU time.
-common=(-j "$(nproc)" --gpus "$(seq -s, 0 $((gpus - 1)))")
+# Reduced sample counts (images per run) and repetitions (two runs per
+# configuration, no more) that fit the session's GPU time.
+reps=(-p repeat=2 -p max_repeat=2)
+common=(-j "$(nproc)" --gpus "$(seq -s, 0 $((gpus - 1)))" "${reps[@]}")
 
 copy_report() {
     local rq="$1"
     mkdir -p "$out/$rq"
     cp -r "out/${rq}_report/${rq}_report/." "$out/$rq/" 2>/dev/null
-    "$vitgraph" status "${rq}_report" >"$out/$rq/status.txt" 2>&1
+    "$vitgraph" status "${rq}_report" "${reps[@]}" >"$out/$rq/status.txt" 2>&1
 }
 
 # NUMA: the first GPU's node is "local"; the farthest other node "remote".
@@ -81,7 +83,7 @@ rq1_demo() {
         echo "== killed after 45 s: runs recorded before the kill"
         grep -c '"event":"finished"' "$out/rq1.first.jsonl"
         echo "== vitgraph status rq1_report (after the kill)"
-        "$vitgraph" status rq1_report -p samples=640
+        "$vitgraph" status rq1_report -p samples=640 "${reps[@]}"
     } >>"$demo" 2>&1
     log "rq1: resume"
     "$vitgraph" build rq1_report "${p[@]}" --json >"$out/rq1.resume.jsonl" 2>"$out/rq1.resume.err"
@@ -91,7 +93,7 @@ rq1_demo() {
         echo "== of which rq1_runs"
         grep '"event":"started"' "$out/rq1.resume.jsonl" | grep -c 'rq1_runs'
         echo "== vitgraph status rq1_report (after the resume)"
-        "$vitgraph" status rq1_report -p samples=640
+        "$vitgraph" status rq1_report -p samples=640 "${reps[@]}"
     } >>"$demo" 2>&1
     copy_report rq1
     log "rq1: edit the analysis definition (batch_prefix \"batch\" -> \"forward\")"
@@ -101,14 +103,14 @@ rq1_demo() {
         echo "== the edit"
         diff "$out/rq1.ron.orig" pipelines/rq1.ron
         echo "== vitgraph status rq1_report (after the edit)"
-        "$vitgraph" status rq1_report -p samples=640
+        "$vitgraph" status rq1_report -p samples=640 "${reps[@]}"
         "$vitgraph" build rq1_report "${p[@]}" --json >"$out/rq1.edit.jsonl" 2>&1
         echo "== rebuild after the edit: exit $?; nodes started"
         grep -c '"event":"started"' "$out/rq1.edit.jsonl"
         echo "== of which rq1_runs (experiments)"
         grep '"event":"started"' "$out/rq1.edit.jsonl" | grep -c 'rq1_runs'
         echo "== vitgraph status rq1_report (after the rebuild)"
-        "$vitgraph" status rq1_report -p samples=640
+        "$vitgraph" status rq1_report -p samples=640 "${reps[@]}"
     } >>"$demo" 2>&1
     cp pipelines/rq1.ron.orig pipelines/rq1.ron 2>/dev/null || cp "$out/rq1.ron.orig" pipelines/rq1.ron
     mkdir -p "$out/rq1-edited"
@@ -122,7 +124,7 @@ for rq in "${targets[@]}"; do
     rq1) rq1_demo ;;
     rq2) run_rq rq2 "${common[@]}" -p samples=160 ;;
     # NUMA locality is relative to one GPU: every RQ4 run uses GPU 0.
-    rq4) run_rq rq4 -j "$(nproc)" --gpus 0 -p samples=640 $(numa_params) ;;
+    rq4) run_rq rq4 -j "$(nproc)" --gpus 0 "${reps[@]}" -p samples=640 $(numa_params) ;;
     rq5) run_rq rq5 "${common[@]}" -p samples=800 ;;
     *) log "unknown study $rq" ;;
     esac

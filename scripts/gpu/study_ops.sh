@@ -2,7 +2,7 @@
 # The operator studies `ops` (seed 003) and `night_sweep` (seed 004) on a GPU
 # host with PyTorch 2.11 (cu130) installed, using a release vitgraph built with
 # `--features torch` at .dev/bin/vitgraph (or $VITGRAPH). Runs at the reduced
-# size of scripts/gpu/study_ops.params (61 OpBench nodes, about 3 minutes)
+# size of scripts/gpu/study_ops.params (61 OpBench configurations, two runs each)
 # unless STUDY_OPS_FULL=1, in a scratch workspace holding only these two
 # pipelines, then copies every report, every node's results.json and the logs
 # of failed nodes into $OUT:

@@ -27,6 +27,10 @@ pub enum Decision {
     },
     /// Too wide (or not yet known), with budget left: one more repetition.
     More { estimate: Option<Estimate> },
+    /// A repetition measured nothing (its `results.json` says a `status`
+    /// other than `ok`, e.g. an unsupported backend): repeating it would
+    /// measure nothing again.
+    Unmeasured(String),
 }
 
 impl Decision {
@@ -44,6 +48,7 @@ impl Decision {
                 Some(e) => format!("{} > ±{} after {} runs", pm(e), percent(p.ci_rel), e.runs),
                 None => "no interval yet".to_owned(),
             },
+            Decision::Unmeasured(why) => format!("nothing to measure: {why}"),
         }
     }
 
@@ -95,8 +100,9 @@ pub fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
     Decision::More { estimate }
 }
 
-/// The metric `path` of a repetition's `results.json` under `dir`.
-pub fn metric_of(dir: &Path, path: &str) -> Result<f64, String> {
+/// The metric `path` of a repetition's `results.json` under `dir`; None
+/// when the run says it measured nothing (a `status` other than `ok`).
+pub fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
     let file = dir.join("results.json");
     let text = std::fs::read_to_string(&file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -107,12 +113,20 @@ pub fn metric_of(dir: &Path, path: &str) -> Result<f64, String> {
         serde_json::Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
         _ => None,
     });
-    found.and_then(serde_json::Value::as_f64).ok_or_else(|| {
-        format!(
-            "{} has no number at `{path}` (the stage's `precision.metric`)",
-            file.display()
-        )
-    })
+    if let Some(v) = found.and_then(serde_json::Value::as_f64) {
+        return Ok(Some(v));
+    }
+    if doc
+        .get("status")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s != "ok")
+    {
+        return Ok(None);
+    }
+    Err(format!(
+        "{} has no number at `{path}` (the stage's `precision.metric`)",
+        file.display()
+    ))
 }
 
 /// The decision for gated node `i` from the repetitions before it: each
@@ -126,10 +140,18 @@ pub fn gate(
     let Some(p) = graph.stage_of(i).and_then(|s| s.precision.as_ref()) else {
         return Ok(Decision::More { estimate: None });
     };
-    let values = earlier
-        .iter()
-        .map(|&(j, _)| metric_of(&root.join(graph.nodes[j].out_rel()), &p.metric))
-        .collect::<Result<Vec<f64>, String>>()?;
+    let mut values = Vec::with_capacity(earlier.len());
+    for &(j, _) in earlier {
+        match metric_of(&root.join(graph.nodes[j].out_rel()), &p.metric)? {
+            Some(v) => values.push(v),
+            None => {
+                return Ok(Decision::Unmeasured(format!(
+                    "`{}` measured nothing (its results.json has a status other than ok)",
+                    graph.nodes[j].id
+                )))
+            }
+        }
+    }
     let seconds = earlier.iter().map(|&(_, ms)| ms as f64 / 1000.0).sum();
     Ok(decide(p, &values, seconds))
 }
@@ -178,9 +200,15 @@ mod tests {
             r#"{"latency_ms": {"median": 1.5}, "l": [2, 3]}"#,
         )
         .unwrap();
-        assert_eq!(metric_of(dir.path(), "latency_ms.median"), Ok(1.5));
-        assert_eq!(metric_of(dir.path(), "l.1"), Ok(3.0));
+        assert_eq!(metric_of(dir.path(), "latency_ms.median"), Ok(Some(1.5)));
+        assert_eq!(metric_of(dir.path(), "l.1"), Ok(Some(3.0)));
         let err = metric_of(dir.path(), "latency_ms.p99").unwrap_err();
         assert!(err.contains("no number at `latency_ms.p99`"), "{err}");
+        std::fs::write(
+            dir.path().join("results.json"),
+            r#"{"status": "unsupported", "error": "no flash kernel for head_dim 512"}"#,
+        )
+        .unwrap();
+        assert_eq!(metric_of(dir.path(), "time_ms.median"), Ok(None));
     }
 }

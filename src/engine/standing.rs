@@ -14,8 +14,8 @@ pub struct Standing {
     /// The configuration: the repetitions' id without `rep`.
     pub configuration: String,
     pub stage: String,
-    /// `precise`, `budget_spent`, `imprecise`, or `stale` (a repetition it
-    /// needs is not built).
+    /// `precise`, `budget_spent`, `imprecise`, `unmeasured` (a run measured
+    /// nothing), or `stale` (a repetition it needs is not built).
     pub state: &'static str,
     /// Repetitions built.
     pub runs: usize,
@@ -117,6 +117,7 @@ fn judged(
         Decision::Precise(e) => ("precise", Some(*e)),
         Decision::Spent { estimate, .. } => ("budget_spent", *estimate),
         Decision::More { estimate } => ("imprecise", *estimate),
+        Decision::Unmeasured(_) => ("unmeasured", None),
     };
     (state, d.describe(p), estimate.map(|e| e.half_width_rel()))
 }

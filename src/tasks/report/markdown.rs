@@ -128,6 +128,10 @@ fn intervals_note(md: &mut String, spec: &ReportSpec, table: &Table) {
 /// A value with its interval as `v ± x %` (and ⚠ when wider than `target`).
 fn with_interval(cell: &Cell, e: Estimate, target: Option<f64>) -> Cell {
     let half = 100.0 * e.half_width_rel();
+    // A value every repetition agrees on (a parameter count, FLOPs).
+    if half == 0.0 {
+        return cell.clone();
+    }
     let digits = if half < 10.0 { 1 } else { 0 };
     let flag = if target.is_some_and(|t| e.half_width_rel() > t) {
         " ⚠"

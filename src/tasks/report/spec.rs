@@ -12,7 +12,8 @@ use crate::value::Value;
 /// Bump when the report's output changes for the same inputs.
 /// 2: plot ticks at integers and decades, the legend in the emptiest corner, one colour per series across a report, PNG at twice the size.
 /// 3: repetitions folded into one row per configuration; 95 % interval columns, `reps`, `interval`; intervals in comparisons and plots.
-pub const VERSION: u32 = 3;
+/// 4: a value every repetition agrees on is shown without `± 0.0 %`.
+pub const VERSION: u32 = 4;
 
 /// The files every report writes, whatever its spec.
 pub const TABLE_CSV: &str = "table.csv";
