@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A temporary name beside `path`, unique within this process and across
 /// processes: for writers that can only write to a path (SQLite, an image
 /// encoder, an external tool), which then rename it over `path` themselves.
-pub fn temp_name(path: &Path) -> PathBuf {
+pub(crate) fn temp_name(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -22,7 +22,7 @@ pub fn temp_name(path: &Path) -> PathBuf {
 }
 
 /// Writes `bytes` to `path` (creating its folder).
-pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes)?;
     f.commit()
@@ -31,7 +31,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Writes `bytes` to `path` durably: the file's data is synced before the
 /// rename, and the folder after it, so once this returns the file survives a
 /// power cut — for records another machine reads over a shared file system.
-pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes)?;
     f.commit_durable()
@@ -39,7 +39,7 @@ pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// A file being written under a temporary name; [`AtomicFile::commit`]
 /// renames it into place, dropping it uncommitted removes it.
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     file: Option<File>,
     temp: PathBuf,
     dest: PathBuf,
@@ -47,7 +47,7 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// Starts writing `dest` (creating its folder).
-    pub fn create(dest: &Path) -> io::Result<AtomicFile> {
+    pub(crate) fn create(dest: &Path) -> io::Result<AtomicFile> {
         if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -61,20 +61,20 @@ impl AtomicFile {
     }
 
     /// The open file, for writers that take a `File`.
-    pub fn file(&mut self) -> &mut File {
+    pub(crate) fn file(&mut self) -> &mut File {
         self.file
             .as_mut()
             .expect("an uncommitted AtomicFile has its file")
     }
 
     /// Renames the file into place.
-    pub fn commit(mut self) -> io::Result<()> {
+    pub(crate) fn commit(mut self) -> io::Result<()> {
         drop(self.file.take());
         std::fs::rename(&self.temp, &self.dest)
     }
 
     /// [`AtomicFile::commit`], with the data synced first and the folder after.
-    pub fn commit_durable(mut self) -> io::Result<()> {
+    pub(crate) fn commit_durable(mut self) -> io::Result<()> {
         if let Some(f) = self.file.take() {
             f.sync_all()?;
         }

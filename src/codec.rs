@@ -2,7 +2,7 @@
 //! cache, the no-op snapshot): the next bytes of a buffer.
 
 /// The next `n` bytes of `bytes`, advancing it; None when fewer are left.
-pub fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+pub(crate) fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     if bytes.len() < n {
         return None;
     }

@@ -1,10 +1,10 @@
 //! The process exit codes vitgraph documents (book: "Exit codes").
 
 /// Everything asked for is built (or would be, with `-n`), or the query succeeded.
-pub const SUCCESS: i32 = 0;
+pub(crate) const SUCCESS: i32 = 0;
 /// At least one node failed (or was skipped because a dependency failed).
-pub const NODE_FAILED: i32 = 1;
+pub(crate) const NODE_FAILED: i32 = 1;
 /// A pipeline file is invalid, or the command line is wrong; nothing ran.
-pub const USAGE: i32 = 2;
+pub(crate) const USAGE: i32 = 2;
 /// Interrupted by SIGINT: scheduling stopped, running tasks were terminated.
-pub const INTERRUPTED: i32 = 130;
+pub(crate) const INTERRUPTED: i32 = 130;

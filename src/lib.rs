@@ -28,6 +28,8 @@
 //! Modules the integration tests and the binaries do not reach into are
 //! crate-private, so the compiler reports what in them nothing uses.
 
+#![warn(unreachable_pub)]
+
 pub mod analysis;
 pub(crate) mod atomic;
 pub mod cli;

@@ -13,18 +13,18 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// How many of the log's last lines an excerpt shows.
-pub const TAIL_LINES: usize = 15;
+pub(crate) const TAIL_LINES: usize = 15;
 /// The most bytes of one line an excerpt keeps.
 const MAX_LINE: usize = 240;
 /// The most bytes an excerpt holds.
-pub const MAX_EXCERPT: usize = 4096;
+pub(crate) const MAX_EXCERPT: usize = 4096;
 /// How much of the log's end is read for its last lines.
 const TAIL_WINDOW: u64 = 64 * 1024;
 /// How much of the log's start is searched for its first error line.
 const HEAD_SCAN: u64 = 1024 * 1024;
 
 /// The last `max` bytes of a file, and whether anything came before them.
-pub fn tail_bytes(path: &Path, max: u64) -> io::Result<(Vec<u8>, bool)> {
+pub(crate) fn tail_bytes(path: &Path, max: u64) -> io::Result<(Vec<u8>, bool)> {
     let mut f = File::open(path)?;
     let len = f.metadata()?.len();
     let from = len.saturating_sub(max);
@@ -36,7 +36,7 @@ pub fn tail_bytes(path: &Path, max: u64) -> io::Result<(Vec<u8>, bool)> {
 
 /// The excerpt of the log at `path` for an error message: empty when the
 /// log cannot be read or is empty.
-pub fn excerpt(path: &Path) -> String {
+pub(crate) fn excerpt(path: &Path) -> String {
     excerpt_of(path, TAIL_LINES).unwrap_or_default()
 }
 

@@ -4,13 +4,13 @@ use std::path::{Path, PathBuf};
 
 /// Paths of one workspace. All relative paths in pipelines are relative to `root`.
 #[derive(Debug, Clone)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub root: PathBuf,
 }
 
 impl Workspace {
     /// Finds the workspace containing `start` (the nearest ancestor with `pipelines/`).
-    pub fn discover(start: &Path) -> Option<Workspace> {
+    pub(crate) fn discover(start: &Path) -> Option<Workspace> {
         let start = start.canonicalize().ok()?;
         start
             .ancestors()
@@ -21,7 +21,7 @@ impl Workspace {
     }
 
     /// A workspace rooted exactly at `root` (for `-C DIR` and `init`).
-    pub fn at(root: &Path) -> Workspace {
+    pub(crate) fn at(root: &Path) -> Workspace {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         Workspace { root }
     }

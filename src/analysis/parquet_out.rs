@@ -51,7 +51,7 @@ fn table(metrics: &Metrics) -> Table {
 }
 
 /// Writes `kernels.parquet` at `path` (through a temporary file).
-pub fn write_kernels(metrics: &Metrics, path: &Path) -> Result<(), AnalysisError> {
+pub(super) fn write_kernels(metrics: &Metrics, path: &Path) -> Result<(), AnalysisError> {
     let fail = |message: String| AnalysisError::Parquet {
         path: path.to_path_buf(),
         message,

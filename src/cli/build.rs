@@ -19,7 +19,11 @@ use crate::report::{human::Human, json::JsonLines};
 use crate::store::Store;
 use crate::workspace::Workspace;
 
-pub fn build(ws: &Workspace, overrides: &[Override], args: BuildArgs) -> Result<i32, Failure> {
+pub(super) fn build(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: BuildArgs,
+) -> Result<i32, Failure> {
     let t = super::Timer::start();
     let file = crate::pipeline::load_settings(&ws.root)?;
     let slurm = is_slurm(args.executor, &file);

@@ -22,7 +22,7 @@ struct JobFile {
     ctx: TaskContext,
 }
 
-pub fn exec_task(job: &Path) -> Result<i32, Failure> {
+pub(super) fn exec_task(job: &Path) -> Result<i32, Failure> {
     let text = std::fs::read_to_string(job).map_err(|e| {
         usage(
             format!("cannot read `{}`: {e}", job.display()),
@@ -47,7 +47,7 @@ pub fn exec_task(job: &Path) -> Result<i32, Failure> {
     }
 }
 
-pub fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i32, Failure> {
+pub(super) fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(idx) = graph.find(node) else {
         return Err(usage(

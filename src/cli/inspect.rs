@@ -25,7 +25,11 @@ pub struct ShowArgs {
     pub node: String,
 }
 
-pub fn graph(ws: &Workspace, overrides: &[Override], args: GraphArgs) -> Result<i32, Failure> {
+pub(super) fn graph(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: GraphArgs,
+) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let selection = crate::graph::select(&graph, &args.targets)?;
     let mut out = String::new();
@@ -77,7 +81,7 @@ pub fn graph(ws: &Workspace, overrides: &[Override], args: GraphArgs) -> Result<
     Ok(exit::SUCCESS)
 }
 
-pub fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, Failure> {
+pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     if args.targets.is_empty() {
         for s in &graph.stages {
@@ -102,7 +106,7 @@ pub fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, F
     Ok(exit::SUCCESS)
 }
 
-pub fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i32, Failure> {
+pub(super) fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(i) = graph.find(&args.node) else {
         let help = match crate::pipeline::did_you_mean(

@@ -38,7 +38,7 @@ Pipeline(
 )
 "#;
 
-pub fn init(start: &Path, args: InitArgs) -> Result<i32, Failure> {
+pub(super) fn init(start: &Path, args: InitArgs) -> Result<i32, Failure> {
     let dir = args.dir.unwrap_or_else(|| start.to_path_buf());
     let pipelines = dir.join("pipelines");
     let example = pipelines.join("example.ron");
@@ -68,7 +68,7 @@ pub fn init(start: &Path, args: InitArgs) -> Result<i32, Failure> {
     Ok(exit::SUCCESS)
 }
 
-pub fn gc(ws: &Workspace) -> Result<i32, Failure> {
+pub(super) fn gc(ws: &Workspace) -> Result<i32, Failure> {
     let Some(store) = Store::open_existing(&ws.root)? else {
         println!("nothing to collect: no store yet");
         return Ok(exit::SUCCESS);
@@ -97,7 +97,7 @@ pub struct VerifyArgs {
     pub repair: bool,
 }
 
-pub fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
+pub(super) fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
     let Some(store) = Store::open_existing(&ws.root)? else {
         println!("nothing to verify: no store yet");
         return Ok(exit::SUCCESS);

@@ -42,7 +42,11 @@ pub struct ReportArgs {
 const LOG_TAIL: usize = 2048;
 const LOG_BUDGET: usize = 1 << 20;
 
-pub fn report(ws: &Workspace, overrides: &[Override], args: ReportArgs) -> Result<i32, Failure> {
+pub(super) fn report(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: ReportArgs,
+) -> Result<i32, Failure> {
     let t = super::Timer::start();
     let graph = load(ws, overrides)?;
     let warnings = graph.warnings.clone();

@@ -13,7 +13,7 @@ const LIST_AT_MOST: usize = 3;
 /// One node's reasons as text: each kind once, in the order it first
 /// appears; a kind with many reasons as a count (upstreams by stage) and the
 /// first one.
-pub fn grouped(reasons: &[Reason], graph: &Graph) -> Vec<String> {
+pub(super) fn grouped(reasons: &[Reason], graph: &Graph) -> Vec<String> {
     let mut kinds: Vec<(ReasonKind, Vec<&Reason>)> = Vec::new();
     for r in reasons {
         match kinds.iter_mut().find(|(k, _)| *k == r.kind) {
@@ -82,7 +82,7 @@ fn upstream_counts(list: &[&Reason], graph: &Graph) -> String {
 
 /// One stage's line of the summary: `12 fresh, 27 stale (never_built 26,
 /// interrupted 1)`, counting each stale node by its first reason.
-pub fn stage_summary<'a>(
+pub(super) fn stage_summary<'a>(
     fresh: usize,
     stale_first_reasons: impl Iterator<Item = &'a Reason>,
 ) -> String {
@@ -94,7 +94,7 @@ pub fn stage_summary<'a>(
 
 /// How many reasons, and their kinds counted, most first (`never_built 26,
 /// interrupted 1`); None for none.
-pub fn counted<'a>(reasons: impl Iterator<Item = &'a Reason>) -> Option<(usize, String)> {
+pub(super) fn counted<'a>(reasons: impl Iterator<Item = &'a Reason>) -> Option<(usize, String)> {
     let mut kinds: Vec<(ReasonKind, usize)> = Vec::new();
     let mut total = 0;
     for r in reasons {

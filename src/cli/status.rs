@@ -189,7 +189,11 @@ fn judged_by_session(
     Ok(judged)
 }
 
-pub fn status(ws: &Workspace, overrides: &[Override], args: StatusArgs) -> Result<i32, Failure> {
+pub(super) fn status(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: StatusArgs,
+) -> Result<i32, Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let on_cluster = super::args::is_slurm(args.cluster.executor, &file);
     // A cluster's hardware nodes are judged with the compute nodes' facets:
@@ -428,7 +432,11 @@ fn store_parts(store: &Store, run: &crate::store::RunRecord) -> Option<RecordedP
     store.key_parts(run).ok()?.parse()
 }
 
-pub fn explain(ws: &Workspace, overrides: &[Override], args: ExplainArgs) -> Result<i32, Failure> {
+pub(super) fn explain(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: ExplainArgs,
+) -> Result<i32, Failure> {
     let graph = load(ws, overrides)?;
     let Some(idx) = graph.find(&args.node) else {
         let ids = graph.nodes.iter().map(|n| n.id.as_str());

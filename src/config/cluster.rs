@@ -81,9 +81,9 @@ pub enum ExecutorKind {
 }
 
 /// Defaults for what is left out everywhere.
-pub const DEFAULT_POLL_S: f64 = 10.0;
-pub const DEFAULT_MAX_SUBMIT_PER_S: f64 = 5.0;
-pub const DEFAULT_MAX_JOBS: u32 = 1000;
+pub(crate) const DEFAULT_POLL_S: f64 = 10.0;
+pub(crate) const DEFAULT_MAX_SUBMIT_PER_S: f64 = 5.0;
+pub(crate) const DEFAULT_MAX_JOBS: u32 = 1000;
 
 impl Slurm {
     /// `self` with every field `over` sets taken from `over`.
@@ -176,7 +176,7 @@ impl Slurm {
 }
 
 /// Whether SLURM reads `t` as a time limit.
-pub fn is_slurm_time(t: &str) -> bool {
+pub(crate) fn is_slurm_time(t: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.chars().all(|c| c.is_ascii_digit());
     let rest = match t.split_once('-') {
         Some((days, rest)) if digits(days) => rest,
@@ -191,7 +191,7 @@ pub fn is_slurm_time(t: &str) -> bool {
 }
 
 /// Whether SLURM reads `m` as a memory size.
-pub fn is_slurm_mem(m: &str) -> bool {
+pub(crate) fn is_slurm_mem(m: &str) -> bool {
     let number = m.trim_end_matches(['K', 'M', 'G', 'T', 'k', 'm', 'g', 't']);
     let unit_len = m.len() - number.len();
     unit_len <= 1 && !number.is_empty() && number.chars().all(|c| c.is_ascii_digit())

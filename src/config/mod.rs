@@ -3,6 +3,6 @@
 //! carries them, the SLURM executor and the command line use them; this
 //! module imports none of those.
 
-pub mod cluster;
+pub(crate) mod cluster;
 
-pub use cluster::*;
+pub(crate) use cluster::*;

@@ -13,12 +13,12 @@ use std::sync::OnceLock;
 use super::plan::EnvProbe;
 
 #[derive(Default)]
-pub struct HostEnv {
+pub(crate) struct HostEnv {
     facets: OnceLock<BTreeMap<String, String>>,
 }
 
 impl HostEnv {
-    pub fn new() -> HostEnv {
+    pub(crate) fn new() -> HostEnv {
         HostEnv::default()
     }
 }

@@ -9,7 +9,7 @@ use crate::gpu::GpuId;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// The build begins with `total` selected nodes (fresh ones included).
     Planned { total: usize },
     /// A node started running.
@@ -66,17 +66,17 @@ pub enum Event {
 
 /// The end of the `why` of a repetition not needed because the one
 /// before it was not (`repetition 4 was not needed either`).
-pub const NOT_NEEDED_EITHER: &str = "was not needed either";
+pub(crate) const NOT_NEEDED_EITHER: &str = "was not needed either";
 
 /// The end of the `why` of a node that follows a repetition not needed
 /// (`follows bench[n=1,rep=4], which was not needed`).
-pub const NOT_NEEDED_WITH: &str = "which was not needed";
+pub(crate) const NOT_NEEDED_WITH: &str = "which was not needed";
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
 /// A consumer of engine events.
-pub trait Reporter: Send {
+pub(crate) trait Reporter: Send {
     fn event(&mut self, event: &Event);
 }

@@ -28,11 +28,11 @@ use crate::tasks::TaskSpec;
 
 /// How a job ended: Ok when its task succeeded (its outputs are in the
 /// job's staging directory, still to be checked and recorded).
-pub type RunFuture = Pin<Box<dyn Future<Output = Result<Finished, NodeFailure>> + Send>>;
+pub(crate) type RunFuture = Pin<Box<dyn Future<Output = Result<Finished, NodeFailure>> + Send>>;
 
 /// What a job that succeeded tells beyond its outputs.
 #[derive(Debug, Clone, Default)]
-pub struct Finished {
+pub(crate) struct Finished {
     /// The environment record of the machine it ran on, when that was not
     /// this one (a cluster's compute node).
     pub env: Option<serde_json::Value>,
@@ -40,7 +40,7 @@ pub struct Finished {
 
 /// Where one job's outputs and log go.
 #[derive(Debug, Clone)]
-pub struct WorkDir {
+pub(crate) struct WorkDir {
     /// The job's `${out}`.
     pub staging: PathBuf,
     pub log: PathBuf,
@@ -50,7 +50,7 @@ pub struct WorkDir {
 }
 
 /// Runs jobs.
-pub trait Executor: Send + Sync {
+pub(crate) trait Executor: Send + Sync {
     /// Runs `job`'s task to its end.
     fn run(&self, job: Job) -> RunFuture;
     /// Stops every job still running; each ends with an interrupted failure.
@@ -77,24 +77,24 @@ pub trait Executor: Send + Sync {
 /// The build's interrupt flag: set once (SIGINT, SIGTERM, or a test), seen
 /// by every part of a build.
 #[derive(Clone, Default)]
-pub struct Interrupt(Arc<(AtomicBool, Notify)>);
+pub(crate) struct Interrupt(Arc<(AtomicBool, Notify)>);
 
 impl Interrupt {
-    pub fn new() -> Interrupt {
+    pub(crate) fn new() -> Interrupt {
         Interrupt::default()
     }
 
-    pub fn fire(&self) {
+    pub(crate) fn fire(&self) {
         self.0 .0.store(true, Ordering::SeqCst);
         self.0 .1.notify_waiters();
     }
 
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.0 .0.load(Ordering::SeqCst)
     }
 
     /// Resolves once the flag is set.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         loop {
             let notified = self.0 .1.notified();
             if self.is_set() {
@@ -108,7 +108,7 @@ impl Interrupt {
     /// (call inside a tokio runtime). The handlers are in place when this
     /// returns, before any task can start: a signal never finds vitgraph
     /// with the default action (which would leave its tasks' children running).
-    pub fn on_signals(&self) {
+    pub(crate) fn on_signals(&self) {
         use tokio::signal::unix::{signal, Signal, SignalKind};
         async fn recv(s: &mut Option<Signal>) {
             match s {
@@ -137,7 +137,7 @@ impl Interrupt {
 /// (terminated as a whole on interrupt), dying with vitgraph
 /// (`PR_SET_PDEATHSIG`), output into the job's log. See [`super::spawn`].
 #[derive(Clone, Default)]
-pub struct Local {
+pub(crate) struct Local {
     children: Arc<Mutex<HashSet<i32>>>,
     interrupted: Arc<AtomicBool>,
     /// Where each task's process group is noted for a command that runs
@@ -149,13 +149,13 @@ pub struct Local {
 const KILL_AFTER: Duration = Duration::from_secs(3);
 
 impl Local {
-    pub fn new() -> Local {
+    pub(crate) fn new() -> Local {
         Local::default()
     }
 
     /// A `Local` that notes its tasks' process groups in the store, so
     /// that a later command ends what they leave if vitgraph is killed.
-    pub fn noting_groups(store: &crate::store::Store) -> Local {
+    pub(crate) fn noting_groups(store: &crate::store::Store) -> Local {
         Local {
             groups: Some(Arc::new(store.task_groups())),
             ..Local::default()

@@ -16,7 +16,7 @@ use crate::store::StoreError;
 /// The exit status [`FailureKind::Transient`] is read from: a task (or a
 /// `Command`) that exits with it says its failure may go away on a retry
 /// (`EX_TEMPFAIL` of `sysexits.h`).
-pub const EXIT_TRANSIENT: i32 = 75;
+pub(crate) const EXIT_TRANSIENT: i32 = 75;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

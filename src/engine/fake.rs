@@ -16,7 +16,7 @@ use super::run::Job;
 
 /// What a node's job does.
 #[derive(Clone, Debug)]
-pub enum Plan {
+pub(super) enum Plan {
     /// Writes every declared output with this text.
     Write(String),
     /// Takes this long, then writes its outputs (the node id as their text).
@@ -33,7 +33,7 @@ pub enum Plan {
 
 /// One job the fake ran.
 #[derive(Clone, Debug)]
-pub struct Ran {
+pub(super) struct Ran {
     pub node: String,
     pub gpus: Vec<String>,
     /// The nodes running when it started.
@@ -50,31 +50,31 @@ struct Inner {
 }
 
 #[derive(Clone, Default)]
-pub struct Fake(Arc<Inner>);
+pub(super) struct Fake(Arc<Inner>);
 
 impl Fake {
-    pub fn new() -> Fake {
+    pub(super) fn new() -> Fake {
         Fake::default()
     }
 
     /// Plans what `node`'s job does (by default it writes its outputs, with
     /// the node id as their text).
-    pub fn plan(&self, node: &str, plan: Plan) {
+    pub(super) fn plan(&self, node: &str, plan: Plan) {
         self.0.plans.lock().unwrap().insert(node.into(), plan);
     }
 
     /// The jobs run so far, in start order.
-    pub fn ran(&self) -> Vec<Ran> {
+    pub(super) fn ran(&self) -> Vec<Ran> {
         self.0.ran.lock().unwrap().clone()
     }
 
     /// The node ids run so far, in start order.
-    pub fn nodes(&self) -> Vec<String> {
+    pub(super) fn nodes(&self) -> Vec<String> {
         self.ran().into_iter().map(|r| r.node).collect()
     }
 
     /// Forgets what ran (between builds) and the interrupt.
-    pub fn reset(&self) {
+    pub(super) fn reset(&self) {
         self.0.ran.lock().unwrap().clear();
         self.0.interrupted.store(false, Ordering::SeqCst);
     }

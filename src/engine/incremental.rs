@@ -40,7 +40,7 @@ pub(super) struct Ctx<'a> {
 /// judged again and the snapshot's `facts` updated with what they saw, for
 /// the next no-op — when `dirty` holds every node of the scope the change
 /// reached (`complete`: none of them left out by a build's targets).
-pub struct Incremental {
+pub(crate) struct Incremental {
     pub dirty: HashSet<NodeIdx>,
     pub generation: i64,
     pub facts: crate::store::FileFacts,
@@ -287,7 +287,7 @@ fn load_reached(
 /// but for the files of `inc`: the verdicts of the nodes the change reaches
 /// (`inc.dirty`), every other node being fresh with its latest run; None
 /// when the store moved since the snapshot, and a full plan must decide.
-pub fn judge_reached(
+pub(crate) fn judge_reached(
     graph: &Graph,
     root: &Path,
     store: &Store,

@@ -113,7 +113,7 @@ pub(super) struct JobCtx {
 
 impl JobCtx {
     /// Runs the node to its end and reports [`Progress::Done`].
-    pub async fn execute(self) {
+    pub(super) async fn execute(self) {
         let started = Instant::now();
         let progress = self.progress.clone();
         let idx = self.idx;

@@ -12,7 +12,7 @@ use crate::hash::ContentHash;
 /// Everything a node's result may depend on — and nothing else (no mtimes,
 /// no absolute paths).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KeyParts {
+pub(crate) struct KeyParts {
     /// Task kind (`Command`, `Vit`, …).
     pub kind: String,
     /// The task implementation's version number.
@@ -49,7 +49,7 @@ impl PartialEq for KeyParts {
 }
 
 impl KeyParts {
-    pub fn key(&self) -> ContentHash {
+    pub(crate) fn key(&self) -> ContentHash {
         let mut hasher = blake3::Hasher::new();
         {
             // Writing plain maps and strings into a hasher cannot fail.
@@ -62,13 +62,13 @@ impl KeyParts {
     }
 
     /// The spec as a JSON tree (for diffs and display).
-    pub fn spec_value(&self) -> serde_json::Value {
+    pub(crate) fn spec_value(&self) -> serde_json::Value {
         serde_json::from_str(self.spec.get()).unwrap_or(serde_json::Value::Null)
     }
 }
 
 /// Canonical JSON text of a serializable value, as a raw JSON value.
-pub fn raw_json<T: Serialize>(value: &T) -> Box<serde_json::value::RawValue> {
+pub(crate) fn raw_json<T: Serialize>(value: &T) -> Box<serde_json::value::RawValue> {
     let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
     serde_json::value::RawValue::from_string(text)
         .unwrap_or_else(|_| serde_json::value::RawValue::from_string("null".into()).unwrap())
@@ -77,14 +77,14 @@ pub fn raw_json<T: Serialize>(value: &T) -> Box<serde_json::value::RawValue> {
 /// What is stored with a run besides its key: the parts, and the params the
 /// node had (for `spec_changed` diffs in terms users wrote).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecordedParts {
+pub(crate) struct RecordedParts {
     pub parts: KeyParts,
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
 }
 
 /// A difference between two JSON values, as `path: old → new` lines.
-pub fn json_diff(
+pub(crate) fn json_diff(
     path: &str,
     old: &serde_json::Value,
     new: &serde_json::Value,

@@ -14,7 +14,7 @@ use crate::store::LiveJob;
 use crate::tasks::Resources;
 
 /// An executor and what bounds it.
-pub struct Lane {
+pub(crate) struct Lane {
     pub executor: Arc<dyn Executor>,
     pub pool: Pool,
     /// Jobs a driver that ended left running in this lane, by node id: a
@@ -24,7 +24,7 @@ pub struct Lane {
 
 /// What bounds a lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pool {
+pub(crate) enum Pool {
     /// The machine's CPU and GPU slots (`-j`, `--gpus`, exclusive nodes).
     Machine,
     /// At most this many nodes at once (a cluster's jobs).
@@ -33,7 +33,7 @@ pub enum Pool {
 
 impl Lane {
     /// The machine's lane: `executor` within its slots.
-    pub fn machine(executor: Arc<dyn Executor>) -> Lane {
+    pub(crate) fn machine(executor: Arc<dyn Executor>) -> Lane {
         Lane {
             executor,
             pool: Pool::Machine,
@@ -68,7 +68,7 @@ pub(super) struct Lanes<'a> {
 }
 
 impl<'a> Lanes<'a> {
-    pub fn new(lanes: &'a [Lane], lane_of: &'a [usize], slots: Slots) -> Lanes<'a> {
+    pub(super) fn new(lanes: &'a [Lane], lane_of: &'a [usize], slots: Slots) -> Lanes<'a> {
         Lanes {
             in_lane: vec![0; lanes.len()],
             live: lanes.iter().map(|l| l.live.clone()).collect(),
@@ -78,21 +78,21 @@ impl<'a> Lanes<'a> {
         }
     }
 
-    pub fn lane_of(&self, node: NodeIdx) -> usize {
+    pub(super) fn lane_of(&self, node: NodeIdx) -> usize {
         self.lane_of.get(node).copied().unwrap_or(0)
     }
 
-    pub fn executor(&self, lane: usize) -> Arc<dyn Executor> {
+    pub(super) fn executor(&self, lane: usize) -> Arc<dyn Executor> {
         self.lanes[lane].executor.clone()
     }
 
     /// Whether `lane` runs on the machine's slots (its nodes record a slot).
-    pub fn on_machine(&self, lane: usize) -> bool {
+    pub(super) fn on_machine(&self, lane: usize) -> bool {
         self.lanes[lane].pool == Pool::Machine
     }
 
     /// Whether no node of any lane can start now.
-    pub fn full(&self) -> bool {
+    pub(super) fn full(&self) -> bool {
         self.lanes.iter().enumerate().all(|(i, l)| match l.pool {
             Pool::Machine => self.slots.full(),
             Pool::Count(n) => self.in_lane[i] >= n,
@@ -100,12 +100,12 @@ impl<'a> Lanes<'a> {
     }
 
     /// Free CPU slots of the machine.
-    pub fn cpu_free(&self) -> usize {
+    pub(super) fn cpu_free(&self) -> usize {
         self.slots.cpu_free()
     }
 
     /// Admits `node` with `res` into its lane, counting it there.
-    pub fn admit(&mut self, node: NodeIdx, res: &Resources) -> Admitted {
+    pub(super) fn admit(&mut self, node: NodeIdx, res: &Resources) -> Admitted {
         let lane = self.lane_of(node);
         let admitted = match self.lanes[lane].pool {
             Pool::Count(n) if self.in_lane[lane] < n => Admitted::Start {
@@ -126,22 +126,22 @@ impl<'a> Lanes<'a> {
     }
 
     /// The job a dead driver left for `node` in `lane`, taken once.
-    pub fn take_live(&mut self, lane: usize, node: &str) -> Option<LiveJob> {
+    pub(super) fn take_live(&mut self, lane: usize, node: &str) -> Option<LiveJob> {
         self.live[lane].remove(node)
     }
 
     /// Gives back the machine's slots a node held (its task ended).
-    pub fn free_slots(&mut self, lease: Lease) {
+    pub(super) fn free_slots(&mut self, lease: Lease) {
         self.slots.release(lease);
     }
 
     /// A node of `lane` is done (or never started after admission).
-    pub fn leave(&mut self, lane: usize) {
+    pub(super) fn leave(&mut self, lane: usize) {
         self.in_lane[lane] = self.in_lane[lane].saturating_sub(1);
     }
 
     /// Stops everything every lane runs.
-    pub fn interrupt_all(&self) {
+    pub(super) fn interrupt_all(&self) {
         for lane in self.lanes {
             lane.executor.interrupt();
         }

@@ -13,28 +13,28 @@
 //! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning;
 //! - [`session`]: what a command judges: the snapshot, incremental judging or the full plan.
 
-pub mod env;
-pub mod events;
-pub mod executor;
-pub mod failure;
+pub(crate) mod env;
+pub(crate) mod events;
+pub(crate) mod executor;
+pub(crate) mod failure;
 #[cfg(test)]
 mod fake;
 mod incremental;
-pub use incremental::judge_reached;
+pub(crate) use incremental::judge_reached;
 pub(crate) mod job;
-pub mod key;
+pub(crate) mod key;
 mod lanes;
-pub mod noop;
-pub mod plan;
-pub mod precision;
-pub mod record;
-pub mod recorder;
-pub mod run;
-pub mod schedule;
-pub use schedule::INTERLEAVE_SEED;
-pub mod session;
-pub mod slots;
-pub mod spawn;
-pub mod standing;
+pub(crate) mod noop;
+pub(crate) mod plan;
+pub(crate) mod precision;
+pub(crate) mod record;
+pub(crate) mod recorder;
+pub(crate) mod run;
+pub(crate) mod schedule;
+pub(crate) use schedule::INTERLEAVE_SEED;
+pub(crate) mod session;
+pub(crate) mod slots;
+pub(crate) mod spawn;
+pub(crate) mod standing;
 #[cfg(test)]
 mod tests;

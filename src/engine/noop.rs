@@ -44,13 +44,13 @@ const MAGIC: &[u8; 8] = b"VGNOOP03";
 
 /// What the graph is made from (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Token([u8; 32]);
+pub(crate) struct Token([u8; 32]);
 
 /// What a workspace's graph is made from, as the layer that reads pipeline
 /// files hashes it: vitgraph's version and executable, the pipeline files,
 /// the `-p` overrides (the command line hands it in; the engine never reads
 /// pipelines itself).
-pub trait Sources {
+pub(crate) trait Sources {
     /// Feeds them into `h`; None when a pipeline file cannot be read (the
     /// full load then reports it).
     fn hash_into(&self, h: &mut blake3::Hasher) -> Option<()>;
@@ -58,7 +58,7 @@ pub trait Sources {
 
 /// Hashes what the graph comes from, and the environment variables that
 /// enter keys. None when a pipeline file cannot be read.
-pub fn token(sources: &dyn Sources) -> Option<Token> {
+pub(crate) fn token(sources: &dyn Sources) -> Option<Token> {
     let mut h = blake3::Hasher::new();
     h.update(b"vitgraph-noop-token-v1\0");
     sources.hash_into(&mut h)?;
@@ -85,7 +85,7 @@ pub fn token(sources: &dyn Sources) -> Option<Token> {
 
 /// One node as the snapshot lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeName {
+pub(crate) struct NodeName {
     pub id: String,
     pub stage: String,
 }
@@ -94,21 +94,21 @@ pub struct NodeName {
 /// a build of some targets selected (by index in the graph the token
 /// stands for).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     Whole,
     Nodes(Vec<usize>),
 }
 
 /// The nodes a snapshot lists, and whether they are the whole graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Vouched {
+pub(crate) struct Vouched {
     pub whole: bool,
     pub nodes: Vec<NodeName>,
 }
 
 impl Vouched {
     /// Whether every node of `selection` (indices into `graph`) is vouched for.
-    pub fn covers(&self, graph: &Graph, selection: &[usize]) -> bool {
+    pub(crate) fn covers(&self, graph: &Graph, selection: &[usize]) -> bool {
         if self.whole {
             return true;
         }
@@ -121,7 +121,7 @@ impl Vouched {
 
     /// The vouched nodes as a scope of `graph` (the graph the token stands
     /// for); None when one is not in it.
-    pub fn scope(&self, graph: &Graph) -> Option<Scope> {
+    pub(crate) fn scope(&self, graph: &Graph) -> Option<Scope> {
         if self.whole {
             return Some(Scope::Whole);
         }
@@ -143,7 +143,7 @@ impl Vouched {
 /// when the command started, what the command's plan hands over, and the
 /// snapshot file read and written through the store. `build` and `status`
 /// check it; only `build` writes it.
-pub struct NoopSnapshot {
+pub(crate) struct NoopSnapshot {
     token: Token,
     captured: Mutex<Option<(i64, FileFacts, Scope)>>,
 }
@@ -151,7 +151,7 @@ pub struct NoopSnapshot {
 impl NoopSnapshot {
     /// The snapshot of a command over the whole workspace; None when a
     /// pipeline file cannot be read (the full load then reports it).
-    pub fn for_workspace(sources: &dyn Sources) -> Option<NoopSnapshot> {
+    pub(crate) fn for_workspace(sources: &dyn Sources) -> Option<NoopSnapshot> {
         Some(NoopSnapshot {
             token: token(sources)?,
             captured: Mutex::new(None),
@@ -160,12 +160,12 @@ impl NoopSnapshot {
 
     /// Whether a snapshot was ever written in the workspace at `root`
     /// (nothing is opened or created when none was).
-    pub fn exists(root: &Path) -> bool {
+    pub(crate) fn exists(root: &Path) -> bool {
         Store::has_snapshot(root)
     }
 
     /// What the snapshot says about the workspace now.
-    pub fn check(&self, store: &Store, env: &dyn EnvProbe) -> Snapshot {
+    pub(crate) fn check(&self, store: &Store, env: &dyn EnvProbe) -> Snapshot {
         check(store, self.token, env)
     }
 
@@ -177,7 +177,7 @@ impl NoopSnapshot {
 
     /// After a successful build: writes what the build captured, if the
     /// pipelines read the same now as when the command started.
-    pub fn write_captured(
+    pub(crate) fn write_captured(
         &self,
         store: &Store,
         sources: &dyn Sources,
@@ -296,7 +296,7 @@ fn write(
 
 /// What the snapshot says about the workspace now.
 #[derive(Debug, PartialEq)]
-pub enum Snapshot {
+pub(crate) enum Snapshot {
     /// Every node it vouches for is fresh.
     Fresh(Vouched),
     /// Everything the snapshot depends on still holds except the stats of
@@ -314,7 +314,7 @@ pub enum Snapshot {
 }
 
 /// What a snapshot that held, entirely or but for some files, vouches for.
-pub fn vouched(snapshot: &Snapshot) -> Option<&Vouched> {
+pub(crate) fn vouched(snapshot: &Snapshot) -> Option<&Vouched> {
     match snapshot {
         Snapshot::Fresh(v) | Snapshot::Changed { vouched: v, .. } => Some(v),
         Snapshot::Miss => None,
@@ -395,7 +395,7 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
 /// The nodes a change to `changed` files can make stale: those that read
 /// one as an input or wrote one as an output, and everything downstream of
 /// them. None when a changed file belongs to no node (the full plan decides).
-pub fn dirty(graph: &Graph, changed: &[String]) -> Option<std::collections::HashSet<usize>> {
+pub(crate) fn dirty(graph: &Graph, changed: &[String]) -> Option<std::collections::HashSet<usize>> {
     use std::collections::HashSet;
     let normal = |p: &Path| p.components().collect::<PathBuf>();
     let changed: HashSet<PathBuf> = changed.iter().map(|c| normal(Path::new(c))).collect();

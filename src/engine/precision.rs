@@ -17,7 +17,7 @@ use crate::graph::{Graph, NodeIdx, Precision};
 
 /// What the repetitions so far say about a configuration.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The interval is within the target.
     Precise(Estimate),
     /// Too wide, and the budget is spent.
@@ -37,7 +37,7 @@ impl Decision {
     /// `precise at ±1.4 % after 4 runs`, `budget spent at ±6.1 % after 10
     /// runs (max_repeat 10)`, and for more: `±6.1 % > ±2 % after 3 runs`
     /// (the detail of the reason `imprecise`).
-    pub fn describe(&self, p: &Precision) -> String {
+    pub(crate) fn describe(&self, p: &Precision) -> String {
         match self {
             Decision::Precise(e) => format!("precise at {} after {} runs", pm(e), e.runs),
             Decision::Spent { estimate, why } => match estimate {
@@ -52,7 +52,7 @@ impl Decision {
         }
     }
 
-    pub fn needs_more(&self) -> bool {
+    pub(crate) fn needs_more(&self) -> bool {
         matches!(self, Decision::More { .. })
     }
 }
@@ -75,7 +75,7 @@ fn percent(x: f64) -> String {
 
 /// What a configuration's repetitions before a gated node (`values`: the
 /// metric of each, `seconds`: their recorded run time) call for.
-pub fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
+pub(crate) fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
     let estimate = estimate::of_repetitions(values);
     if let Some(e) = estimate {
         if e.half_width_rel() <= p.ci_rel {
@@ -102,7 +102,7 @@ pub fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
 
 /// The metric `path` of a repetition's `results.json` under `dir`; None
 /// when the run says it measured nothing (a `status` other than `ok`).
-pub fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
+pub(crate) fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
     let file = dir.join("results.json");
     let text = std::fs::read_to_string(&file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -131,7 +131,7 @@ pub fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
 
 /// The decision for gated node `i` from the repetitions before it: each
 /// with its output folder and its run's duration (ms).
-pub fn gate(
+pub(crate) fn gate(
     graph: &Graph,
     root: &Path,
     i: NodeIdx,

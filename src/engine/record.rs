@@ -11,7 +11,7 @@ use crate::hash::ContentHash;
 use crate::store::{AttemptId, Materialized, NewRun, RawJson, StagedRun, Store, StoreError};
 
 /// A finished attempt whose run is to be recorded.
-pub struct Finished<'a> {
+pub(crate) struct Finished<'a> {
     pub attempt: AttemptId,
     pub node_id: &'a str,
     pub stage: &'a str,
@@ -31,7 +31,10 @@ pub struct Finished<'a> {
 }
 
 /// Stages the run of `f` (outputs copied into the store) and materializes it.
-pub fn stage(store: &Store, f: Finished<'_>) -> Result<(StagedRun, Materialized), StoreError> {
+pub(crate) fn stage(
+    store: &Store,
+    f: Finished<'_>,
+) -> Result<(StagedRun, Materialized), StoreError> {
     let new = NewRun {
         node_id: f.node_id,
         stage: f.stage,
@@ -51,7 +54,7 @@ pub fn stage(store: &Store, f: Finished<'_>) -> Result<(StagedRun, Materialized)
 
 /// The failure a [`stage`] error is: the task's (a declared output missing,
 /// not a file, or a dangling link) or the store's.
-pub fn failure_of(e: &StoreError) -> NodeFailure {
+pub(crate) fn failure_of(e: &StoreError) -> NodeFailure {
     let kind = if is_outputs(e) {
         FailureKind::Outputs
     } else {
@@ -61,7 +64,7 @@ pub fn failure_of(e: &StoreError) -> NodeFailure {
 }
 
 /// Whether the task, not the store, is at fault.
-pub fn is_outputs(e: &StoreError) -> bool {
+pub(crate) fn is_outputs(e: &StoreError) -> bool {
     matches!(
         e,
         StoreError::MissingOutput { .. }

@@ -36,14 +36,14 @@ const LINGER: Duration = Duration::from_millis(20);
 const MAX_BATCH: usize = 1024;
 
 #[derive(Clone)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     tx: mpsc::Sender<Item>,
     running: Arc<AtomicUsize>,
 }
 
 impl Recorder {
     /// Starts the recorder thread; it ends when every `Recorder` clone is dropped.
-    pub fn start(store: Arc<Store>) -> Recorder {
+    pub(crate) fn start(store: Arc<Store>) -> Recorder {
         let (tx, rx) = mpsc::channel::<Item>();
         let running = Arc::new(AtomicUsize::new(0));
         let busy = running.clone();
@@ -100,12 +100,12 @@ impl Recorder {
     /// Tells the recorder how many nodes could still join a batch soon (the
     /// scheduler calls it whenever it waits): while any could, a batch
     /// lingers for them.
-    pub fn set_running(&self, n: usize) {
+    pub(crate) fn set_running(&self, n: usize) {
         self.running.store(n, Ordering::SeqCst);
     }
 
     /// Queues a staged run; resolves once it is durable and recorded.
-    pub async fn record(
+    pub(crate) async fn record(
         &self,
         staged: StagedRun,
         materialized: Materialized,

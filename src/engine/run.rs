@@ -17,7 +17,7 @@ use crate::tasks::{TaskContext, TaskSpec, UpstreamNode};
 /// Everything needed to run one node, with paths resolved. A cluster
 /// executor writes it into the job's directory for the compute node.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Job {
+pub(crate) struct Job {
     pub node: String,
     pub stage: String,
     /// The attempt this job runs (the store's id).
@@ -42,7 +42,7 @@ pub struct Job {
 
 /// What recording a finished job's run needs beyond its outputs.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     pub key: crate::hash::ContentHash,
     /// The key's parts and params (JSON), as `explain` reads them.
     pub key_parts: String,
@@ -79,7 +79,7 @@ const MAX_INLINE_SCRIPT: usize = 64 * 1024;
 /// Whether `text` may read stage `stage`'s output directories through
 /// `${needs.STAGE}` (an escaped `$${needs.STAGE}` counts too: it only costs
 /// listing them).
-pub fn names_needs(text: &str, stage: &str) -> bool {
+pub(crate) fn names_needs(text: &str, stage: &str) -> bool {
     text.match_indices("${needs.").any(|(i, m)| {
         text[i + m.len()..]
             .strip_prefix(stage)
@@ -88,7 +88,7 @@ pub fn names_needs(text: &str, stage: &str) -> bool {
 }
 
 /// Replaces `${out}`, `${needs.S}` and `$$` in one string (params were substituted at load time).
-pub fn substitute_runtime(
+pub(crate) fn substitute_runtime(
     text: &str,
     out: &Path,
     needs: &BTreeMap<String, Vec<PathBuf>>,
@@ -147,7 +147,7 @@ fn substitute_json(v: &mut serde_json::Value, out: &Path, needs: &BTreeMap<Strin
 /// How a job's task is started: program, arguments and the variables set
 /// on top of vitgraph's environment. A built-in task's job file is written
 /// beside its log on the way.
-pub struct Launch {
+pub(crate) struct Launch {
     pub program: OsString,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
@@ -155,7 +155,7 @@ pub struct Launch {
 
 /// The command line of `job`'s task: `sh -c SCRIPT` for a `Command`,
 /// `[wrapper…] vitgraph exec-task JOB.json` for a built-in task.
-pub fn launch(job: &Job) -> Result<Launch, NodeFailure> {
+pub(crate) fn launch(job: &Job) -> Result<Launch, NodeFailure> {
     let start = |m: String| NodeFailure::new(FailureKind::Start, m);
     let (program, args): (OsString, Vec<OsString>) = match &job.task {
         TaskSpec::Command(c) => {
@@ -220,7 +220,10 @@ pub fn launch(job: &Job) -> Result<Launch, NodeFailure> {
 }
 
 /// The failure a task's wait status stands for; None for success.
-pub fn failure_of(status: std::process::ExitStatus, is_command: bool) -> Option<NodeFailure> {
+pub(crate) fn failure_of(
+    status: std::process::ExitStatus,
+    is_command: bool,
+) -> Option<NodeFailure> {
     if status.success() {
         return None;
     }

@@ -25,7 +25,7 @@ use crate::store::{Store, StoreError};
 
 /// How a command may use the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Use {
+pub(crate) enum Use {
     /// Not at all: `--force`, `-n`, and cluster builds (their hardware nodes
     /// are keyed with the compute nodes' facets) plan in full.
     Never,
@@ -36,7 +36,7 @@ pub enum Use {
 }
 
 /// A command's judging, from its first look at `cache/` to its end.
-pub struct Session {
+pub(crate) struct Session {
     snapshot: Option<NoopSnapshot>,
     held: Option<noop::Snapshot>,
     store: Option<Store>,
@@ -46,7 +46,7 @@ pub struct Session {
 /// What [`Session::begin`] found. (One per command: the session is kept
 /// unboxed.)
 #[allow(clippy::large_enum_variant)]
-pub enum Begun {
+pub(crate) enum Begun {
     /// The snapshot holds for the whole workspace, and it was asked for:
     /// every node is fresh (the pipelines need not be loaded).
     AllFresh(Vec<NodeName>),
@@ -55,7 +55,7 @@ pub enum Begun {
 }
 
 /// What a command judges for its selection.
-pub enum Judgement {
+pub(crate) enum Judgement {
     /// Every selected node is fresh by the snapshot.
     Fresh,
     /// Only these selected nodes, which a change since the snapshot
@@ -67,7 +67,7 @@ pub enum Judgement {
 
 impl Session {
     /// A session with no snapshot to go by: the full plan decides.
-    pub fn full() -> Session {
+    pub(crate) fn full() -> Session {
         Session {
             snapshot: None,
             held: None,
@@ -79,7 +79,7 @@ impl Session {
     /// Checks the snapshot of the workspace at `root` (`whole`: the command
     /// asks for every node). Nothing is opened or created unless a snapshot
     /// exists.
-    pub fn begin(
+    pub(crate) fn begin(
         root: &Path,
         sources: &dyn Sources,
         env: &dyn EnvProbe,
@@ -119,7 +119,7 @@ impl Session {
 
     /// What `selection` of `graph` needs judged: the snapshot answers only
     /// for the nodes it vouches for; a change it saw reaches only some.
-    pub fn judge(&mut self, graph: &Graph, selection: &[NodeIdx]) -> Judgement {
+    pub(crate) fn judge(&mut self, graph: &Graph, selection: &[NodeIdx]) -> Judgement {
         let held = self
             .held
             .take()
@@ -135,23 +135,29 @@ impl Session {
     }
 
     /// Whether a snapshot was checked (there was one to check).
-    pub fn checked(&self) -> bool {
+    pub(crate) fn checked(&self) -> bool {
         self.checked
     }
 
     /// The store the snapshot was checked against, if one was opened.
-    pub fn take_store(&mut self) -> Option<Store> {
+    pub(crate) fn take_store(&mut self) -> Option<Store> {
         self.store.take()
     }
 
     /// The snapshot a build may capture into (see `schedule::Builder::noop`).
-    pub fn snapshot(&self) -> Option<&NoopSnapshot> {
+    pub(crate) fn snapshot(&self) -> Option<&NoopSnapshot> {
         self.snapshot.as_ref()
     }
 
     /// After a successful build: writes what it captured, if the pipelines
     /// read the same now as when the command began.
-    pub fn finish(&self, store: &Store, sources: &dyn Sources, graph: &Graph, env: &dyn EnvProbe) {
+    pub(crate) fn finish(
+        &self,
+        store: &Store,
+        sources: &dyn Sources,
+        graph: &Graph,
+        env: &dyn EnvProbe,
+    ) {
         if let Some(snapshot) = &self.snapshot {
             snapshot.write_captured(store, sources, graph, env);
         }

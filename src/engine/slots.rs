@@ -10,7 +10,7 @@ use crate::gpu::GpuId;
 use crate::tasks::Resources;
 
 #[derive(Debug)]
-pub struct Slots {
+pub(crate) struct Slots {
     /// The free CPU slots, by number (0..jobs), lowest first.
     cpu_free: Vec<usize>,
     gpus: Vec<GpuId>,
@@ -21,7 +21,7 @@ pub struct Slots {
 
 /// What a node holds while it runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Lease {
+pub(crate) struct Lease {
     pub gpus: Vec<GpuId>,
     /// The CPU slot's number (what the build page draws a lane for); None
     /// for a node on the cluster.
@@ -31,7 +31,7 @@ pub struct Lease {
 impl Lease {
     /// The lane the node ran in, as attempts record it: `gpu:0,1` for a
     /// node holding GPUs, else `cpu:3`.
-    pub fn slot(&self) -> Option<String> {
+    pub(crate) fn slot(&self) -> Option<String> {
         if !self.gpus.is_empty() {
             let ids: Vec<&str> = self.gpus.iter().map(|g| g.as_str()).collect();
             return Some(format!("gpu:{}", ids.join(",")));
@@ -42,7 +42,7 @@ impl Lease {
 
 /// Whether a node may start.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     Start(Lease),
     /// Not now: wait for a running node to end.
     Wait,
@@ -54,7 +54,7 @@ pub enum Admit {
 }
 
 impl Slots {
-    pub fn new(jobs: usize, gpus: Vec<GpuId>) -> Slots {
+    pub(crate) fn new(jobs: usize, gpus: Vec<GpuId>) -> Slots {
         Slots {
             cpu_free: (0..jobs.max(1)).collect(),
             gpu_free: gpus.clone(),
@@ -64,18 +64,18 @@ impl Slots {
         }
     }
 
-    pub fn cpu_free(&self) -> usize {
+    pub(crate) fn cpu_free(&self) -> usize {
         self.cpu_free.len()
     }
 
     /// Whether no node could start now, whatever it needs: every node takes
     /// a CPU slot, and none are free (or an exclusive node runs).
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.exclusive || self.cpu_free.is_empty()
     }
 
     /// Takes the slots a node with `res` needs, if they are free.
-    pub fn admit(&mut self, res: &Resources) -> Admit {
+    pub(crate) fn admit(&mut self, res: &Resources) -> Admit {
         let wanted = res.gpus as usize;
         if wanted > self.gpus.len() {
             return Admit::Never {
@@ -100,7 +100,7 @@ impl Slots {
     }
 
     /// Gives back what `lease` held.
-    pub fn release(&mut self, lease: Lease) {
+    pub(crate) fn release(&mut self, lease: Lease) {
         self.gpu_free.extend(lease.gpus);
         // Hand out GPUs in the order they were given.
         let order = &self.gpus;

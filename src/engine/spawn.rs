@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 /// One process to start: program, arguments, environment, directory, and the
 /// files its stdin, stdout and stderr are.
-pub struct Spawn {
+pub(crate) struct Spawn {
     pub program: OsString,
     pub args: Vec<OsString>,
     /// Set on top of vitgraph's own environment.
@@ -43,7 +43,7 @@ struct ChildArgs {
 }
 
 /// Where a program name is found: a name with a `/` as it is, others on `PATH`.
-pub fn find_program(program: &OsStr) -> io::Result<PathBuf> {
+pub(crate) fn find_program(program: &OsStr) -> io::Result<PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Ok(PathBuf::from(program));
     }
@@ -138,7 +138,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// Starts the process; returns its pid (it leads its own process group).
-pub fn spawn(s: &Spawn) -> io::Result<libc::pid_t> {
+pub(crate) fn spawn(s: &Spawn) -> io::Result<libc::pid_t> {
     let path = find_program(&s.program)?;
     let path = cstring(path.as_os_str())?;
     let mut args = vec![cstring(&s.program)?];
@@ -216,7 +216,7 @@ pub fn spawn(s: &Spawn) -> io::Result<libc::pid_t> {
 }
 
 /// Waits for `pid` to end (blocking); its wait status.
-pub fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
+pub(crate) fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
     loop {
         let mut status = 0;
         // SAFETY: waitpid(2) for our own child.
@@ -236,7 +236,7 @@ pub fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
 /// which could otherwise go on writing into its outputs) before the leader
 /// is reaped, so the group's id cannot have been reused meanwhile. Returns
 /// the leader's wait status.
-pub fn wait_and_end_group(pid: libc::pid_t) -> io::Result<libc::c_int> {
+pub(crate) fn wait_and_end_group(pid: libc::pid_t) -> io::Result<libc::c_int> {
     loop {
         // SAFETY: waitid(2) for our own child into a zeroed siginfo_t;
         // WNOWAIT leaves it a zombie, which keeps its pid (and group id) taken.
@@ -266,7 +266,7 @@ pub fn wait_and_end_group(pid: libc::pid_t) -> io::Result<libc::c_int> {
 }
 
 /// Opens `/dev/null` for a child's stdin.
-pub fn dev_null() -> io::Result<OwnedFd> {
+pub(crate) fn dev_null() -> io::Result<OwnedFd> {
     Ok(std::fs::File::open("/dev/null")?.into())
 }
 

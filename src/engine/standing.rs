@@ -10,7 +10,7 @@ use crate::graph::{Graph, NodeIdx};
 
 /// Where one configuration of a stage with a precision target stands.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Standing {
+pub(crate) struct Standing {
     /// The configuration: the repetitions' id without `rep`.
     pub configuration: String,
     pub stage: String,
@@ -27,7 +27,7 @@ pub struct Standing {
 
 /// Each selected configuration of every stage with a precision target, as
 /// the verdicts of its repetitions (`verdict`, None when not judged) say.
-pub fn standings<'v>(
+pub(crate) fn standings<'v>(
     graph: &Graph,
     root: &Path,
     selection: &[NodeIdx],

@@ -34,7 +34,7 @@ fn depths(study: &Study) -> Vec<usize> {
     depth
 }
 
-pub fn svg(study: &Study) -> String {
+pub(super) fn svg(study: &Study) -> String {
     if study.stages.is_empty() {
         return "<p class=\"empty\">No stages.</p>".into();
     }

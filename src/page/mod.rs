@@ -15,7 +15,7 @@ use serde::Serialize;
 
 /// What the page shows; gathered by `vitgraph report` (see `cli::page`).
 #[derive(Debug, Default, Serialize)]
-pub struct Study {
+pub(crate) struct Study {
     pub title: String,
     pub generated: String,
     pub version: String,
@@ -40,7 +40,7 @@ pub struct Study {
 
 /// Where one configuration of a stage with a precision target stands.
 #[derive(Debug, Default, Serialize)]
-pub struct PrecisionView {
+pub(crate) struct PrecisionView {
     pub configuration: String,
     /// `precise`, `budget_spent`, `imprecise`, or `stale`.
     pub state: String,
@@ -49,7 +49,7 @@ pub struct PrecisionView {
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct StageView {
+pub(crate) struct StageView {
     pub name: String,
     pub pipeline: String,
     pub fresh: usize,
@@ -64,7 +64,7 @@ pub struct StageView {
 
 impl StageView {
     /// The colour class of the stage: the worst state of its nodes.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         if self.failed > 0 {
             "failed"
         } else if self.running > 0 {
@@ -81,10 +81,10 @@ impl StageView {
 
 /// `[id, stage, state, duration_ms]`.
 #[derive(Debug, Serialize)]
-pub struct NodeRow(pub String, pub usize, pub &'static str, pub Option<i64>);
+pub(crate) struct NodeRow(pub String, pub usize, pub &'static str, pub Option<i64>);
 
 #[derive(Debug, Default, Serialize)]
-pub struct NodeDetails {
+pub(crate) struct NodeDetails {
     pub params: serde_json::Map<String, serde_json::Value>,
     /// Grouped reasons, for a stale node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -109,7 +109,7 @@ pub struct NodeDetails {
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct BuildView {
+pub(crate) struct BuildView {
     pub number: usize,
     pub of: usize,
     pub host: String,
@@ -127,7 +127,7 @@ pub struct BuildView {
 
 /// One attempt on the timeline.
 #[derive(Debug, Clone)]
-pub struct Bar {
+pub(crate) struct Bar {
     /// Its index into `Study::nodes`, when the page lists it.
     pub index: Option<usize>,
     pub stage: usize,
@@ -138,7 +138,7 @@ pub struct Bar {
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct ReportView {
+pub(crate) struct ReportView {
     pub node: String,
     pub title: String,
     pub table: Option<Table>,
@@ -152,7 +152,7 @@ pub struct ReportView {
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct Table {
+pub(crate) struct Table {
     pub names: Vec<String>,
     pub rows: Vec<Vec<String>>,
 }
@@ -167,7 +167,7 @@ pub(crate) const PALETTE: &[&str] = &[
 ];
 
 /// The page as HTML text.
-pub fn render(study: &Study) -> String {
+pub(crate) fn render(study: &Study) -> String {
     let data = serde_json::to_string(study).unwrap_or_else(|_| "{}".into());
     let graph = graph::svg(study);
     let timeline = study

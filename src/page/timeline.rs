@@ -26,7 +26,7 @@ fn lane_order(lane: &str) -> (u8, u64, String) {
     (rank, rest.parse().unwrap_or(u64::MAX), rest.to_string())
 }
 
-pub fn svg(build: &BuildView, study: &Study) -> String {
+pub(super) fn svg(build: &BuildView, study: &Study) -> String {
     if build.entries.is_empty() {
         return "<p class=\"empty\">This build started no node.</p>".into();
     }

@@ -44,12 +44,12 @@ pub(super) struct StageDecl {
 }
 
 impl StageDecl {
-    pub fn upstream(&self) -> impl Iterator<Item = &Ident> {
+    pub(super) fn upstream(&self) -> impl Iterator<Item = &Ident> {
         self.for_each.iter().chain(self.needs.iter())
     }
 
     /// The stage's task (read: checked present).
-    pub fn task(&self) -> &Node {
+    pub(super) fn task(&self) -> &Node {
         self.task.as_ref().expect("a read stage has a task")
     }
 }

@@ -8,7 +8,7 @@ use super::{value_of, PipelineError, Sources};
 
 /// One axis of a stage's matrix.
 #[derive(Debug, Clone)]
-pub struct Axis {
+pub(super) struct Axis {
     pub name: String,
     pub key: Node,
     pub values: Vec<Node>,
@@ -17,9 +17,9 @@ pub struct Axis {
 }
 
 /// One combination: (param name, value) in id order.
-pub type Combo = Vec<Param>;
+pub(super) type Combo = Vec<Param>;
 
-pub fn expand(
+pub(super) fn expand(
     sources: &Sources,
     stage: &str,
     axes: &[Axis],
@@ -173,7 +173,7 @@ fn apply_include(
 
 /// `exclude` on a `files:` stage: drops the files whose captures match an
 /// entry. An entry that matches no file is fine (the archive may not have it).
-pub fn exclude_files(
+pub(super) fn exclude_files(
     sources: &Sources,
     captures: &[&str],
     exclude: &[Node],

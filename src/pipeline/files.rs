@@ -97,7 +97,7 @@ fn check_relative(
 impl Pattern {
     /// Parses the string node of `files:`. `param_names`: the pipeline's
     /// params, which a capture may not shadow.
-    pub fn parse(
+    pub(super) fn parse(
         sources: &Sources,
         node: &Node,
         param_names: &[&str],
@@ -354,7 +354,7 @@ pub(super) struct Matched {
 impl Matched {
     /// Each capture's value, as a param value: a number when the text is one
     /// written the way the number prints (`8`, `0.5`; not `08` or `1e3`).
-    pub fn value(&self, idx: usize) -> Value {
+    pub(super) fn value(&self, idx: usize) -> Value {
         let text = &self.values[idx][0];
         if let Ok(i) = text.parse::<i64>() {
             if i.to_string() == *text {

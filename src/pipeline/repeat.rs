@@ -12,7 +12,7 @@ use crate::tasks::TaskSpec;
 
 /// The repetitions every configuration of a stage with `precision` but
 /// no `repeat` gets before the target is judged.
-pub const DEFAULT_PRECISE_REPEAT: u32 = 3;
+pub(super) const DEFAULT_PRECISE_REPEAT: u32 = 3;
 
 /// The stage's `precision`, read with the file's params and checked
 /// (against `repeat`, its fewest repetitions).

@@ -20,14 +20,18 @@ pub struct Scope<'a> {
 }
 
 /// The result of substituting one string.
-pub enum Subst<'a> {
+pub(super) enum Subst<'a> {
     /// The string was exactly `${p}`: it takes the param's (typed) value.
     Whole(&'a Param),
     Text(String),
 }
 
 /// Substitutes params in `text` (the value of a string literal at `span`).
-pub fn substitute<'a>(text: &str, node: &Node, scope: &Scope<'a>) -> Result<Subst<'a>, DeError> {
+pub(super) fn substitute<'a>(
+    text: &str,
+    node: &Node,
+    scope: &Scope<'a>,
+) -> Result<Subst<'a>, DeError> {
     let (raw_offset, escaped) = match &node.kind {
         Kind::Str {
             raw_offset,

@@ -11,7 +11,7 @@ use crate::engine::events::{Event, Reporter};
 use crate::engine::failure::NodeFailure;
 use crate::engine::plan::ReasonKind;
 
-pub struct Human {
+pub(crate) struct Human {
     bar: Option<ProgressBar>,
     total: usize,
     done: usize,
@@ -21,7 +21,7 @@ pub struct Human {
 
 impl Human {
     /// A progress bar when stderr is a terminal, plain lines otherwise.
-    pub fn new() -> Human {
+    pub(crate) fn new() -> Human {
         let tty =
             std::io::stderr().is_terminal() && std::env::var_os("VITGRAPH_NO_PROGRESS").is_none();
         let bar = tty.then(|| {

@@ -4,12 +4,12 @@ use std::io::Write;
 
 use crate::engine::events::{Event, Reporter};
 
-pub struct JsonLines<W: Write + Send> {
+pub(crate) struct JsonLines<W: Write + Send> {
     out: W,
 }
 
 impl<W: Write + Send> JsonLines<W> {
-    pub fn new(out: W) -> JsonLines<W> {
+    pub(crate) fn new(out: W) -> JsonLines<W> {
         JsonLines { out }
     }
 }

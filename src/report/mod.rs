@@ -4,5 +4,5 @@
 //! display on a terminal, plain lines in a pipe) and [`json::JsonLines`]
 //! (one JSON object per event, no escape codes).
 
-pub mod human;
-pub mod json;
+pub(crate) mod human;
+pub(crate) mod json;

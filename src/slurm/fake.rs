@@ -77,7 +77,7 @@ fn refused(stderr: String) -> Result<Output, String> {
 }
 
 impl FakeSlurm {
-    pub fn new() -> FakeSlurm {
+    pub(super) fn new() -> FakeSlurm {
         FakeSlurm(Mutex::new(Cluster {
             next_id: 100,
             max_array: 1001,
@@ -90,32 +90,32 @@ impl FakeSlurm {
     }
 
     /// How `node`'s job ends (by default it succeeds).
-    pub fn fate(&self, node: &str, fate: Fate) {
+    pub(super) fn fate(&self, node: &str, fate: Fate) {
         self.cluster().fates.insert(node.into(), fate);
     }
 
     /// The next `sbatch` calls answer with these errors, in order.
-    pub fn sbatch_fails(&self, stderr: &[&str]) {
+    pub(super) fn sbatch_fails(&self, stderr: &[&str]) {
         self.cluster()
             .sbatch_errors
             .extend(stderr.iter().map(|s| s.to_string()));
     }
 
     /// The next `n` `squeue` calls fail (the controller is unreachable).
-    pub fn squeue_fails(&self, n: usize) {
+    pub(super) fn squeue_fails(&self, n: usize) {
         self.cluster().squeue_failures = n;
     }
 
-    pub fn without_sacct(&self) {
+    pub(super) fn without_sacct(&self) {
         self.cluster().no_sacct = true;
     }
 
-    pub fn max_array_size(&self, n: usize) {
+    pub(super) fn max_array_size(&self, n: usize) {
         self.cluster().max_array = n;
     }
 
     /// Cancels a job as someone else would (`scancel` outside vitgraph).
-    pub fn cancel_from_outside(&self, node: &str) {
+    pub(super) fn cancel_from_outside(&self, node: &str) {
         for t in self.cluster().tasks.iter_mut().filter(|t| t.node == node) {
             t.state = "CANCELLED";
             t.gone = true;
@@ -124,7 +124,7 @@ impl FakeSlurm {
     }
 
     /// Queues a task as an earlier driver's array would have left it.
-    pub fn queue_task(&self, id: &str, dir: PathBuf, node: &str, comment: &str) {
+    pub(super) fn queue_task(&self, id: &str, dir: PathBuf, node: &str, comment: &str) {
         self.cluster().tasks.push(Task {
             id: id.into(),
             dir,
@@ -137,7 +137,7 @@ impl FakeSlurm {
     }
 
     /// The calls of one program, with their arguments.
-    pub fn calls_of(&self, program: &str) -> Vec<String> {
+    pub(super) fn calls_of(&self, program: &str) -> Vec<String> {
         self.cluster()
             .calls
             .iter()
@@ -147,7 +147,7 @@ impl FakeSlurm {
     }
 
     /// The job ids of `node`'s tasks.
-    pub fn ids_of(&self, node: &str) -> Vec<String> {
+    pub(super) fn ids_of(&self, node: &str) -> Vec<String> {
         self.cluster()
             .tasks
             .iter()

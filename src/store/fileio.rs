@@ -23,7 +23,7 @@ pub(crate) struct Stat {
 }
 
 impl Stat {
-    pub fn of(meta: &Metadata) -> Stat {
+    pub(super) fn of(meta: &Metadata) -> Stat {
         Stat {
             size: meta.size(),
             mtime_ns: meta

@@ -28,7 +28,7 @@ impl KeyLock {
 }
 
 /// A lock on `cache/store.lock`, released on drop.
-pub struct StoreLock {
+pub(super) struct StoreLock {
     _file: File,
 }
 

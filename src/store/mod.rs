@@ -35,18 +35,18 @@ mod stat_cache;
 #[cfg(test)]
 mod test_support;
 
-pub use batch::StagedRun;
-pub use error::StoreError;
+pub(crate) use batch::StagedRun;
+pub(crate) use error::StoreError;
 pub(crate) use fileio::now_ns;
-pub use groups::TaskGroups;
-pub use history::TimelineEntry;
-pub use jobs::{DriverLock, EnvProbeRecord, LiveJob};
-pub use lock::KeyLock;
-pub use memo::FileFacts;
-pub use objects::Materialized;
-pub use open::Store;
-pub use record::{
+pub(crate) use groups::TaskGroups;
+pub(crate) use history::TimelineEntry;
+pub(crate) use jobs::{DriverLock, EnvProbeRecord, LiveJob};
+pub(crate) use lock::KeyLock;
+pub(crate) use memo::FileFacts;
+pub(crate) use objects::Materialized;
+pub(crate) use open::Store;
+pub(crate) use record::{
     Attempt, AttemptId, AttemptStatus, DamageKind, NewRun, NodeState, OutputCheck, RawJson,
     RunRecord,
 };
-pub use stat_cache::InputStamp;
+pub(crate) use stat_cache::InputStamp;

@@ -25,7 +25,7 @@ pub(crate) enum Liveness {
 
 impl Owner {
     /// This process.
-    pub fn current() -> Owner {
+    pub(super) fn current() -> Owner {
         let pid = std::process::id();
         Owner {
             host: host_name(),
@@ -36,7 +36,7 @@ impl Owner {
 
     /// This host's process `pid` (for tests that need a dead one).
     #[cfg(test)]
-    pub fn local(pid: u32, start: u64) -> Owner {
+    pub(super) fn local(pid: u32, start: u64) -> Owner {
         Owner {
             host: host_name(),
             pid,
@@ -44,7 +44,7 @@ impl Owner {
         }
     }
 
-    pub fn liveness(&self, local_host: &str) -> Liveness {
+    pub(super) fn liveness(&self, local_host: &str) -> Liveness {
         if self.host != local_host {
             return Liveness::Unknown;
         }
@@ -57,12 +57,12 @@ impl Owner {
     }
 
     /// The staging directory name prefix of this owner: `<pid>-<start>-`.
-    pub fn staging_prefix(&self) -> String {
+    pub(super) fn staging_prefix(&self) -> String {
         format!("{}-{}-", self.pid, self.start)
     }
 
     /// Reads back `<pid>-<start>-<seq>`.
-    pub fn from_staging_name(host: &str, name: &str) -> Option<Owner> {
+    pub(super) fn from_staging_name(host: &str, name: &str) -> Option<Owner> {
         let mut parts = name.split('-');
         let pid = parts.next()?.parse().ok()?;
         let start = parts.next()?.parse().ok()?;

@@ -75,7 +75,7 @@ impl RunRecord {
 }
 
 /// The manifest hash of an output list (sorted by name here, whatever the input order).
-pub fn manifest_hash(outputs: &[OutputEntry]) -> ContentHash {
+pub(super) fn manifest_hash(outputs: &[OutputEntry]) -> ContentHash {
     let mut sorted: Vec<&OutputEntry> = outputs.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut hasher = blake3::Hasher::new();

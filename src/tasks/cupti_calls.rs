@@ -51,13 +51,13 @@ thread_local! {
 const RUNTIME_CBID_LIMIT: u32 = 1024;
 
 /// A subscription to CUPTI callbacks; one per process.
-pub struct CallRecorder {
+pub(super) struct CallRecorder {
     subscriber: sys::CUpti_SubscriberHandle,
 }
 
 impl CallRecorder {
     /// Subscribes and enables the callbacks of the functions worth a record.
-    pub fn start() -> Result<CallRecorder, TaskError> {
+    pub(super) fn start() -> Result<CallRecorder, TaskError> {
         let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // SAFETY: CUPTI writes the handle; `on_call` has the callback's signature.
         unsafe { result::subscribe(&mut subscriber, Some(on_call), std::ptr::null_mut()) }
@@ -84,7 +84,7 @@ impl CallRecorder {
     }
 
     /// Unsubscribes and returns every call recorded, in start order.
-    pub fn stop(self) -> Vec<ApiCall> {
+    pub(super) fn stop(self) -> Vec<ApiCall> {
         // SAFETY: the handle came from `subscribe` and is released once.
         let _ = unsafe { result::unsubscribe(self.subscriber) };
         let logs = LOGS
@@ -123,7 +123,7 @@ impl CallRecorder {
 /// The runtime functions recorded, by name (`cudaLaunchKernel_v7000`…):
 /// launches, copies and sets, synchronizations, allocations. Version and
 /// per-thread-stream suffixes do not matter.
-pub fn worth_recording(name: &str) -> bool {
+pub(super) fn worth_recording(name: &str) -> bool {
     let base = name.split("_v").next().unwrap_or(name);
     let base = base.trim_end_matches("_ptsz").trim_end_matches("_ptds");
     const PREFIXES: [&str; 8] = [

@@ -7,12 +7,12 @@ use std::io::Read;
 
 /// A JSON syntax problem at a byte offset, or an I/O error of the source.
 #[derive(Debug)]
-pub enum ScanError {
+pub(crate) enum ScanError {
     Io(std::io::Error),
     Syntax { offset: u64, message: String },
 }
 
-pub struct Scanner<R> {
+pub(super) struct Scanner<R> {
     src: R,
     buf: Vec<u8>,
     pos: usize,
@@ -24,7 +24,7 @@ pub struct Scanner<R> {
 const CHUNK: usize = 1 << 20;
 
 impl<R: Read> Scanner<R> {
-    pub fn new(src: R) -> Self {
+    pub(super) fn new(src: R) -> Self {
         Scanner {
             src,
             buf: vec![0; CHUNK],
@@ -35,11 +35,11 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The offset of the next unread byte.
-    pub fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
-    pub fn syntax(&self, message: impl Into<String>) -> ScanError {
+    pub(super) fn syntax(&self, message: impl Into<String>) -> ScanError {
         ScanError::Syntax {
             offset: self.offset(),
             message: message.into(),
@@ -66,7 +66,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The next byte that is not white space, without consuming it.
-    pub fn peek_non_ws(&mut self) -> Result<Option<u8>, ScanError> {
+    pub(super) fn peek_non_ws(&mut self) -> Result<Option<u8>, ScanError> {
         while self.fill()? {
             let b = self.buf[self.pos];
             if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
@@ -78,7 +78,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Consumes the next non-white-space byte, which must be `want`.
-    pub fn expect(&mut self, want: u8) -> Result<(), ScanError> {
+    pub(super) fn expect(&mut self, want: u8) -> Result<(), ScanError> {
         match self.peek_non_ws()? {
             Some(b) if b == want => {
                 self.pos += 1;
@@ -96,7 +96,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Consumes `,` (returning true) or `close` (returning false).
-    pub fn comma_or(&mut self, close: u8) -> Result<bool, ScanError> {
+    pub(super) fn comma_or(&mut self, close: u8) -> Result<bool, ScanError> {
         match self.peek_non_ws()? {
             Some(b',') => {
                 self.pos += 1;
@@ -117,7 +117,7 @@ impl<R: Read> Scanner<R> {
     /// Calls `f` on the next complete JSON value's text: straight from the
     /// read buffer when the value lies within it (most do), else copied into
     /// `out` first.
-    pub fn with_value<T>(
+    pub(super) fn with_value<T>(
         &mut self,
         out: &mut Vec<u8>,
         f: impl FnOnce(&[u8]) -> T,
@@ -137,7 +137,7 @@ impl<R: Read> Scanner<R> {
 
     /// Copies the next complete JSON value (object, array, string, number or
     /// literal) into `out`, replacing its contents.
-    pub fn value_into(&mut self, out: &mut Vec<u8>) -> Result<(), ScanError> {
+    pub(super) fn value_into(&mut self, out: &mut Vec<u8>) -> Result<(), ScanError> {
         out.clear();
         if self.peek_non_ws()?.is_none() {
             return Err(self.syntax("unexpected end of file, expected a value"));

@@ -69,7 +69,7 @@ fn unneeded(e: Evaluation, why: String) -> Evaluation {
 
 /// A gated repetition that must run: `imprecise` says why, in place of
 /// `never_built`.
-pub fn imprecise(mut e: Evaluation, why: String) -> Evaluation {
+pub(crate) fn imprecise(mut e: Evaluation, why: String) -> Evaluation {
     let reason = Reason::new(ReasonKind::Imprecise, why);
     match &mut e.verdict {
         Verdict::Stale(reasons) | Verdict::Restore(_, reasons) => {

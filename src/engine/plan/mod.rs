@@ -21,11 +21,11 @@ use crate::hash::ContentHash;
 use crate::store::{AttemptStatus, NodeState, OutputCheck, RunRecord, Store, StoreError};
 use diff::diff_parts;
 use gated::gated;
-pub use gated::imprecise;
+pub(crate) use gated::imprecise;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ReasonKind {
+pub(crate) enum ReasonKind {
     NeverBuilt,
     Failed,
     Interrupted,
@@ -45,7 +45,7 @@ pub enum ReasonKind {
 }
 
 impl ReasonKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ReasonKind::NeverBuilt => "never_built",
             ReasonKind::Failed => "failed",
@@ -64,7 +64,7 @@ impl ReasonKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Reason {
+pub(crate) struct Reason {
     pub kind: ReasonKind,
     pub detail: String,
     /// For `failed` (and a transient `interrupted`): the last attempt's failure.
@@ -73,7 +73,7 @@ pub struct Reason {
 }
 
 impl Reason {
-    pub fn new(kind: ReasonKind, detail: impl Into<String>) -> Reason {
+    pub(crate) fn new(kind: ReasonKind, detail: impl Into<String>) -> Reason {
         Reason {
             kind,
             detail: detail.into(),
@@ -124,7 +124,7 @@ impl Reason {
 }
 
 #[derive(Debug, Clone)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Recorded for the current key, outputs intact.
     Fresh(RunRecord),
     /// A run for the current key is stored; only `out/` needs restoring.
@@ -142,16 +142,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn is_fresh(&self) -> bool {
+    pub(crate) fn is_fresh(&self) -> bool {
         matches!(self, Verdict::Fresh(_))
     }
 
     /// Whether the node must run or be restored.
-    pub fn is_stale(&self) -> bool {
+    pub(crate) fn is_stale(&self) -> bool {
         matches!(self, Verdict::Restore(..) | Verdict::Stale(_))
     }
 
-    pub fn reasons(&self) -> &[Reason] {
+    pub(crate) fn reasons(&self) -> &[Reason] {
         match self {
             Verdict::Fresh(_) | Verdict::Unneeded(_) | Verdict::Undecided(_) => &[],
             Verdict::Restore(_, r) | Verdict::Stale(r) => r,
@@ -159,7 +159,7 @@ impl Verdict {
     }
 
     /// The stored run whose outputs dependents see, if any.
-    pub fn run(&self) -> Option<&RunRecord> {
+    pub(crate) fn run(&self) -> Option<&RunRecord> {
         match self {
             Verdict::Fresh(r) | Verdict::Restore(r, _) => Some(r),
             Verdict::Stale(_) | Verdict::Unneeded(_) | Verdict::Undecided(_) => None,
@@ -168,7 +168,7 @@ impl Verdict {
 }
 
 #[derive(Debug, Clone)]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     /// The key and its parts, when every upstream node's outputs are known.
     pub key: Option<(ContentHash, KeyParts)>,
     pub verdict: Verdict,
@@ -213,7 +213,7 @@ pub enum JudgeError {
 }
 
 /// Judges nodes against the store.
-pub struct Evaluator<'a> {
+pub(crate) struct Evaluator<'a> {
     pub root: &'a Path,
     pub store: Option<&'a Store>,
     pub states: &'a HashMap<String, NodeState>,
@@ -222,7 +222,7 @@ pub struct Evaluator<'a> {
 
 impl<'a> Evaluator<'a> {
     /// The key parts of `node` given its upstream manifests.
-    pub fn key_parts(
+    pub(crate) fn key_parts(
         &self,
         node: &Node,
         upstream: BTreeMap<String, ContentHash>,
@@ -300,7 +300,7 @@ impl<'a> Evaluator<'a> {
 
     /// Judges `node`. `upstream` holds each upstream node's manifest hash, or
     /// `Err(id)` for an upstream node that is stale (its outputs unknown yet).
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         &self,
         node: &Node,
         upstream: &[(String, Option<ContentHash>)],
@@ -477,7 +477,7 @@ fn last_attempt_reason(state: &NodeState, key: &ContentHash) -> Option<Reason> {
 ///
 /// Nodes of one stage never depend on each other, so each stage's nodes are
 /// judged in parallel once the earlier stages are done.
-pub fn plan(
+pub(crate) fn plan(
     ev: &Evaluator<'_>,
     graph: &Graph,
     selection: &[NodeIdx],
@@ -488,7 +488,7 @@ pub fn plan(
 /// [`plan`], with the manifest hashes of upstream nodes outside the
 /// selection given by `known`: an incremental build judges only the nodes a
 /// change reached.
-pub fn plan_with(
+pub(crate) fn plan_with(
     ev: &Evaluator<'_>,
     graph: &Graph,
     selection: &[NodeIdx],

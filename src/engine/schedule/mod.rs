@@ -25,10 +25,10 @@ mod start;
 use super::events::{Event, Reporter};
 use super::executor::Interrupt;
 use super::failure::{FailureKind, NodeFailure};
-pub use super::incremental::Incremental;
+pub(crate) use super::incremental::Incremental;
 use super::job::Progress;
 use super::lanes::Lanes;
-pub use super::lanes::{Lane, Pool};
+pub(crate) use super::lanes::{Lane, Pool};
 use super::plan::{EnvProbe, Evaluator, Reason, ReasonKind, Verdict};
 use super::recorder::Recorder;
 use super::slots::{Lease, Slots};
@@ -38,7 +38,7 @@ use crate::hash::ContentHash;
 use crate::store::{NodeState, Store};
 
 #[derive(Debug, Clone)]
-pub struct BuildOptions {
+pub(crate) struct BuildOptions {
     /// CPU slots.
     pub jobs: usize,
     pub keep_going: bool,
@@ -57,16 +57,16 @@ pub struct BuildOptions {
     pub interleave: Option<u64>,
 }
 
-pub use order::DEFAULT_SEED as INTERLEAVE_SEED;
+pub(crate) use order::DEFAULT_SEED as INTERLEAVE_SEED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildStatus {
+pub(crate) enum BuildStatus {
     Success,
     Failed,
     Interrupted,
 }
 
-pub struct Builder<'a> {
+pub(crate) struct Builder<'a> {
     pub graph: &'a Graph,
     pub root: PathBuf,
     pub store: Arc<Store>,
@@ -140,7 +140,11 @@ impl<'a> Builder<'a> {
     }
 
     /// Builds `selection` (topologically ordered, closed under dependencies).
-    pub async fn build(&self, selection: &[NodeIdx], reporter: &mut dyn Reporter) -> BuildStatus {
+    pub(crate) async fn build(
+        &self,
+        selection: &[NodeIdx],
+        reporter: &mut dyn Reporter,
+    ) -> BuildStatus {
         let t0 = Instant::now();
         let mut build = match Build::prepare(self, selection) {
             Ok(b) => b,

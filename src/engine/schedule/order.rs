@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::graph::{Graph, NodeIdx};
 
 /// The seed of the rounds' shuffles when the build names none.
-pub const DEFAULT_SEED: u64 = 1;
+pub(crate) const DEFAULT_SEED: u64 = 1;
 
 /// A repetition's place: its round, its rank in the round, the node.
 pub(super) type Round = (u32, u64, NodeIdx);
@@ -50,14 +50,14 @@ pub(super) struct Line<T> {
 }
 
 impl<T> Line<T> {
-    pub fn new() -> Line<T> {
+    pub(super) fn new() -> Line<T> {
         Line {
             plain: VecDeque::new(),
             rounds: BTreeMap::new(),
         }
     }
 
-    pub fn push_back(&mut self, round: Option<Round>, item: T) {
+    pub(super) fn push_back(&mut self, round: Option<Round>, item: T) {
         match round {
             Some(r) => {
                 self.rounds.insert(r, item);
@@ -68,7 +68,7 @@ impl<T> Line<T> {
 
     /// Puts an item back where it was taken from (a repetition goes back
     /// to its place in the rounds wherever it is pushed).
-    pub fn push_front(&mut self, round: Option<Round>, item: T) {
+    pub(super) fn push_front(&mut self, round: Option<Round>, item: T) {
         match round {
             Some(r) => {
                 self.rounds.insert(r, item);
@@ -77,23 +77,23 @@ impl<T> Line<T> {
         }
     }
 
-    pub fn pop_front(&mut self) -> Option<(Option<Round>, T)> {
+    pub(super) fn pop_front(&mut self) -> Option<(Option<Round>, T)> {
         if let Some(item) = self.plain.pop_front() {
             return Some((None, item));
         }
         self.rounds.pop_first().map(|(r, item)| (Some(r), item))
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.plain.len() + self.rounds.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The plain items, to reorder before anything is taken.
-    pub fn plain_mut(&mut self) -> &mut VecDeque<T> {
+    pub(super) fn plain_mut(&mut self) -> &mut VecDeque<T> {
         &mut self.plain
     }
 }

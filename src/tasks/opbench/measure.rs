@@ -35,7 +35,10 @@ fn kind_of(spec: &OpBenchSpec) -> Kind {
 }
 
 /// Measures `spec` and returns the `results.json` document.
-pub fn measure(spec: &OpBenchSpec, calibration: Option<Calibration>) -> Result<Value, TaskError> {
+pub(super) fn measure(
+    spec: &OpBenchSpec,
+    calibration: Option<Calibration>,
+) -> Result<Value, TaskError> {
     let device = device_of(spec)?;
     let _guard = tch::no_grad_guard();
     tch::manual_seed(spec.seed as i64);

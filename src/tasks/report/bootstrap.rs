@@ -48,7 +48,7 @@ impl Statistic {
 }
 
 /// Linear interpolation between the closest ranks; `sorted` is not empty.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+pub(super) fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     let pos = q * (sorted.len() - 1) as f64;
     let low = pos.floor() as usize;
     let high = pos.ceil() as usize;

@@ -8,7 +8,7 @@ use crate::value::Value;
 
 /// A table cell: a param value or a value found in an upstream file.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub(super) enum Cell {
     Null,
     Bool(bool),
     Int(i64),
@@ -18,7 +18,7 @@ pub enum Cell {
 
 impl Cell {
     /// Numbers keep their kind; lists and objects become compact JSON text.
-    pub fn from_json(json: &Json) -> Cell {
+    pub(super) fn from_json(json: &Json) -> Cell {
         match json {
             Json::Null => Cell::Null,
             Json::Bool(b) => Cell::Bool(*b),
@@ -31,7 +31,7 @@ impl Cell {
         }
     }
 
-    pub fn from_value(value: &Value) -> Cell {
+    pub(super) fn from_value(value: &Value) -> Cell {
         match value {
             Value::Bool(b) => Cell::Bool(*b),
             Value::Int(i) => Cell::Int(*i),
@@ -41,7 +41,7 @@ impl Cell {
         }
     }
 
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(super) fn as_f64(&self) -> Option<f64> {
         match self {
             Cell::Int(i) => Some(*i as f64),
             Cell::Float(x) => Some(*x),
@@ -49,12 +49,12 @@ impl Cell {
         }
     }
 
-    pub fn is_null(&self) -> bool {
+    pub(super) fn is_null(&self) -> bool {
         matches!(self, Cell::Null)
     }
 
     /// The cell as text: what a CSV of mixed kinds and the markdown table show.
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         match self {
             Cell::Null => String::new(),
             Cell::Bool(b) => b.to_string(),
@@ -65,7 +65,7 @@ impl Cell {
     }
 
     /// The cell in a markdown table: floats to four significant digits.
-    pub fn markdown(&self) -> String {
+    pub(super) fn markdown(&self) -> String {
         match self {
             Cell::Float(x) => format_sig(*x),
             Cell::Str(s) => s.replace('|', "\\|"),
@@ -75,7 +75,7 @@ impl Cell {
 
     /// A total order for sorting rows: nulls last, numbers by value, then
     /// bools, then text.
-    pub fn order(&self, other: &Cell) -> Ordering {
+    pub(super) fn order(&self, other: &Cell) -> Ordering {
         fn rank(c: &Cell) -> u8 {
             match c {
                 Cell::Int(_) | Cell::Float(_) => 0,
@@ -96,7 +96,7 @@ impl Cell {
 }
 
 /// Four significant digits, no exponent for everyday magnitudes.
-pub fn format_sig(x: f64) -> String {
+pub(super) fn format_sig(x: f64) -> String {
     if !x.is_finite() {
         return x.to_string();
     }

@@ -12,7 +12,7 @@ use crate::estimate::{ratio_of_repetitions, Basis};
 use crate::tasks::TaskError;
 
 /// The column names of `compare.csv` after the group's params and the param.
-pub const TAIL: [&str; 13] = [
+pub(super) const TAIL: [&str; 13] = [
     "baseline",
     "metric_baseline",
     "metric_value",
@@ -29,15 +29,15 @@ pub const TAIL: [&str; 13] = [
 ];
 
 /// The note of a comparison whose interval holds 1.
-pub const NO_DIFFERENCE: &str = "no difference shown: the 95% interval holds 1";
+pub(super) const NO_DIFFERENCE: &str = "no difference shown: the 95% interval holds 1";
 
 /// The comparison as a table: group params, the compared param, then [`TAIL`].
-pub struct Comparison {
+pub(super) struct Comparison {
     pub names: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
 }
 
-pub fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskError> {
+pub(super) fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskError> {
     let param = table_column(table, "compare.param", &spec.param)?;
     let metric = table_column(table, "compare.metric", &spec.metric)?;
     let baseline = Cell::from_value(&spec.baseline);
@@ -227,7 +227,7 @@ fn values_of(table: &Table, column: usize) -> String {
 }
 
 /// The index of a column a spec field names, or an error listing the columns.
-pub fn table_column(table: &Table, field: &str, name: &str) -> Result<usize, TaskError> {
+pub(super) fn table_column(table: &Table, field: &str, name: &str) -> Result<usize, TaskError> {
     table
         .column_index(name)
         .ok_or_else(|| TaskError::UnknownTableColumn {

@@ -15,7 +15,7 @@ use crate::tasks::REP_PARAM;
 
 /// Rows of repetitions of one configuration become one row (in the place
 /// of the first); other rows stay as they are.
-pub fn fold(rows: Vec<Row>) -> Vec<Row> {
+pub(super) fn fold(rows: Vec<Row>) -> Vec<Row> {
     let mut out: Vec<Result<Row, (BTreeMap<_, _>, Vec<Row>)>> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for row in rows {
@@ -46,7 +46,7 @@ pub fn fold(rows: Vec<Row>) -> Vec<Row> {
 /// A value column of one row: its cell, its 95 % interval where one is
 /// known, and the repetitions' values behind it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Value {
+pub(super) struct Value {
     pub cell: Cell,
     pub interval: Option<Estimate>,
     /// Each repetition's number, for a row of two or more.
@@ -54,7 +54,7 @@ pub struct Value {
 }
 
 /// Column `path` of `row`.
-pub fn value(row: &Row, path: &str) -> Value {
+pub(super) fn value(row: &Row, path: &str) -> Value {
     if row.repetitions.len() < 2 {
         let one = row.repetitions.first().unwrap_or(row);
         let cell = one.lookup(path).map_or(Cell::Null, Cell::from_json);

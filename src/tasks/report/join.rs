@@ -15,7 +15,7 @@ use crate::value::Value;
 
 /// One table row before the environment groups are assigned.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(super) struct Row {
     pub params: BTreeMap<String, Value>,
     /// Ids of the joined nodes, in source order.
     pub nodes: Vec<String>,
@@ -43,7 +43,7 @@ pub struct Row {
 impl Row {
     /// A path's value in the row's files (for a configuration's row, in
     /// the first repetition that has it).
-    pub fn lookup(&self, path: &str) -> Option<&Json> {
+    pub(super) fn lookup(&self, path: &str) -> Option<&Json> {
         if !self.repetitions.is_empty() {
             return self.repetitions.iter().find_map(|r| r.lookup(path));
         }
@@ -52,7 +52,7 @@ impl Row {
 
     /// A configuration's row over its repetitions' rows (sorted by `rep`,
     /// params without `rep`).
-    pub fn configuration(params: BTreeMap<String, Value>, mut reps: Vec<Row>) -> Row {
+    pub(super) fn configuration(params: BTreeMap<String, Value>, mut reps: Vec<Row>) -> Row {
         reps.sort_by_key(|r| r.rep);
         let first = &reps[0];
         let samples: Vec<f64> = reps
@@ -77,7 +77,7 @@ impl Row {
 }
 
 /// Reads every source node and joins them into rows, sorted by params.
-pub fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskError> {
+pub(super) fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskError> {
     let mut rows: Vec<Row> = Vec::new();
     let mut by_params: BTreeMap<String, usize> = BTreeMap::new();
     for stage in &spec.sources {
@@ -123,7 +123,7 @@ pub fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>, TaskE
 }
 
 /// Whether a row passes the report's `filter`.
-pub fn kept(spec: &ReportSpec, params: &BTreeMap<String, Value>) -> bool {
+pub(super) fn kept(spec: &ReportSpec, params: &BTreeMap<String, Value>) -> bool {
     spec.filter.iter().all(|(name, wanted)| {
         params
             .get(name)
@@ -132,7 +132,7 @@ pub fn kept(spec: &ReportSpec, params: &BTreeMap<String, Value>) -> bool {
 }
 
 /// A `filter` name that no source node has as a param: a typo.
-pub fn check_filter(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
+pub(super) fn check_filter(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     let nodes = || {
         spec.sources
             .iter()
@@ -216,7 +216,7 @@ fn numbers(list: &Json) -> Option<Vec<f64>> {
 
 /// The param columns, in the order the matrix declares them: by where
 /// `name=` first appears in a node id, then by name.
-pub fn param_names(rows: &[Row]) -> Vec<String> {
+pub(super) fn param_names(rows: &[Row]) -> Vec<String> {
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for row in rows {
         for name in row.params.keys() {
@@ -246,7 +246,7 @@ fn position_in_id(id: &str, name: &str) -> Option<usize> {
 
 /// The value columns: the spec's, or every field of `rows` entries, or the
 /// default headline metrics that some row has.
-pub fn value_columns(spec: &ReportSpec, rows: &[Row]) -> Result<Vec<String>, TaskError> {
+pub(super) fn value_columns(spec: &ReportSpec, rows: &[Row]) -> Result<Vec<String>, TaskError> {
     if spec.columns.is_empty() {
         return Ok(default_columns(rows));
     }
@@ -332,7 +332,7 @@ fn column_help(column: &str, rows: &[Row]) -> String {
 
 /// Sorts rows by their params in column order, keeping the file order of
 /// `rows` entries that share params.
-pub fn sort_rows(rows: &mut [Row], params: &[String]) {
+pub(super) fn sort_rows(rows: &mut [Row], params: &[String]) {
     rows.sort_by(|a, b| {
         params
             .iter()

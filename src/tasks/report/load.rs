@@ -8,12 +8,12 @@ use serde_json::Value as Json;
 
 use crate::tasks::{TaskError, UpstreamNode};
 
-pub const METRICS_JSON: &str = "metrics.json";
-pub const RESULTS_JSON: &str = "results.json";
+pub(super) const METRICS_JSON: &str = "metrics.json";
+pub(super) const RESULTS_JSON: &str = "results.json";
 
 /// The parsed files of one upstream node.
 #[derive(Debug, Clone)]
-pub struct NodeFiles {
+pub(super) struct NodeFiles {
     pub node: UpstreamNode,
     /// `devices[device]` of `metrics.json`, and the whole document.
     pub metrics: Option<Metrics>,
@@ -24,7 +24,7 @@ pub struct NodeFiles {
 }
 
 #[derive(Debug, Clone)]
-pub struct Metrics {
+pub(super) struct Metrics {
     pub device: Json,
     pub document: Json,
     /// The trace recorded no GPU at all (`devices` is empty: a CPU run), so
@@ -34,7 +34,7 @@ pub struct Metrics {
 
 /// Reads whichever of `metrics.json` and `results.json` the node has; at
 /// least one must be there.
-pub fn read_node(node: &UpstreamNode, device: usize) -> Result<NodeFiles, TaskError> {
+pub(super) fn read_node(node: &UpstreamNode, device: usize) -> Result<NodeFiles, TaskError> {
     let metrics_path = node.dir.join(METRICS_JSON);
     let results_path = node.dir.join(RESULTS_JSON);
     if !metrics_path.exists() && !results_path.exists() {
@@ -147,7 +147,7 @@ fn shape(node: &UpstreamNode, path: &Path, detail: &str) -> TaskError {
 
 /// Looks a dotted path up in a JSON value: object keys by name, list entries
 /// by index (`latency_ms.median_ci95.0`).
-pub fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
+pub(super) fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
     path.split('.').try_fold(root, |at, key| match at {
         Json::Object(map) => map.get(key),
         Json::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
@@ -156,7 +156,7 @@ pub fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
 }
 
 /// Every dotted path to a leaf of `root`, for "did you mean" help.
-pub fn leaf_paths(root: &Json, prefix: &str, out: &mut Vec<String>) {
+pub(super) fn leaf_paths(root: &Json, prefix: &str, out: &mut Vec<String>) {
     match root {
         Json::Object(map) => {
             for (key, value) in map {

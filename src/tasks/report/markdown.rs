@@ -21,7 +21,7 @@ const FACETS: [(&str, &str); 6] = [
     ("numa", "NUMA"),
 ];
 
-pub fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
+pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
     let mut md = format!("# {}\n\n", spec.title);
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);

@@ -35,7 +35,7 @@ const COLORS: [RGBColor; 10] = [
 
 /// One line of a plot: its legend label and points sorted by x.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(super) struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
     /// The 95 % intervals of points that have one: (x, low, high).
@@ -44,7 +44,7 @@ pub struct Series {
 
 /// Each series label's colour index, the same in every plot of a report:
 /// labels in the order the plots first show them.
-pub fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) -> Vec<String> {
+pub(super) fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) -> Vec<String> {
     let mut labels: Vec<String> = Vec::new();
     for series in plots {
         for s in series {
@@ -59,7 +59,7 @@ pub fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) -> Vec<
 /// Writes `plots/<stem>.svg` and `plots/<stem>.png` (at twice the size, for
 /// sharp slides) under `out`, drawing the lines [`series`] made; `labels`
 /// fixes each series' colour across the report (see [`colour_indices`]).
-pub fn write_plot(
+pub(super) fn write_plot(
     plot: &Plot,
     series: &[Series],
     labels: &[String],
@@ -116,7 +116,7 @@ fn register_font() {
 /// The points of each series; rows of different environments never share a
 /// line, so when there are several, the label names the environment. Fails
 /// when a column is unknown or no row has numbers in both `x` and `y`.
-pub fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
+pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskError> {
     let x = table_column(table, "plot.x", &plot.x)?;
     let y = table_column(table, "plot.y", &plot.y)?;
     let by = match &plot.series {

@@ -16,10 +16,10 @@ use crate::value::Value;
 pub const VERSION: u32 = 4;
 
 /// The files every report writes, whatever its spec.
-pub const TABLE_CSV: &str = "table.csv";
-pub const TABLE_PARQUET: &str = "table.parquet";
-pub const REPORT_MD: &str = "report.md";
-pub const COMPARE_CSV: &str = "compare.csv";
+pub(super) const TABLE_CSV: &str = "table.csv";
+pub(super) const TABLE_PARQUET: &str = "table.parquet";
+pub(super) const REPORT_MD: &str = "report.md";
+pub(super) const COMPARE_CSV: &str = "compare.csv";
 
 /// `Report(...)`: join upstream nodes' files with their params into tables,
 /// plots and comparisons.
@@ -172,7 +172,7 @@ fn default_resamples() -> u32 {
 
 /// Columns taken when `columns` is empty and no source is a `rows` table:
 /// the headline numbers of the study, those present in at least one file.
-pub const DEFAULT_COLUMNS: &[&str] = &[
+pub(super) const DEFAULT_COLUMNS: &[&str] = &[
     "throughput_images_per_s",
     "latency_ms.median",
     "latency_ms.p99",

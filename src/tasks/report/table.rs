@@ -12,20 +12,20 @@ use crate::estimate::Estimate;
 use crate::tasks::{TaskContext, TaskError};
 
 /// Columns every table ends with.
-pub const REPS: &str = "reps";
-pub const INTERVAL: &str = "interval";
-pub const WIDE: &str = "wide";
-pub const SAMPLES: &str = "samples";
-pub const ENV_GROUP: &str = "env_group";
-pub const NODES: &str = "nodes";
+pub(super) const REPS: &str = "reps";
+pub(super) const INTERVAL: &str = "interval";
+pub(super) const WIDE: &str = "wide";
+pub(super) const SAMPLES: &str = "samples";
+pub(super) const ENV_GROUP: &str = "env_group";
+pub(super) const NODES: &str = "nodes";
 
 /// The suffixes of a value column's interval columns.
-pub const CI_LOW: &str = ".ci95_low";
-pub const CI_HIGH: &str = ".ci95_high";
+pub(super) const CI_LOW: &str = ".ci95_low";
+pub(super) const CI_HIGH: &str = ".ci95_high";
 
 /// Rows with an identical `env.key_facets` object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EnvGroup {
+pub(super) struct EnvGroup {
     /// `env1`, `env2`, … in the order of the first row of each group.
     pub label: String,
     pub facets: Json,
@@ -34,7 +34,7 @@ pub struct EnvGroup {
 }
 
 #[derive(Debug, Clone)]
-pub struct TableRow {
+pub(super) struct TableRow {
     pub cells: Vec<Cell>,
     /// Per column: the 95 % interval of the cell, where one is known.
     pub intervals: Vec<Option<Estimate>>,
@@ -50,7 +50,7 @@ pub struct TableRow {
 }
 
 #[derive(Debug, Clone)]
-pub struct Table {
+pub(super) struct Table {
     pub names: Vec<String>,
     /// How many leading columns are params.
     pub param_count: usize,
@@ -65,17 +65,17 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn column_index(&self, name: &str) -> Option<usize> {
+    pub(super) fn column_index(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
     }
 
-    pub fn column(&self, index: usize) -> impl Iterator<Item = &Cell> {
+    pub(super) fn column(&self, index: usize) -> impl Iterator<Item = &Cell> {
         self.rows.iter().map(move |r| &r.cells[index])
     }
 }
 
 /// Reads the sources and builds the table.
-pub fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
+pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
     super::join::check_filter(spec, ctx)?;
     let all = super::fold::fold(join_rows(spec, ctx)?);
     if all.is_empty() {

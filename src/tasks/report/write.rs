@@ -9,7 +9,7 @@ use crate::tasks::TaskError;
 
 /// Writes `bytes` to `path` through a temporary file and a rename
 /// (creating the directory if needed).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TaskError> {
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TaskError> {
     crate::atomic::write(path, bytes).map_err(|source| TaskError::WriteOutput {
         path: path.to_owned(),
         source,
@@ -17,7 +17,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TaskError> {
 }
 
 /// A table as named columns of cells, row-major.
-pub struct Grid<'a> {
+pub(super) struct Grid<'a> {
     pub names: &'a [String],
     pub rows: Vec<&'a [Cell]>,
 }
@@ -37,11 +37,11 @@ impl Grid<'_> {
         }
     }
 
-    pub fn write_csv(&self, path: &Path) -> Result<(), TaskError> {
+    pub(super) fn write_csv(&self, path: &Path) -> Result<(), TaskError> {
         write_atomic(path, self.table().csv().as_bytes())
     }
 
-    pub fn write_parquet(&self, path: &Path) -> Result<(), TaskError> {
+    pub(super) fn write_parquet(&self, path: &Path) -> Result<(), TaskError> {
         let bytes = self
             .table()
             .parquet()
