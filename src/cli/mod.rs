@@ -309,7 +309,11 @@ fn limit_malloc_arenas() {
 
 /// Loads the workspace's pipelines.
 pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Failure> {
-    let loaded = crate::pipeline::cache::load(&ws.root, overrides)?;
+    let cached = crate::store::graph_file::read(&ws.root);
+    let loaded = crate::pipeline::cache::load(&ws.root, overrides, cached.as_deref())?;
+    if let Some(bytes) = &loaded.keep {
+        crate::store::graph_file::write(&ws.root, bytes);
+    }
     if std::env::var_os("VITGRAPH_TIMINGS").is_some() {
         let how = if loaded.from_cache { "hit" } else { "miss" };
         eprintln!("timing: graph cache {how}");

@@ -2,9 +2,10 @@
 //!
 //! Expanding the pipelines costs time in proportion to the node count (about
 //! 0.4 s at 100,000 nodes on two cores), and most commands run on pipelines
-//! that have not changed since the one before. [`load`] writes the graph it
-//! expanded to `cache/graph.bin`, and the next command reads it back instead
-//! of expanding, when
+//! that have not changed since the one before. [`load`] encodes the graph it
+//! expanded (the CLI keeps the bytes in `cache/graph.bin` through
+//! `store::graph_file`), and the next command decodes them instead of
+//! expanding, when
 //!
 //! 1. the *source token* is the same: blake3 over vitgraph's version, the
 //!    executable's identity (a rebuilt or replaced binary misses), every
@@ -38,39 +39,44 @@ use crate::value::Value;
 const MAGIC: &[u8; 8] = b"VGGRAPH3";
 /// Nodes per independently decoded chunk.
 const CHUNK: usize = 2048;
-const FILE: &str = "graph.bin";
 
 /// A graph, and whether it came from the cache.
 pub struct Loaded {
     pub graph: Graph,
     pub from_cache: bool,
+    /// The bytes to keep for the next command, when the graph was expanded
+    /// and its files are settled (the store writes them to `cache/`).
+    pub keep: Option<Vec<u8>>,
 }
 
-/// The workspace's graph: from `cache/graph.bin` when it still holds (see
-/// the module docs), else expanded from the pipelines and written there.
-pub fn load(root: &Path, overrides: &[Override]) -> Result<Loaded, PipelineError> {
+/// The workspace's graph: from `cached` (the bytes of `cache/graph.bin`)
+/// when they still hold (see the module docs), else expanded from the
+/// pipelines, with the bytes to keep in their place.
+pub fn load(
+    root: &Path,
+    overrides: &[Override],
+    cached: Option<&[u8]>,
+) -> Result<Loaded, PipelineError> {
     let token = std::env::current_exe()
         .ok()
         .and_then(|exe| token(&exe, root, overrides));
-    let path = root.join("cache").join(FILE);
-    if let Some(token) = &token {
-        if let Some(graph) = read(&path, root, token) {
+    if let (Some(token), Some(bytes)) = (&token, cached) {
+        if let Some(graph) = read(bytes, root, token) {
             return Ok(Loaded {
                 graph,
                 from_cache: true,
+                keep: None,
             });
         }
     }
     let graph = super::load(root, overrides)?;
-    if let Some(token) = token {
-        if path.parent().is_some_and(Path::is_dir) && settled(&graph.listings) {
-            // Best effort: the cache only saves time.
-            let _ = crate::atomic::write(&path, &encode(&graph, &token));
-        }
-    }
+    let keep = token
+        .filter(|_| settled(&graph.listings))
+        .map(|token| encode(&graph, &token));
     Ok(Loaded {
         graph,
         from_cache: false,
+        keep,
     })
 }
 
@@ -212,9 +218,8 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
 }
 
 /// The cached graph, if the file is for `token` and its listings hold.
-fn read(path: &Path, root: &Path, token: &[u8; 32]) -> Option<Graph> {
-    let bytes = fs::read(path).ok()?;
-    let mut r = Reader(&bytes);
+fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
+    let mut r = Reader(bytes);
     if r.take(8)? != MAGIC || r.take(32)? != token {
         return None;
     }
@@ -561,26 +566,21 @@ mod tests {
         let graph = super::super::load(root, &[]).unwrap();
         assert!(graph.nodes.len() > 100);
         let token = [7u8; 32];
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE);
-        fs::write(&path, encode(&graph, &token)).unwrap();
-        let back = read(&path, root, &token).expect("the cache reads back");
+        let bytes = encode(&graph, &token);
+        let back = read(&bytes, root, &token).expect("the cache reads back");
         assert_eq!(format!("{:?}", back.nodes), format!("{:?}", graph.nodes));
         assert_eq!(format!("{:?}", back.stages), format!("{:?}", graph.stages));
         for n in &graph.nodes {
             assert_eq!(back.find(&n.id), graph.find(&n.id));
         }
         // Another token, a truncated file or trailing bytes: a miss.
-        assert!(read(&path, root, &[8u8; 32]).is_none());
-        let bytes = encode(&graph, &token);
+        assert!(read(&bytes, root, &[8u8; 32]).is_none());
         for cut in [9, 40, bytes.len() / 2, bytes.len() - 1] {
-            fs::write(&path, &bytes[..cut]).unwrap();
-            assert!(read(&path, root, &token).is_none(), "cut at {cut}");
+            assert!(read(&bytes[..cut], root, &token).is_none(), "cut at {cut}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        fs::write(&path, &longer).unwrap();
-        assert!(read(&path, root, &token).is_none());
+        assert!(read(&longer, root, &token).is_none());
     }
 
     #[test]
@@ -599,9 +599,8 @@ mod tests {
         .unwrap();
         let graph = super::super::load(root, &[]).unwrap();
         let token = [3u8; 32];
-        let path = root.join(FILE);
-        fs::write(&path, encode(&graph, &token)).unwrap();
-        let back = read(&path, root, &token).expect("the cache reads back");
+        let bytes = encode(&graph, &token);
+        let back = read(&bytes, root, &token).expect("the cache reads back");
         assert_eq!(format!("{:?}", back.nodes), format!("{:?}", graph.nodes));
         assert_eq!(format!("{:?}", back.stages), format!("{:?}", graph.stages));
         assert_eq!(back.nodes[5].rep, Some(3));

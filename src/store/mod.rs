@@ -9,13 +9,15 @@
 //! - `verify` and `gc` look after the objects (`maintenance`);
 //! - the process groups of running tasks are noted, so the next command ends
 //!   what a killed build left (`groups`);
-//! - what a plan looked at is noted for the no-op snapshot (`observe`).
+//! - what a plan looked at is noted for the no-op snapshot (`observe`);
+//! - the expanded graph is kept in `cache/graph.bin` (`graph_file`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
 mod batch;
 mod error;
 mod fileio;
+pub(crate) mod graph_file;
 mod groups;
 mod history;
 mod jobs;
