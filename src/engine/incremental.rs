@@ -182,9 +182,8 @@ fn after_full(
     generation: Option<i64>,
 ) -> Option<Incremental> {
     let snapshot = b.noop?;
-    // Precision targets are judged from their repetitions' numbers, which
-    // no file fact vouches for: such a workspace is always planned in full.
-    if b.graph.stages.iter().any(|s| s.precision.is_some()) {
+    // See `Graph::judged_in_full`.
+    if b.graph.judged_in_full() {
         return None;
     }
     let facts = b.store.observed_files_lenient()?;
@@ -328,7 +327,7 @@ pub(super) fn refresh_snapshot(
     known: &(dyn Fn(NodeIdx) -> Option<ContentHash> + Sync),
 ) {
     let Some(snapshot) = b.noop else { return };
-    if b.graph.stages.iter().any(|s| s.precision.is_some()) {
+    if b.graph.judged_in_full() {
         return;
     }
     let inc = match &plan.refresh {

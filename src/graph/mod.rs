@@ -195,6 +195,15 @@ fn default_max_repeat() -> u32 {
 }
 
 impl Graph {
+    /// Whether every command judges this graph in full, never from the
+    /// no-op snapshot: its precision targets are judged from repetitions'
+    /// numbers, and its commands' declared software is probed, which no
+    /// file fact vouches for.
+    pub fn judged_in_full(&self) -> bool {
+        self.stages.iter().any(|s| s.precision.is_some())
+            || self.nodes.iter().any(|n| n.task.software_env().is_some())
+    }
+
     /// The stage a node belongs to.
     pub fn stage_of(&self, i: NodeIdx) -> Option<&Stage> {
         self.stage(&self.nodes[i].stage)
@@ -244,6 +253,7 @@ mod tests {
                 outputs: Vec::new(),
                 resources: Default::default(),
                 measure: false,
+                env: None,
             }),
             needs: Vec::new(),
             file: None,

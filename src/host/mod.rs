@@ -1,7 +1,8 @@
 //! This machine: the environment fingerprint a hardware measurement is keyed
 //! with ([`env`]) and the libtorch executable that runs libtorch tasks
-//! ([`torch_exe`]). Below the engine, the store, SLURM and the tasks, which
+//! ([`torch_exe`]), and the software a `Command` declares ([`software`]). Below the engine, the store, SLURM and the tasks, which
 //! all ask it; it asks nothing of them.
 
 pub mod env;
+pub mod software;
 pub mod torch_exe;

@@ -80,6 +80,7 @@ impl Bench {
                     exclusive: false,
                 },
                 measure: false,
+                env: None,
             }),
             root: self.store.root().to_path_buf(),
             staging: dir.join("out"),

@@ -24,6 +24,30 @@ pub struct CommandSpec {
     /// out of the serialized spec when false, so other commands keep their keys.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub measure: bool,
+    /// The software the command runs with (`env: Python(interpreter:
+    /// "python3")`): probed once per process, its versions are part of the
+    /// key, so upgrading them makes the node stale (`env_changed`). Left out
+    /// of the serialized spec when absent.
+    #[serde(
+        default,
+        deserialize_with = "bare_env",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub env: Option<SoftwareEnv>,
+}
+
+/// The software environment a `Command` declares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum SoftwareEnv {
+    /// A Python interpreter (a name on `PATH`, or a path relative to the
+    /// workspace root): its version, those of torch, triton and cuDNN, and
+    /// a hash of every installed package's name and version.
+    Python { interpreter: String },
+}
+
+fn bare_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SoftwareEnv>, D::Error> {
+    SoftwareEnv::deserialize(d).map(Some)
 }
 
 /// What a measuring command writes in `${out}`.

@@ -163,6 +163,28 @@ impl TaskSpec {
         f
     }
 
+    /// The software environment the task declares (a `Command`'s `env`).
+    pub fn software_env(&self) -> Option<&command::SoftwareEnv> {
+        match self {
+            TaskSpec::Command(c) => c.env.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Key facets of the software the task declares it runs with, probed
+    /// once per process (see [`crate::host::software`]).
+    pub fn software_facets(
+        &self,
+        root: &std::path::Path,
+    ) -> Result<BTreeMap<String, String>, String> {
+        match self.software_env() {
+            Some(command::SoftwareEnv::Python { interpreter }) => {
+                crate::host::software::python_facets(interpreter, root)
+            }
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
     /// Whether the task measures (so a stage may `repeat` it): `Vit`,
     /// `OpBench`, and a `Command` with `measure: true`.
     pub fn measures(&self) -> bool {

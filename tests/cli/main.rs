@@ -14,4 +14,5 @@ mod pipeline_errors;
 mod promises;
 mod repetitions;
 mod runtime_errors;
+mod software_env;
 mod status_text;

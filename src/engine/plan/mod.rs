@@ -244,6 +244,12 @@ impl<'a> Evaluator<'a> {
             BTreeMap::new()
         };
         env.extend(node.task.tool_facets());
+        env.extend(node.task.software_facets(self.root).map_err(|message| {
+            JudgeError::Environment {
+                node: node.id.clone(),
+                message,
+            }
+        })?);
         Ok(KeyParts {
             kind: node.task.kind().to_string(),
             version: node.task.version(),
