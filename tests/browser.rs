@@ -312,3 +312,45 @@ fn a_spent_precision_budget_is_flagged_on_the_page() {
     assert_eq!(bench[6], json!("1"), "{bench}");
     screenshot(&b, "precision.png");
 }
+
+#[test]
+fn a_stale_report_says_so_over_its_old_table() {
+    let ws = Ws::new();
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let banners = b.js("return document.querySelectorAll('#report-list .stale-banner').length;");
+    assert_eq!(banners, json!(0), "a fresh report has no banner");
+    let built = b.js("return document.querySelector('#report-list .report-built').textContent;");
+    assert!(
+        built.as_str().unwrap().contains("report · built 20"),
+        "{built}"
+    );
+
+    // The title edited, and an input of its runs: the page shows the old
+    // table under the new title, and says so.
+    let study = STUDY.replace("Throughput by model", "Throughput per model");
+    std::fs::write(ws.path().join("pipelines/study.ron"), study).unwrap();
+    std::fs::write(ws.path().join("data.txt"), "2\n").unwrap();
+    let page = ws.page();
+    b.open(&page);
+    sound(&b);
+    let title = b.js("return document.querySelector('#report-list h3').textContent;");
+    assert_eq!(title, json!("Throughput per model"));
+    let banner = b.js("return document.querySelector('#report-list .stale-banner').textContent;");
+    let banner = banner.as_str().unwrap();
+    assert!(
+        banner.starts_with("Stale: the table and plots below are from the run built"),
+        "{banner}"
+    );
+    assert!(banner.contains("spec_changed"), "{banner}");
+    assert!(banner.contains("upstream_changed"), "{banner}");
+    assert!(
+        banner.contains("built under the title “Throughput by model”"),
+        "{banner}"
+    );
+    assert!(banner.contains("`vitgraph build report`"), "{banner}");
+    screenshot(&b, "stale-report.png");
+}

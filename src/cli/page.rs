@@ -487,15 +487,41 @@ impl Gather<'_> {
                 })
                 .collect();
             plots.sort();
+            let md = read("report.md");
+            // The title the shown run was built with: `report.md`'s heading.
+            let built_title = md
+                .as_deref()
+                .and_then(|m| m.lines().next())
+                .and_then(|l| l.strip_prefix("# "))
+                .map(str::to_owned)
+                .filter(|t| *t != spec.title);
+            let state = self.state(i);
+            let verdict = &self.evals[&i].verdict;
+            let stale = if verdict.is_stale() {
+                let grouped = super::reasons::grouped(verdict.reasons(), self.graph);
+                if grouped.is_empty() {
+                    vec!["its stored result is not in out/ (the next build restores it)".to_owned()]
+                } else {
+                    grouped
+                }
+            } else {
+                Vec::new()
+            };
             out.push(ReportView {
                 node: node.id.clone(),
+                built: format!(
+                    "{}, in {:.1} s",
+                    utc(run.started_at_ms),
+                    run.duration_ms as f64 / 1000.0
+                ),
+                built_title,
+                stale,
+                running: state == "running",
                 title: spec.title.clone(),
                 table,
                 compare: read("compare.csv").map(|t| parse_csv(&t)),
                 plots,
-                env_lines: read("report.md")
-                    .map(|md| environment_lines(&md))
-                    .unwrap_or_default(),
+                env_lines: md.map(|md| environment_lines(&md)).unwrap_or_default(),
                 params: lead,
             });
         }

@@ -149,6 +149,16 @@ pub(crate) struct ReportView {
     pub env_lines: Vec<String>,
     /// The report's `params` columns (filterable).
     pub params: usize,
+    /// When the run shown was built (UTC) and how long it took.
+    pub built: String,
+    /// The title the shown run was built with, where the pipeline's title
+    /// has changed since (the tables and plots are that run's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_title: Option<String>,
+    /// Why the report is stale (grouped reasons); empty when fresh.
+    pub stale: Vec<String>,
+    /// Its node is being built right now.
+    pub running: bool,
 }
 
 #[derive(Debug, Default, Serialize)]

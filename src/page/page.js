@@ -216,7 +216,20 @@
     }
     data.reports.forEach((r, i) => {
       const div = el("div", { class: "report", id: "report-" + i });
-      div.append(el("h3", {}, r.title), el("p", { class: "meta" }, r.node));
+      div.append(el("h3", {}, r.title), el("p", { class: "meta report-built" }, `${r.node} · built ${r.built}`));
+      // What is shown is the last run's: say so when it is not current.
+      const notes = [];
+      if (r.running) notes.push("being built right now: what follows is the previous run's.");
+      if (r.built_title) notes.push(`built under the title “${r.built_title}”; the pipeline's title has changed since.`);
+      if (r.stale.length) {
+        div.append(el("div", { class: "notice warning stale-banner" },
+          el("strong", {}, "Stale: "), "the table and plots below are from the run built " + r.built + ", and no longer what the pipelines and inputs would give, because",
+          el("ul", { class: "reasons" }, ...r.stale.map((x) => el("li", {}, x))),
+          ...notes.map((n) => el("p", {}, n)),
+          el("p", {}, "`vitgraph build " + r.node + "` brings it up to date.")));
+      } else if (notes.length) {
+        div.append(el("div", { class: "notice warning stale-banner" }, ...notes.map((n) => el("p", {}, n))));
+      }
       if (r.env_lines.length) div.append(el("ul", { class: "env-lines" }, ...r.env_lines.map((l) => el("li", {}, l))));
       if (r.table) div.append(table(r.table, r.params, "table-" + i));
       const plots = $("plots-" + i);
