@@ -61,9 +61,11 @@ fn rq1_runs_end_to_end_on_the_cpu() {
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(md.contains("recorded no GPU"), "{md}");
     let plots = study.dir.path().join("out/rq1_report/plots");
-    assert!(plots.join("gpu_utilization_vs_dim_by_patch.svg").is_file());
     assert!(plots
-        .join("throughput_images_per_s_vs_dim_by_patch.png")
+        .join("gpu_utilization_vs_dim_by_patch_depth.svg")
+        .is_file());
+    assert!(plots
+        .join("throughput_images_per_s_vs_dim_by_patch_depth.png")
         .is_file());
 }
 

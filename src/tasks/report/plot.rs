@@ -139,7 +139,9 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         .collect::<Result<Vec<_>, TaskError>>()?;
     let several_envs = table.env_groups.len() > 1;
     let mut lines: Vec<Series> = Vec::new();
-    for row in &table.rows {
+    // Each line's rows, to find a line drawn through a hidden param.
+    let mut members: Vec<Vec<(f64, usize)>> = Vec::new();
+    for (r, row) in table.rows.iter().enumerate() {
         if !filter
             .iter()
             .all(|(i, wanted)| same(&row.cells[*i], wanted))
@@ -174,19 +176,24 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
                 let at = |v: f64| if plot.log_y { v.log10() } else { v };
                 (point.0, at(e.low), at(e.high))
             });
-        let line = match lines.iter().position(|s| s.label == label) {
-            Some(i) => &mut lines[i],
+        let at = match lines.iter().position(|s| s.label == label) {
+            Some(i) => i,
             None => {
                 lines.push(Series {
                     label,
                     points: Vec::new(),
                     bars: Vec::new(),
                 });
-                lines.last_mut().expect("just pushed")
+                members.push(Vec::new());
+                lines.len() - 1
             }
         };
-        line.points.push(point);
-        line.bars.extend(bar);
+        lines[at].points.push(point);
+        lines[at].bars.extend(bar);
+        members[at].push((px, r));
+    }
+    for (line, rows) in lines.iter().zip(&members) {
+        hidden_params(table, plot, &line.label, rows)?;
     }
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -227,6 +234,45 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         });
     }
     Ok(lines)
+}
+
+/// A line must not pass through two rows at the same x: they differ in a
+/// param the plot neither draws, splits by, nor fixes, and the line would
+/// zig-zag between them. An error naming those params and the fix.
+fn hidden_params(
+    table: &Table,
+    plot: &Plot,
+    label: &str,
+    rows: &[(f64, usize)],
+) -> Result<(), TaskError> {
+    let mut sorted = rows.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some(pair) = sorted.windows(2).find(|w| w[0].0 == w[1].0) else {
+        return Ok(());
+    };
+    let (a, b) = (&table.rows[pair[0].1], &table.rows[pair[1].1]);
+    let differ: Vec<String> = (0..table.param_count)
+        .filter(|&i| a.cells[i] != b.cells[i])
+        .map(|i| format!("`{}`", table.names[i]))
+        .collect();
+    let named = if differ.is_empty() {
+        "rows of other environments".to_owned()
+    } else {
+        differ.join(", ")
+    };
+    let first = differ
+        .first()
+        .map_or("the param".to_owned(), |d| d.trim_matches('`').to_owned());
+    Err(TaskError::BadSpec {
+        field: "plot".to_owned(),
+        detail: format!(
+            "the line `{label}` of the plot of `{}` against `{}` has two rows at {} = {}: they differ in {named}, which the plot neither draws, splits by, nor fixes, so the line would zig-zag between them",
+            plot.y, plot.x, plot.x, pair[0].0
+        ),
+        help: format!(
+            "add {first} to the plot's `series` (one line per value), or fix it with `filter: {{ \"{first}\": … }}`"
+        ),
+    })
 }
 
 fn axis(value: f64, log: bool, column: &str) -> Result<f64, TaskError> {
@@ -622,6 +668,30 @@ mod tests {
     }
 
     #[test]
+    fn a_line_through_a_hidden_param_is_an_error_naming_it() {
+        // Series by `m` alone: the m=1 line has three rows at n=64 (they
+        // differ in `dtype`).
+        let plot: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", series: "m", filter: {"k": 1.0})"#).unwrap();
+        let err = series(&table(), &plot).unwrap_err().to_string();
+        assert!(err.contains("the line `m=1`"), "{err}");
+        assert!(err.contains("two rows at n = 64"), "{err}");
+        assert!(err.contains("they differ in `dtype`"), "{err}");
+        let TaskError::BadSpec { help, .. } = series(&table(), &plot).unwrap_err() else {
+            panic!("a spec error");
+        };
+        assert!(help.contains("add dtype to the plot's `series`"), "{help}");
+        // Split by it, or fixed by a filter: one point per x on every line.
+        for fixed in [
+            r#"Plot(x: "n", y: "t", series: ["m", "dtype"], filter: {"k": 1.0})"#,
+            r#"Plot(x: "n", y: "t", series: "m", filter: {"k": 1.0, "dtype": "f16"})"#,
+        ] {
+            let plot: Plot = ron::from_str(fixed).unwrap();
+            assert!(series(&table(), &plot).is_ok(), "{fixed}");
+        }
+    }
+
+    #[test]
     fn several_series_columns_make_one_line_per_combination() {
         let plot: Plot =
             ron::from_str(r#"Plot(x: "n", y: "t", series: ["m", "dtype"], filter: {"k": 1.0})"#)
@@ -651,12 +721,16 @@ mod tests {
             runs: 3,
             basis: crate::estimate::Basis::Repetitions,
         });
-        let plot: Plot = ron::from_str(r#"Plot(x: "n", y: "t", filter: {"k": 1})"#).unwrap();
+        let plot: Plot =
+            ron::from_str(r#"Plot(x: "n", y: "t", filter: {"k": 1, "m": 1, "dtype": "f16"})"#)
+                .unwrap();
         let lines = series(&t, &plot).unwrap();
         let bars: Vec<_> = lines.iter().flat_map(|l| l.bars.iter().copied()).collect();
         assert_eq!(bars, [(64.0, 0.5, 9.0)]);
-        let log: Plot =
-            ron::from_str(r#"Plot(x: "n", y: "t", log_y: true, filter: {"k": 1})"#).unwrap();
+        let log: Plot = ron::from_str(
+            r#"Plot(x: "n", y: "t", log_y: true, filter: {"k": 1, "m": 1, "dtype": "f16"})"#,
+        )
+        .unwrap();
         let bars: Vec<_> = series(&t, &log)
             .unwrap()
             .iter()
