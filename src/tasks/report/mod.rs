@@ -20,6 +20,7 @@ mod run;
 mod spec;
 mod table;
 mod write;
+mod zigzag;
 
 pub use bootstrap::{ratio_interval, Rng, Statistic};
 pub use run::run;

@@ -193,7 +193,7 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         members[at].push((px, r));
     }
     for (line, rows) in lines.iter().zip(&members) {
-        hidden_params(table, plot, &line.label, rows)?;
+        super::zigzag::hidden_params(table, plot, &line.label, rows)?;
     }
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -234,45 +234,6 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         });
     }
     Ok(lines)
-}
-
-/// A line must not pass through two rows at the same x: they differ in a
-/// param the plot neither draws, splits by, nor fixes, and the line would
-/// zig-zag between them. An error naming those params and the fix.
-fn hidden_params(
-    table: &Table,
-    plot: &Plot,
-    label: &str,
-    rows: &[(f64, usize)],
-) -> Result<(), TaskError> {
-    let mut sorted = rows.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let Some(pair) = sorted.windows(2).find(|w| w[0].0 == w[1].0) else {
-        return Ok(());
-    };
-    let (a, b) = (&table.rows[pair[0].1], &table.rows[pair[1].1]);
-    let differ: Vec<String> = (0..table.param_count)
-        .filter(|&i| a.cells[i] != b.cells[i])
-        .map(|i| format!("`{}`", table.names[i]))
-        .collect();
-    let named = if differ.is_empty() {
-        "rows of other environments".to_owned()
-    } else {
-        differ.join(", ")
-    };
-    let first = differ
-        .first()
-        .map_or("the param".to_owned(), |d| d.trim_matches('`').to_owned());
-    Err(TaskError::BadSpec {
-        field: "plot".to_owned(),
-        detail: format!(
-            "the line `{label}` of the plot of `{}` against `{}` has two rows at {} = {}: they differ in {named}, which the plot neither draws, splits by, nor fixes, so the line would zig-zag between them",
-            plot.y, plot.x, plot.x, pair[0].0
-        ),
-        help: format!(
-            "add {first} to the plot's `series` (one line per value), or fix it with `filter: {{ \"{first}\": … }}`"
-        ),
-    })
 }
 
 fn axis(value: f64, log: bool, column: &str) -> Result<f64, TaskError> {
