@@ -397,7 +397,10 @@ fn plots_are_written_as_svg_and_png_with_series_names() {
         svg.contains("patch=16") && svg.contains("patch=32"),
         "series names missing"
     );
-    assert!(svg.contains("dim (log scale)"));
+    assert!(
+        svg.contains("hidden dim, log scale"),
+        "axis titles read as words"
+    );
     // dim 192 to 768 on a log axis ticks at 200 and 500, nothing like 251.2.
     let labels: Vec<&str> = svg
         .split("</text>")

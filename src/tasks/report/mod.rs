@@ -13,6 +13,7 @@ mod cell;
 mod compare;
 mod fold;
 mod join;
+mod labels;
 mod load;
 mod markdown;
 mod plot;

@@ -580,10 +580,11 @@ fn emptiest_corner(
 }
 
 fn axis_title(column: &str, log: bool) -> String {
+    let label = super::labels::axis_label(column);
     if log {
-        format!("{column} (log scale)")
+        format!("{label}, log scale")
     } else {
-        column.to_owned()
+        label
     }
 }
 

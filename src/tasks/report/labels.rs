@@ -1,0 +1,85 @@
+//! Axis titles for plots: a column's name in words, with its unit (the
+//! book's Reports chapter lists them). A column not in the table keeps its
+//! name, with a unit read from its suffix where it has one.
+
+/// Named columns: the study's headline metrics and params.
+const NAMED: &[(&str, &str)] = &[
+    ("throughput_images_per_s", "throughput (images/s)"),
+    ("latency_ms.median", "median latency per batch (ms)"),
+    ("latency_ms.mean", "mean latency per batch (ms)"),
+    ("latency_ms.p99", "p99 latency per batch (ms)"),
+    ("latency_ms.p90", "p90 latency per batch (ms)"),
+    ("stages_ms.forward", "forward pass per batch (ms)"),
+    ("stages_ms.preprocess", "preprocessing per batch (ms)"),
+    ("stages_ms.h2d", "host-to-device copy per batch (ms)"),
+    ("time_ms.median", "median time (ms)"),
+    ("time_ms.mean", "mean time (ms)"),
+    ("gpu_utilization", "GPU busy, measured window (fraction)"),
+    ("gpu_utilization_all", "GPU busy, whole trace (fraction)"),
+    ("kernel_time_ratio", "kernel time / span"),
+    ("kernel_count", "kernels"),
+    ("flops_per_image", "FLOPs per image"),
+    ("params", "parameters"),
+    ("peak_memory_bytes", "peak GPU memory (bytes)"),
+    ("gbps", "bandwidth (GB/s)"),
+    ("tflops", "TFLOP/s"),
+    ("fraction_of_copy_bandwidth", "fraction of copy bandwidth"),
+    ("fraction_of_matmul_rate", "fraction of matmul rate"),
+    (
+        "memcpy.HtoD.bandwidth_gbps",
+        "host-to-device bandwidth (GB/s)",
+    ),
+    ("launch_latency_ns.median", "median launch latency (ns)"),
+    ("batch", "batch size"),
+    ("dim", "hidden dim"),
+    ("res", "resolution (px)"),
+    ("image_size", "image size (px)"),
+];
+
+/// Units read from a column's last name part (`x_ms.median`, `y_bytes`).
+const SUFFIXES: &[(&str, &str)] = &[
+    ("_ms", "ms"),
+    ("_ns", "ns"),
+    ("_s", "s"),
+    ("_per_s", "/s"),
+    ("_bytes", "bytes"),
+    ("_gbps", "GB/s"),
+];
+
+/// The axis title of `column`.
+pub(super) fn axis_label(column: &str) -> String {
+    if let Some((_, label)) = NAMED.iter().find(|(name, _)| *name == column) {
+        return (*label).to_owned();
+    }
+    // `a_ms.median` → the unit of `a_ms`; `b_bytes` → of itself.
+    let base = column.split('.').next().unwrap_or(column);
+    SUFFIXES
+        .iter()
+        .filter(|(suffix, _)| base.ends_with(suffix))
+        .max_by_key(|(suffix, _)| suffix.len())
+        .map_or_else(
+            || column.to_owned(),
+            |(_, unit)| format!("{column} ({unit})"),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_columns_read_as_words_and_others_keep_their_name_with_a_unit() {
+        assert_eq!(
+            axis_label("latency_ms.median"),
+            "median latency per batch (ms)"
+        );
+        assert_eq!(
+            axis_label("throughput_images_per_s"),
+            "throughput (images/s)"
+        );
+        assert_eq!(axis_label("compile_s"), "compile_s (s)");
+        assert_eq!(axis_label("queue_wait_ms.p50"), "queue_wait_ms.p50 (ms)");
+        assert_eq!(axis_label("items_per_s"), "items_per_s (/s)");
+        assert_eq!(axis_label("head_dim"), "head_dim");
+    }
+}
