@@ -229,12 +229,23 @@ fn a_malformed_upstream_file_names_the_node_and_the_file() {
     );
     let ctx = fx.context("report");
     run(
-        &spec(r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization"])"#),
+        &spec(
+            r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization"],
+                plots: [Plot(x: "dim", y: "gpu_utilization")])"#,
+        ),
         &ctx,
     )
     .expect("a CPU run's metrics are reported");
     let md = std::fs::read_to_string(ctx.out.join("report.md")).expect("report.md");
     assert!(md.contains("recorded no GPU"), "{md}");
+    // Its GPU plot is one line of text, not an empty frame.
+    let svg = read(&ctx.out, "plots/gpu_utilization_vs_dim.svg");
+    assert!(
+        svg.contains("no data, the traces recorded no GPU (runs on the CPU)"),
+        "{svg}"
+    );
+    assert!(svg.contains(r#"height="48""#), "{svg}");
+    assert!(!svg.contains("<line"), "no axes: {svg}");
 }
 
 #[test]

@@ -19,6 +19,8 @@ use crate::tasks::TaskError;
 const FONT: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
 const FAMILY: &str = "sans-serif";
 const SIZE: (u32, u32) = (900, 560);
+/// A plot with no data: a line of text.
+const EMPTY: (u32, u32) = (900, 48);
 /// The Tableau 10 colours: distinct, and readable on white.
 const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
@@ -74,9 +76,11 @@ pub(super) fn write_plot(
     };
     register_font();
 
+    // A plot without data is one line of text, not an empty frame.
+    let size = if series.is_empty() { EMPTY } else { SIZE };
     let mut svg = String::new();
     draw(
-        SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(),
+        SVGBackend::with_string(&mut svg, size).into_drawing_area(),
         plot,
         series,
         labels,
@@ -91,7 +95,7 @@ pub(super) fn write_plot(
     temp.push(".png");
     let temp = std::path::PathBuf::from(temp);
     draw(
-        BitMapBackend::new(&temp, (SIZE.0 * 2, SIZE.1 * 2)).into_drawing_area(),
+        BitMapBackend::new(&temp, (size.0 * 2, size.1 * 2)).into_drawing_area(),
         plot,
         series,
         labels,
@@ -315,7 +319,12 @@ fn draw<DB: DrawingBackend>(
         caption = format!("{caption} ({})", fixed.join(", "));
     }
     if series.is_empty() {
-        caption = format!("{caption}: no data, the traces recorded no GPU");
+        // One line of text instead of an empty frame.
+        caption = format!("{caption}: no data, the traces recorded no GPU (runs on the CPU)");
+        let style = TextStyle::from((FAMILY, px(18)).into_font()).color(&BLACK);
+        root.draw_text(&caption, &style, (px(16) as i32, px(20) as i32))
+            .map_err(err)?;
+        return root.present().map_err(err);
     }
     let bar_ends = series
         .iter()
