@@ -279,13 +279,14 @@ fn tick(value: f64, log: bool) -> String {
     } else {
         v
     };
-    // Large round values read shorter in powers of ten: 5e8, 1e9, 2.5e6.
-    if v.abs() >= 1e5 {
-        let exp = v.abs().log10().floor() as i32;
-        let mantissa = v / 10f64.powi(exp);
+    // Large values with an SI prefix: 12k, 2.5M, 500M, 1G.
+    if v.abs() >= 1e4 {
+        const PREFIXES: [&str; 5] = ["k", "M", "G", "T", "P"];
+        let step = ((v.abs().log10().floor() as usize) / 3).clamp(1, PREFIXES.len());
+        let mantissa = v / 10f64.powi(3 * step as i32);
         let m = format!("{mantissa:.3}");
         let m = m.trim_end_matches('0').trim_end_matches('.');
-        return format!("{m}e{exp}");
+        return format!("{m}{}", PREFIXES[step - 1]);
     }
     let text = super::cell::format_sig(v);
     if text.contains('.') && !text.contains('e') {
@@ -752,7 +753,7 @@ mod tests {
             .iter()
             .map(|v| tick(*v, true))
             .collect();
-        assert_eq!(labels, ["1", "10", "100", "1000", "10000"]);
+        assert_eq!(labels, ["1", "10", "100", "1000", "10k"]);
         // Less than a decade: 1, 2 and 5 of it.
         let r = range([2f64, 9.0].iter().map(|v| v.log10()));
         let labels: Vec<String> = ticks(&r, true, false)
@@ -760,9 +761,12 @@ mod tests {
             .map(|v| tick(*v, true))
             .collect();
         assert_eq!(labels, ["2", "5"]);
-        assert_eq!(tick(5e8, false), "5e8");
-        assert_eq!(tick(2.5e6f64.log10(), true), "2.5e6");
-        assert_eq!(tick(12_000.0, false), "12000");
+        assert_eq!(tick(5e8, false), "500M");
+        assert_eq!(tick(2.5e6f64.log10(), true), "2.5M");
+        assert_eq!(tick(12_000.0, false), "12k");
+        assert_eq!(tick(1e9, false), "1G");
+        assert_eq!(tick(-3e4, false), "-30k");
+        assert_eq!(tick(8_750.0, false), "8750");
         // Fractions step at 1, 2 or 5 of a power of ten.
         let t = ticks(&(0.0..1.0), false, false);
         let labels: Vec<String> = t.iter().map(|v| tick(*v, false)).collect();

@@ -13,7 +13,7 @@ use crate::value::Value;
 /// 2: plot ticks at integers and decades, the legend in the emptiest corner, one colour per series across a report, PNG at twice the size.
 /// 3: repetitions folded into one row per configuration; 95 % interval columns, `reps`, `interval`; intervals in comparisons and plots.
 /// 4: a value every repetition agrees on is shown without `± 0.0 %`.
-/// 5: plot axis titles in words with units (`median latency per batch (ms)`); a line through a hidden param is refused; a plot without data is a line of text.
+/// 5: plot axis titles in words with units (`median latency per batch (ms)`); a line through a hidden param is refused; a plot without data is a line of text; tick labels with SI prefixes.
 pub const VERSION: u32 = 5;
 
 /// The files every report writes, whatever its spec.
