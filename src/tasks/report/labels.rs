@@ -1,6 +1,7 @@
-//! Axis titles for plots: a column's name in words, with its unit (the
-//! book's Reports chapter lists them). A column not in the table keeps its
-//! name, with a unit read from its suffix where it has one.
+//! Axis titles and tick labels for plots. A title is a column's name in
+//! words, with its unit (the book's Reports chapter lists them); a column
+//! not in the table keeps its name, with a unit read from its suffix where
+//! it has one.
 
 /// Named columns: the study's headline metrics and params.
 const NAMED: &[(&str, &str)] = &[
@@ -61,6 +62,33 @@ pub(super) fn axis_label(column: &str) -> String {
             || column.to_owned(),
             |(_, unit)| format!("{column} ({unit})"),
         )
+}
+
+/// A tick's label: the value (on a log axis, `10^value`) with four
+/// significant digits and no trailing zeros (`1`, `64`, `0.25`), 10,000
+/// and more with an SI prefix (`12k`, `2.5M`).
+pub(super) fn tick(value: f64, log: bool) -> String {
+    let v = if log { 10f64.powf(value) } else { value };
+    let v = if (v - v.round()).abs() < 1e-9 * v.abs().max(1.0) {
+        v.round()
+    } else {
+        v
+    };
+    // Large values with an SI prefix: 12k, 2.5M, 500M, 1G.
+    if v.abs() >= 1e4 {
+        const PREFIXES: [&str; 5] = ["k", "M", "G", "T", "P"];
+        let step = ((v.abs().log10().floor() as usize) / 3).clamp(1, PREFIXES.len());
+        let mantissa = v / 10f64.powi(3 * step as i32);
+        let m = format!("{mantissa:.3}");
+        let m = m.trim_end_matches('0').trim_end_matches('.');
+        return format!("{m}{}", PREFIXES[step - 1]);
+    }
+    let text = super::cell::format_sig(v);
+    if text.contains('.') && !text.contains('e') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 
 use super::cell::Cell;
 use super::compare::{same, table_column};
+use super::labels::tick;
 use super::spec::Plot;
 use super::table::Table;
 use super::write::write_atomic;
@@ -268,32 +269,6 @@ fn range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
         lo.abs().max(1.0) * 0.1
     };
     (lo - pad)..(hi + pad)
-}
-
-/// A tick's label: the value (on a log axis, `10^value`) with four
-/// significant digits and no trailing zeros (`1`, `64`, `0.25`, `1e-06`).
-fn tick(value: f64, log: bool) -> String {
-    let v = if log { 10f64.powf(value) } else { value };
-    let v = if (v - v.round()).abs() < 1e-9 * v.abs().max(1.0) {
-        v.round()
-    } else {
-        v
-    };
-    // Large values with an SI prefix: 12k, 2.5M, 500M, 1G.
-    if v.abs() >= 1e4 {
-        const PREFIXES: [&str; 5] = ["k", "M", "G", "T", "P"];
-        let step = ((v.abs().log10().floor() as usize) / 3).clamp(1, PREFIXES.len());
-        let mantissa = v / 10f64.powi(3 * step as i32);
-        let m = format!("{mantissa:.3}");
-        let m = m.trim_end_matches('0').trim_end_matches('.');
-        return format!("{m}{}", PREFIXES[step - 1]);
-    }
-    let text = super::cell::format_sig(v);
-    if text.contains('.') && !text.contains('e') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
 }
 
 fn draw<DB: DrawingBackend>(
