@@ -202,8 +202,8 @@ impl Bench {
         }
     }
 
-    /// Every stale node's reasons, as `status` plans them.
-    fn stale(&self) -> BTreeMap<String, Vec<Reason>> {
+    /// Every node's evaluation, as `status` plans them.
+    fn plan(&self) -> HashMap<usize, super::plan::Evaluation> {
         let store = self.store();
         let states = store.load_states().unwrap();
         let ev = Evaluator {
@@ -213,8 +213,13 @@ impl Bench {
             env: &self.env,
         };
         let selection: Vec<usize> = (0..self.graph.nodes.len()).collect();
-        let plan = super::plan::plan(&ev, &self.graph, &selection).unwrap();
-        plan.into_iter()
+        super::plan::plan(&ev, &self.graph, &selection).unwrap()
+    }
+
+    /// Every stale node's reasons, as `status` plans them.
+    fn stale(&self) -> BTreeMap<String, Vec<Reason>> {
+        self.plan()
+            .into_iter()
             .filter(|(_, e)| e.verdict.is_stale())
             .map(|(i, e)| (self.graph.nodes[i].id.clone(), e.verdict.reasons().to_vec()))
             .collect()

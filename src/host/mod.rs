@@ -4,5 +4,6 @@
 //! all ask it; it asks nothing of them.
 
 pub mod env;
+pub mod process;
 pub mod software;
 pub mod torch_exe;

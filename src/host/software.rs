@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Run by the interpreter: versions from the installed packages' metadata
 /// (nothing is imported, so the probe costs the interpreter's start and a
@@ -64,48 +63,23 @@ fn probe_python(interpreter: &str, root: &Path) -> Result<Facets, String> {
     } else {
         interpreter.into()
     };
-    let mut child = Command::new(&program)
-        .args(["-c", PYTHON_PROBE])
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let args = ["-c".to_owned(), PYTHON_PROBE.to_owned()];
+    let out = super::process::run(program.as_os_str(), interpreter, &args, Some(root), TIMEOUT)
         .map_err(|e| {
             format!(
                 "cannot run the Python interpreter `{interpreter}` its `env` names: {e} \
                  (name an interpreter on PATH, or a path relative to the workspace root)"
             )
         })?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "the Python interpreter `{interpreter}` did not answer its version probe within {} s",
-                    TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("waiting for `{interpreter}`: {e}")),
-        }
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("reading `{interpreter}`'s answer: {e}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().last().unwrap_or("").trim();
+    if !out.ok {
+        let last = out.stderr.lines().last().unwrap_or("").trim();
         return Err(format!(
-            "the Python interpreter `{interpreter}` failed its version probe ({}): {last}",
-            out.status
+            "the Python interpreter `{interpreter}` failed its version probe (exit {}): {last}",
+            out.code.map_or("by a signal".to_owned(), |c| c.to_string())
         ));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let doc: BTreeMap<String, String> = text
+    let doc: BTreeMap<String, String> = out
+        .stdout
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str(l.trim()).ok())

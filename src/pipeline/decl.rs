@@ -472,16 +472,6 @@ fn read_needs(
     Ok(())
 }
 
-fn read_task(
-    _: &Sources,
-    _: &Ident,
-    value: &Node,
-    stage: &mut StageDecl,
-) -> Result<(), PipelineError> {
-    stage.task = Some(value.clone());
-    Ok(())
-}
-
 /// `description: "…"`: for people (and the study page); nothing to keep here.
 fn read_description(
     _: &Sources,
@@ -492,47 +482,32 @@ fn read_description(
     Ok(())
 }
 
-fn read_slurm(
-    _: &Sources,
-    _: &Ident,
-    value: &Node,
-    stage: &mut StageDecl,
-) -> Result<(), PipelineError> {
-    stage.slurm = Some(value.clone());
-    Ok(())
+/// Keys whose value is read with the file's params when the stage expands:
+/// the node is kept as written.
+macro_rules! keep_node {
+    ($($(#[$doc:meta])* $name:ident => $field:ident;)*) => {$(
+        $(#[$doc])*
+        fn $name(
+            _: &Sources,
+            _: &Ident,
+            value: &Node,
+            stage: &mut StageDecl,
+        ) -> Result<(), PipelineError> {
+            stage.$field = Some(value.clone());
+            Ok(())
+        }
+    )*};
 }
 
-fn read_placement(
-    _: &Sources,
-    _: &Ident,
-    value: &Node,
-    stage: &mut StageDecl,
-) -> Result<(), PipelineError> {
-    stage.placement = Some(value.clone());
-    Ok(())
-}
-
-/// `repeat: N` (a number, or `"${param}"`): read with the params when the
-/// stage expands.
-fn read_repeat(
-    _: &Sources,
-    _: &Ident,
-    value: &Node,
-    stage: &mut StageDecl,
-) -> Result<(), PipelineError> {
-    stage.repeat = Some(value.clone());
-    Ok(())
-}
-
-/// `precision: (…)`: read with the params when the stage expands.
-fn read_precision(
-    _: &Sources,
-    _: &Ident,
-    value: &Node,
-    stage: &mut StageDecl,
-) -> Result<(), PipelineError> {
-    stage.precision = Some(value.clone());
-    Ok(())
+keep_node! {
+    read_task => task;
+    read_slurm => slurm;
+    read_placement => placement;
+    /// `repeat: N` (a number, or `"${param}"`): read with the params when the
+    /// stage expands.
+    read_repeat => repeat;
+    /// `precision: (…)`: read with the params when the stage expands.
+    read_precision => precision;
 }
 
 pub(super) fn check_duplicates(

@@ -5,10 +5,8 @@
 //! treat a failed query as "unknown, keep waiting", never as success.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many times each command ran (for `build --json`'s summary and the
 /// benchmark): sbatch, squeue, sacct, scancel, scontrol.
@@ -45,14 +43,7 @@ impl Calls {
     }
 }
 
-/// What a finished command printed.
-#[derive(Debug)]
-pub struct Output {
-    pub ok: bool,
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
+pub use crate::host::process::Output;
 
 /// How SLURM's commands are run: [`Real`] runs them; the executor's tests
 /// script a cluster behind this.
@@ -90,52 +81,7 @@ pub fn run(
 
 /// Runs `program args…`, killing it after `limit`.
 fn run_process(program: &str, args: &[String], limit: Duration) -> Result<Output, String> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("`{program}` could not start: {e}"))?;
-    // Drain both pipes on threads, so a chatty command never blocks.
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(o) = out.as_mut() {
-            let _ = o.read_to_string(&mut s);
-        }
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "`{program}` did not answer within {} s",
-                    limit.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("`{program}`: {e}")),
-        }
-    };
-    Ok(Output {
-        ok: status.success(),
-        code: status.code(),
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
-    })
+    crate::host::process::run(program.as_ref(), program, args, None, limit)
 }
 
 /// Whether a program is on `PATH`.

@@ -123,16 +123,8 @@ fn the_plan_says_why_a_repetition_runs_and_why_it_does_not() {
         stale.keys()
     );
     b.build(Opts::default());
-    let store = b.store();
-    let states = store.load_states().unwrap();
-    let ev = Evaluator {
-        root: b.root(),
-        store: Some(&store),
-        states: &states,
-        env: &b.env,
-    };
     let all: Vec<usize> = (0..b.graph.nodes.len()).collect();
-    let plan = crate::engine::plan::plan(&ev, &b.graph, &all).unwrap();
+    let plan = b.plan();
     let verdict = |id: &str| &plan[&b.idx(id)].verdict;
     assert!(
         matches!(verdict("bench[m=a,rep=4]"), Verdict::Unneeded(w) if w.starts_with("precise"))
@@ -247,16 +239,7 @@ fn a_stage_that_follows_a_repetition_is_not_needed_with_it() {
     assert_eq!(skipped.len(), 10, "5 repetitions and their 5 followers");
     assert!(o.started().contains(&"post[m=b,rep=6]".to_string()));
     assert!(b.stale().is_empty(), "{:?}", b.stale());
-    let store = b.store();
-    let states = store.load_states().unwrap();
-    let ev = Evaluator {
-        root: b.root(),
-        store: Some(&store),
-        states: &states,
-        env: &b.env,
-    };
-    let all: Vec<usize> = (0..b.graph.nodes.len()).collect();
-    let plan = crate::engine::plan::plan(&ev, &b.graph, &all).unwrap();
+    let plan = b.plan();
     assert!(matches!(
         &plan[&b.idx("post[m=c,rep=6]")].verdict,
         Verdict::Unneeded(w) if w == "follows bench[m=c,rep=6], which was not needed"
