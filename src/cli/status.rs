@@ -21,7 +21,7 @@ use crate::workspace::Workspace;
 pub struct StatusArgs {
     /// Stages, node ids, globs or pipeline file stems; none means everything.
     pub targets: Vec<String>,
-    /// Print one JSON object: {"nodes": [...], "summary": {...}}.
+    /// Print one JSON object: {"nodes": [...], "summary": {...}}, and "precision": [...] where a stage has a precision target.
     #[arg(long)]
     pub json: bool,
     /// List every stale node (by default long stages are abbreviated).
