@@ -15,6 +15,8 @@
 //! - [`store`] is the only module that touches `cache/` and `cache/state.sqlite`;
 //! - [`tasks`] are the node kinds; a task gets a context and returns an outcome;
 //!   [`analysis`] computes a trace's metrics, [`trace`] reads and writes trace files;
+//!   [`telemetry`] watches the GPU and the host while a task times its batches
+//!   and gives the run its verdict;
 //! - [`graph`] is plain data: node ids, edges, selection of targets;
 //! - [`config`] the workspace's and stages' cluster settings, as plain data;
 //!   [`host`] this machine's environment fingerprint and libtorch executable;
@@ -53,6 +55,7 @@ pub(crate) mod store;
 pub(crate) mod suggest;
 pub mod tabular;
 pub mod tasks;
+pub mod telemetry;
 pub mod trace;
 pub mod value;
 pub(crate) mod workspace;

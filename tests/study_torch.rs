@@ -284,3 +284,73 @@ fn the_torch_free_vitgraph_runs_libtorch_nodes_in_vitgraph_torch() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("vitgraph-torch"), "{text}");
 }
+
+/// Whether `taskset` runs here and the machine has a core to spare, so a
+/// task pinned to core 0 is pinned.
+fn taskset_pins() -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores > 1
+        && Command::new("taskset")
+            .args(["-c", "0", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_busy_core_under_a_pinned_run_makes_it_intruded_and_stale() {
+    if !taskset_pins() {
+        eprintln!("skipped: needs `taskset` and more than one core");
+        return;
+    }
+    let study = Study::new();
+    std::fs::write(
+        study.dir.path().join("pipelines/intrude.ron"),
+        r#"(stages: {
+            "intrude": Stage(task: Vit((model: "vit16x2x64", image_size: 32, num_classes: 10,
+                                        batch: 1, samples: 4000, warmup: 3, device: "cpu"))),
+        })"#,
+    )
+    .expect("write the pipeline");
+    // Another process spinning on the core the task is pinned to.
+    let mut burner = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("start the burner");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0"]).arg(common::exe());
+    if let (Some(_), Some(torch)) = (
+        common::lean_exe(),
+        option_env!("CARGO_BIN_EXE_vitgraph-torch"),
+    ) {
+        cmd.env("VITGRAPH_TORCH_EXE", torch);
+    }
+    let out = cmd
+        .args(["build", "intrude"])
+        .current_dir(study.dir.path())
+        .env("NO_COLOR", "1")
+        .output();
+    let _ = burner.kill();
+    let _ = burner.wait();
+    let out = out.expect("run vitgraph");
+    assert!(out.status.success(), "{out:?}");
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(study.dir.path().join("out/intrude/results.json")).expect("results.json"),
+    )
+    .expect("JSON");
+    let host = &results["telemetry"]["host"];
+    assert_eq!(host["cores"], serde_json::json!([0]), "{host}");
+    assert_eq!(host["pinned"], true);
+    assert!(host["foreign_cores"].as_f64().unwrap() > 0.25, "{host}");
+    assert_eq!(results["validity"]["verdict"], "invalid", "{results}");
+    assert_eq!(results["validity"]["flags"][0]["kind"], "intruded");
+    let status = study.ok(&["status", "intrude"]);
+    assert!(
+        status.contains("invalid") && status.contains("intruded: other work took"),
+        "{status}"
+    );
+    let explain = study.ok(&["explain", "intrude"]);
+    assert!(
+        explain.contains("measured 1 of at most 3 times"),
+        "{explain}"
+    );
+}

@@ -304,6 +304,8 @@ fn task_results() -> Value {
         copy_stream: false,
         traced_batches: 0,
         cuda_graph: None,
+        spans: vec![(0.0, 150.0), (150.0, 310.0), (310.0, 480.0)],
+        recording: Default::default(),
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes")
@@ -324,7 +326,71 @@ fn two_gpu_batches(config: &vitgraph::tasks::vit::VitConfig) -> results::Measure
         copy_stream: false,
         traced_batches: 0,
         cuda_graph: None,
+        spans: vec![(0.0, 1.0), (1.0, 2.0)],
+        recording: Default::default(),
     }
+}
+
+#[test]
+fn batches_taken_while_throttled_leave_the_summary_and_are_counted() {
+    use vitgraph::tasks::vit::VitSpec;
+    use vitgraph::telemetry::{Reading, Recording, Sample};
+    let spec: VitSpec = ron::from_str(
+        r#"(model: "vit16x1x64", image_size: 32, batch: 2, samples: 6, device: "cuda")"#,
+    )
+    .expect("parses");
+    let config = spec.resolve().expect("valid");
+    let env = vitgraph::host::env::probe();
+    let at = |t_ms: f64, reasons: u64| Sample {
+        t_ms,
+        reading: Reading {
+            sm_mhz: 1980,
+            reasons,
+            processes: vec![std::process::id()],
+            ..Reading::default()
+        },
+    };
+    let m = results::Measurement {
+        images: 6,
+        batch_ms: vec![1.0, 9.0, 1.2],
+        forward_ms: vec![0.7, 8.0, 0.8],
+        spans: vec![(0.0, 1.0), (1.0, 10.0), (10.0, 11.2)],
+        // A power cap (reason 0x4) read only while the second batch ran.
+        recording: Recording {
+            source: "script".into(),
+            samples: vec![
+                at(-0.5, 0),
+                at(0.9, 0),
+                at(5.0, 0x4),
+                at(10.5, 0),
+                at(11.5, 0),
+            ],
+            host: None,
+            pid: std::process::id(),
+            read_us: Vec::new(),
+            waited: None,
+        },
+        ..two_gpu_batches(&config)
+    };
+    let v = serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
+        .expect("serializes");
+    assert_eq!(v["latency_samples_ms"], serde_json::json!([1.0, 1.2]));
+    assert_eq!(v["forward_samples_ms"], serde_json::json!([0.7, 0.8]));
+    assert_eq!(v["latency_ms"]["max"], 1.2);
+    let validity = &v["validity"];
+    assert_eq!(validity["verdict"], "invalid");
+    assert_eq!(validity["excluded_batches"], serde_json::json!([1]));
+    assert_eq!(validity["excluded_latency_ms"], serde_json::json!([9.0]));
+    assert_eq!(validity["flags"][0]["kind"], "throttled");
+    assert_eq!(
+        v["telemetry"]["batch_reasons"],
+        serde_json::json!([0, 4, 0])
+    );
+    assert_eq!(
+        v["telemetry"]["reasons_seen"],
+        serde_json::json!(["sw_power_cap"])
+    );
+    results::check(&v).expect("a run with excluded batches still passes the schema check");
 }
 
 #[test]

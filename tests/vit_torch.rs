@@ -248,6 +248,11 @@ fn opbench_on_the_cpu_reports_time_and_rates() {
         assert!(r["gbps"].as_f64().expect("gbps") > 0.0, "{text}");
         assert_eq!(r["tflops"].is_number(), has_flops, "{text}");
         assert!(r["env"]["key_facets"].is_object());
+        // Five repetitions are too few to summarise well, not a reason to
+        // measure again; on the CPU there are no GPU readings.
+        assert_eq!(r["validity"]["verdict"], "valid", "{text}: {r}");
+        assert_eq!(r["validity"]["flags"][0]["kind"], "undersampled");
+        assert_eq!(r["telemetry"]["batch_sm_mhz"].as_array().map(Vec::len), Some(5));
     }
 }
 

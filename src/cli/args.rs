@@ -46,6 +46,10 @@ pub struct BuildArgs {
     /// Seed of the shuffled order of configurations within each round of repetitions.
     #[arg(long, value_name = "N", conflicts_with = "no_interleave")]
     pub interleave_seed: Option<u64>,
+    /// Keep runs whose telemetry says they are invalid (throttled, intruded, warming)
+    /// instead of measuring them again; for this build only.
+    #[arg(long)]
+    pub accept_invalid: bool,
     #[command(flatten)]
     pub slurm: SlurmFlags,
 }

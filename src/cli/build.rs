@@ -203,6 +203,7 @@ fn options(
             args.interleave_seed
                 .unwrap_or(crate::engine::INTERLEAVE_SEED)
         }),
+        accept_invalid: args.accept_invalid,
     })
 }
 
@@ -293,6 +294,7 @@ fn dry_run(
         store,
         states: &states,
         env,
+        accept_invalid: false,
     };
     let planned = plan(&ev, graph, selection)?;
     let selected: HashSet<usize> = selection.iter().copied().collect();

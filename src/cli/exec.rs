@@ -66,6 +66,7 @@ pub(super) fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Re
         only: Some([idx].into_iter().collect()),
         retries: 0,
         interleave: None,
+        accept_invalid: false,
     };
     let executor = Arc::new(Local::noting_groups(&store));
     let builder = Builder {

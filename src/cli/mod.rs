@@ -38,6 +38,9 @@ VITGRAPH_TIMINGS      print where a command's time goes\n  \
 VITGRAPH_COPY_STREAMS `0`: `Vit`'s Async flow copies on the compute stream, not on copy streams\n  \
 VITGRAPH_CUPTI_API    how `trace: Cupti` records API calls: callback (default), activity, none\n  \
 VITGRAPH_CUPTI_KINDS  the activity kinds `trace: Cupti` enables (kernel,memcpy,memset)\n  \
+VITGRAPH_TELEMETRY    `0`: no GPU sampling during `Vit`'s timed window\n  \
+VITGRAPH_TELEMETRY_AB `N`: the GPU sampler pauses in every other block of N batches (its cost)\n  \
+VITGRAPH_TELEMETRY_SCRIPT  GPU readings played from a JSON file instead of NVML\n  \
 VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
 )]
 pub struct Cli {

@@ -103,6 +103,7 @@ pub(super) fn planned(
         store: store.as_ref(),
         states: &states,
         env,
+        accept_invalid: false,
     };
     let evals = plan(&ev, &graph, &selection)?;
     t.lap("plan");
@@ -180,7 +181,8 @@ fn judged_by_session(
         return Ok(None);
     };
     t.lap("what the change reaches");
-    let judged = crate::engine::judge_reached(graph, &ws.root, &store, &HostEnv::new(), &inc)?;
+    let judged =
+        crate::engine::judge_reached(graph, &ws.root, &store, &HostEnv::new(), &inc, false)?;
     t.lap(&format!(
         "judge the changed ({} of {} nodes)",
         inc.dirty.len(),

@@ -31,6 +31,8 @@ pub(super) struct Ctx<'a> {
     pub incremental: Option<&'a Incremental>,
     /// Nodes `--force` runs even when fresh.
     pub force: &'a HashSet<NodeIdx>,
+    /// `--accept-invalid`.
+    pub accept_invalid: bool,
 }
 
 /// What an incremental build starts from (see `noop::Snapshot::Changed`):
@@ -154,6 +156,7 @@ fn plan_up_front(
         store: Some(b.store),
         states,
         env: b.env,
+        accept_invalid: b.accept_invalid,
     };
     match super::plan::plan(&ev, b.graph, selection) {
         Ok(p) => p
@@ -292,6 +295,7 @@ pub(crate) fn judge_reached(
     store: &Store,
     env: &dyn EnvProbe,
     inc: &Incremental,
+    accept_invalid: bool,
 ) -> Result<Option<HashMap<NodeIdx, Evaluation>>, JudgeError> {
     let Some(loaded) = load_reached(graph, root, store, inc).map_err(JudgeError::from)? else {
         return Ok(None);
@@ -301,6 +305,7 @@ pub(crate) fn judge_reached(
         store: Some(store),
         states: &loaded.states,
         env,
+        accept_invalid,
     };
     let known = |d: NodeIdx| loaded.manifests.get(&graph.nodes[d].id).copied();
     // The nodes in stage order, as a full plan would judge them.
@@ -369,6 +374,7 @@ pub(super) fn refresh_snapshot(
         store: Some(b.store),
         states: &states,
         env: b.env,
+        accept_invalid: b.accept_invalid,
     };
     let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, known) else {
         return;

@@ -11,6 +11,7 @@
 //! - [`failure`]: why a node failed, as a value;
 //! - [`env`]: the environment fingerprint seen by keys;
 //! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning;
+//! - [`validity`]: a run whose telemetry says it is invalid is measured again;
 //! - [`session`]: what a command judges: the snapshot, incremental judging or the full plan.
 
 pub(crate) mod env;
@@ -38,3 +39,4 @@ pub(crate) mod spawn;
 pub(crate) mod standing;
 #[cfg(test)]
 mod tests;
+pub(crate) mod validity;

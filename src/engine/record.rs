@@ -35,13 +35,21 @@ pub(crate) fn stage(
     store: &Store,
     f: Finished<'_>,
 ) -> Result<(StagedRun, Materialized), StoreError> {
+    // A run measured invalid carries its verdict in its record; the run it
+    // replaces says how many times in a row the key was.
+    let before = if f.replace {
+        store.run_for_key(&f.key)?
+    } else {
+        None
+    };
+    let env = super::validity::record_env(f.env, f.staging, before.as_ref());
     let new = NewRun {
         node_id: f.node_id,
         stage: f.stage,
         key: f.key,
         key_parts: f.key_parts,
         outputs: f.outputs,
-        env: f.env,
+        env: env.as_ref().unwrap_or(f.env),
         started_at_ms: f.started_at_ms,
         duration_ms: f.duration_ms,
         log: Some(f.log),

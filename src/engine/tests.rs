@@ -19,6 +19,7 @@ use crate::store::Store;
 
 mod precision;
 mod repeat;
+mod validity;
 
 struct FakeEnv(BTreeMap<String, String>);
 
@@ -53,6 +54,8 @@ struct Opts {
     retries: u32,
     /// The rounds' seed; None: `--no-interleave`.
     interleave: Option<u64>,
+    /// `--accept-invalid`.
+    accept_invalid: bool,
     /// Fires the build's interrupt when an event matches.
     interrupt_when: Option<Box<When>>,
 }
@@ -67,6 +70,7 @@ impl Default for Opts {
             only: None,
             retries: 0,
             interleave: Some(super::INTERLEAVE_SEED),
+            accept_invalid: false,
             interrupt_when: None,
         }
     }
@@ -173,6 +177,7 @@ impl Bench {
                 .map(|ids| ids.iter().map(|id| self.idx(id)).collect()),
             retries: o.retries,
             interleave: o.interleave,
+            accept_invalid: o.accept_invalid,
         };
         let builder = Builder {
             graph: &self.graph,
@@ -211,6 +216,7 @@ impl Bench {
             store: Some(&store),
             states: &states,
             env: &self.env,
+            accept_invalid: false,
         };
         let selection: Vec<usize> = (0..self.graph.nodes.len()).collect();
         super::plan::plan(&ev, &self.graph, &selection).unwrap()
@@ -683,6 +689,7 @@ fn key_of(b: &Bench, id: &str) -> (crate::hash::ContentHash, super::key::KeyPart
         store: Some(&store),
         states: &states,
         env: &b.env,
+        accept_invalid: false,
     };
     let e = ev.evaluate(&b.graph.nodes[b.idx(id)], &[]).unwrap();
     e.key.unwrap()
@@ -951,6 +958,7 @@ impl Bench {
                 only: None,
                 retries: 0,
                 interleave: None,
+                accept_invalid: false,
             },
             lanes: vec![super::schedule::Lane::machine(Arc::new(self.fake.clone()))],
             lane_of: Vec::new(),
@@ -1144,7 +1152,7 @@ fn status_judges_what_a_change_reached_as_a_full_plan_does() {
     let store = session
         .take_store()
         .expect("the store the snapshot was checked in");
-    let reached = super::judge_reached(&b.graph, b.root(), &store, &b.env, &inc)
+    let reached = super::judge_reached(&b.graph, b.root(), &store, &b.env, &inc, false)
         .unwrap()
         .expect("the store did not move");
     let full = b.stale();

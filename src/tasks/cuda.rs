@@ -65,6 +65,24 @@ pub fn device_memory_used() -> Option<u64> {
         .map(|(free, total)| (total - free) as u64)
 }
 
+/// The PCI bus id of CUDA device `index` (`00000000:19:00.0`), as NVML
+/// takes it; `None` where the driver cannot say.
+pub fn pci_bus_id(index: usize) -> Option<String> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    std::panic::catch_unwind(|| {
+        cudarc::driver::result::init().ok()?;
+        let dev = cudarc::driver::result::device::get(index as i32).ok()?;
+        // SAFETY: `dev` came from cuDeviceGet.
+        let attr = |a| unsafe { cudarc::driver::result::device::get_attribute(dev, a) }.ok();
+        let domain = attr(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+        let bus = attr(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+        let device = attr(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+        Some(format!("{domain:08x}:{bus:02x}:{device:02x}.0"))
+    })
+    .ok()
+    .flatten()
+}
+
 /// Peak resident memory of this process (`VmHWM`), for CPU runs.
 pub fn host_peak_memory() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

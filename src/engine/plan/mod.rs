@@ -42,6 +42,9 @@ pub(crate) enum ReasonKind {
     /// A repetition of a configuration whose interval is still wider than
     /// its stage's precision target, with budget left.
     Imprecise,
+    /// The recorded run's telemetry says it is invalid (throttled,
+    /// intruded, warming), and it may be measured again.
+    Invalid,
 }
 
 impl ReasonKind {
@@ -59,6 +62,7 @@ impl ReasonKind {
             ReasonKind::OutputModified => "output_modified",
             ReasonKind::ObjectDamaged => "object_damaged",
             ReasonKind::Imprecise => "imprecise",
+            ReasonKind::Invalid => "invalid",
         }
     }
 }
@@ -218,6 +222,8 @@ pub(crate) struct Evaluator<'a> {
     pub store: Option<&'a Store>,
     pub states: &'a HashMap<String, NodeState>,
     pub env: &'a dyn EnvProbe,
+    /// `--accept-invalid`: an invalid run is kept as it is.
+    pub accept_invalid: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -351,15 +357,9 @@ impl<'a> Evaluator<'a> {
             return Ok(self.finish(node, parts, key, pending.is_empty(), reasons));
         };
         if last.key == key && pending.is_empty() {
-            return Ok(match self.check_outputs(node, last)? {
-                None => Evaluation {
-                    key: Some((key, parts)),
-                    verdict: Verdict::Fresh(last.clone()),
-                },
-                Some(r) => Evaluation {
-                    key: Some((key, parts)),
-                    verdict: Verdict::Restore(last.clone(), vec![r]),
-                },
+            return Ok(Evaluation {
+                key: Some((key, parts)),
+                verdict: self.judge_run(node, last)?,
             });
         }
         if recorded.is_none() {
@@ -376,6 +376,24 @@ impl<'a> Evaluator<'a> {
             ));
         }
         Ok(self.finish(node, parts, key, pending.is_empty(), reasons))
+    }
+
+    /// The verdict on the node's run for its current key: stale when the
+    /// run is invalid and may be measured again (see `validity`), to
+    /// restore when its outputs are not intact, else fresh.
+    fn judge_run(&self, node: &Node, run: &RunRecord) -> Result<Verdict, StoreError> {
+        let invalid =
+            super::validity::of_run(run).and_then(|i| i.stale_reason(self.accept_invalid));
+        if let Some(detail) = invalid {
+            return Ok(Verdict::Stale(vec![Reason::new(
+                ReasonKind::Invalid,
+                detail,
+            )]));
+        }
+        Ok(match self.check_outputs(node, run)? {
+            None => Verdict::Fresh(run.clone()),
+            Some(r) => Verdict::Restore(run.clone(), vec![r]),
+        })
     }
 
     /// The parts recorded with a run (fetched from the store when not loaded).

@@ -55,6 +55,8 @@ pub(crate) struct BuildOptions {
     /// The seed of the rounds repetitions run in (see [`order`]); None
     /// runs them as they come (`--no-interleave`).
     pub interleave: Option<u64>,
+    /// `--accept-invalid`: keep invalid runs instead of measuring them again.
+    pub accept_invalid: bool,
 }
 
 pub(crate) use order::DEFAULT_SEED as INTERLEAVE_SEED;
@@ -133,9 +135,12 @@ impl<'a> Builder<'a> {
             root: &self.root,
             store: &self.store,
             env: self.env,
-            noop: self.noop,
+            // A build that keeps invalid runs vouches for nothing: a
+            // command without the flag would find them stale.
+            noop: self.noop.filter(|_| !self.options.accept_invalid),
             incremental: self.incremental.as_ref(),
             force: &self.options.force,
+            accept_invalid: self.options.accept_invalid,
         }
     }
 
@@ -381,6 +386,7 @@ impl<'b, 'a> Build<'b, 'a> {
             store: Some(&b.store),
             states: &self.states,
             env: b.env,
+            accept_invalid: b.options.accept_invalid,
         };
         let evaluation = match ev.evaluate(node, &upstream) {
             Ok(e) => e,
@@ -454,8 +460,9 @@ impl<'b, 'a> Build<'b, 'a> {
                         idx: i,
                         key,
                         parts,
+                        // An invalid run is measured again in its place.
+                        replace: forced || reasons.iter().any(|r| r.kind == ReasonKind::Invalid),
                         reasons,
-                        replace: forced,
                     },
                 );
                 true

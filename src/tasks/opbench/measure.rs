@@ -11,6 +11,7 @@ use crate::host::env;
 use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::vit::spec::{Device as SpecDevice, Dtype};
+use crate::telemetry::{self, verdict};
 
 fn torch_error(during: &'static str) -> impl Fn(tch::TchError) -> TaskError {
     move |e| TaskError::Torch {
@@ -77,13 +78,22 @@ fn measure_op(
         bytes,
         mut run,
     } = built?;
+    let mut probe = crate::tasks::vit::measure::telemetry_probe(device);
+    let waited = match &mut probe {
+        Ok(p) if device.is_cuda() => telemetry::wait_until_alone(p.as_mut(), telemetry::gpu_wait()),
+        _ => None,
+    };
+    let mut monitor = None;
     let timed = timing::time_runs(
         device,
         spec.warmup,
         spec.repeats,
         &mut run,
         torch_error("running the operator"),
+        // After the warm-up: the window the repetitions are timed in.
+        || monitor = Some(telemetry::Monitor::start(probe, std::time::Instant::now())),
     );
+    let recording = monitor.map(|m| m.finish(telemetry::probe_source(), waited));
     let samples = match timed {
         Ok(samples) => samples,
         // A forced backend the device or shape cannot run is a result, not a crash.
@@ -94,7 +104,24 @@ fn measure_op(
         }
         Err(e) => return Err(e),
     };
-    let times = Times::from_ms(&samples);
+    // The repetitions ran back to back on the device from the window's
+    // start: each one's span is where the sums of the times before it put it.
+    let mut end = 0.0;
+    let spans: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|ms| {
+            end += ms;
+            (end - ms, end)
+        })
+        .collect();
+    let (telemetry, validity) = verdict::judge(&recording.unwrap_or_default(), &spans, &samples);
+    let kept: Vec<f64> = samples
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !validity.excluded_batches.contains(i))
+        .map(|(_, v)| *v)
+        .collect();
+    let times = Times::from_ms(&kept);
     let seconds = times.median / 1e3;
     let tflops = (flops > 0.0 && seconds > 0.0).then(|| flops / seconds / 1e12);
     let gbps = (seconds > 0.0).then(|| bytes / seconds / 1e9);
@@ -109,6 +136,8 @@ fn measure_op(
         json!(calibration.and_then(|c| gbps.map(|g| g / c.copy_gbps)));
     doc["fraction_of_matmul_rate"] =
         json!(calibration.and_then(|c| tflops.map(|t| t / c.matmul_tflops)));
+    doc["telemetry"] = json!(telemetry);
+    doc["validity"] = json!(validity);
     Ok(doc)
 }
 
@@ -152,6 +181,7 @@ fn calibrate(spec: &OpBenchSpec, device: Device) -> Result<Value, TaskError> {
         spec.repeats.clamp(1, 50),
         |_| dst.f_copy_(&src).map(drop),
         torch_error("copying"),
+        || (),
     )?;
     let copy = Times::from_ms(&copy);
     drop((src, dst));
@@ -169,6 +199,7 @@ fn calibrate(spec: &OpBenchSpec, device: Device) -> Result<Value, TaskError> {
         spec.repeats.clamp(1, 50),
         &mut run,
         torch_error("the matmul"),
+        || (),
     )?;
     let matmul = Times::from_ms(&matmul);
     let copy_gbps = 2.0 * (elements as f64 * 2.0) / (copy.median / 1e3) / 1e9;

@@ -17,18 +17,21 @@ fn driver_error(what: &str) -> impl Fn(cudarc::driver::DriverError) -> TaskError
 }
 
 /// Runs `f(i)` `warmup` times untimed, then `repeats` times timed; returns
-/// each timed repetition's duration in ms.
+/// each timed repetition's duration in ms. `timed` is called between the
+/// two, with the device idle.
 pub fn time_runs<E>(
     device: Device,
     warmup: u32,
     repeats: u32,
     mut f: impl FnMut(usize) -> Result<(), E>,
     to_error: impl Fn(E) -> TaskError,
+    timed: impl FnOnce(),
 ) -> Result<Vec<f64>, TaskError> {
     for i in 0..warmup as usize {
         f(i).map_err(&to_error)?;
     }
     sync(device);
+    timed();
     match device {
         Device::Cuda(_) => time_cuda(repeats, &mut f, &to_error),
         _ => (0..repeats as usize)

@@ -14,6 +14,7 @@ use super::spec::{Device as SpecDevice, Dtype, Graph, Pipeline, Preprocess, VitC
 use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::nvtx::Nvtx;
+use crate::telemetry::{self, Monitor};
 
 /// Distinct source batches, rotated so that inputs are not one buffer.
 const SOURCE_POOL: usize = 4;
@@ -67,6 +68,13 @@ struct Runner<'a> {
     copy_stream: bool,
     /// `graph: Cuda`, once captured.
     graph: Option<Graphed>,
+    /// The timed window's start, once it has begun.
+    origin: Option<Instant>,
+    /// When each timed batch ran, in ms since `origin`.
+    spans: Vec<(f64, f64)>,
+    /// The sampler and its A/B block size (see [`telemetry::ab_block`]),
+    /// while the timed batches run.
+    monitor: Option<(Monitor, Option<usize>)>,
 }
 
 /// The captured forward pass and the buffers it reads and writes: each
@@ -167,6 +175,13 @@ pub fn measure(
 ) -> Result<Measurement, TaskError> {
     let device = device(config)?;
     let kind = kind(config.dtype);
+    // NVML is opened before anything is timed, and a GPU busy with another
+    // process is waited for (bounded) before the model is built.
+    let mut probe = telemetry_probe(device);
+    let waited = match &mut probe {
+        Ok(p) if device.is_cuda() => telemetry::wait_until_alone(p.as_mut(), telemetry::gpu_wait()),
+        _ => None,
+    };
     let _guard = tch::no_grad_guard();
     let _inference = InferenceMode::enter();
     // Create the CUDA context first, so that the baseline excludes it and
@@ -192,6 +207,9 @@ pub fn measure(
         peak_memory: None,
         copy_stream: false,
         graph: None,
+        origin: None,
+        spans: Vec::new(),
+        monitor: None,
     };
     nvtx.range("warmup", |nvtx| {
         runner.run_batches(config.warmup as usize, nvtx, false)
@@ -208,10 +226,14 @@ pub fn measure(
         "measure"
     };
     let start = Instant::now();
+    runner.origin = Some(start);
+    runner.monitor = Some((Monitor::start(probe, start), telemetry::ab_block()));
     nvtx.range(timed, |nvtx| {
         runner.run_batches(config.batches as usize, nvtx, true)
     })?;
     let window_s = start.elapsed().as_secs_f64();
+    let (monitor, _) = runner.monitor.take().expect("started above");
+    let recording = monitor.finish(telemetry::probe_source(), waited);
     let mut traced_batches = 0;
     if let Some(start_trace) = start_trace {
         start_trace()?;
@@ -240,7 +262,23 @@ pub fn measure(
         copy_stream: runner.copy_stream,
         traced_batches,
         cuda_graph: runner.graph.as_ref().map(|g| g.capture),
+        spans: runner.spans,
+        recording,
     })
+}
+
+/// What samples the GPU of a run: NVML for its GPU (found by PCI bus id),
+/// none on the CPU or with `VITGRAPH_TELEMETRY=0` (said in the source).
+pub(crate) fn telemetry_probe(device: Device) -> Result<Box<dyn telemetry::GpuProbe>, String> {
+    if std::env::var_os("VITGRAPH_TELEMETRY").is_some_and(|v| v == "0") {
+        return Err("off (VITGRAPH_TELEMETRY=0)".to_owned());
+    }
+    match device {
+        Device::Cuda(index) => {
+            telemetry::gpu_probe(cuda::pci_bus_id(index).as_deref(), index as u32)
+        }
+        _ => telemetry::cpu_probe(),
+    }
 }
 
 /// `SOURCE_POOL` seeded uint8 batches `[B, 3, S, S]` on the host (pinned when
@@ -495,6 +533,14 @@ impl Runner<'_> {
             self.peak_memory = self.peak_memory.max(cuda::device_memory_used());
         }
         if record {
+            if let Some(origin) = self.origin {
+                let end = telemetry::signed_ms(origin, Instant::now());
+                self.spans.push((end - total, end));
+            }
+            if let Some((monitor, Some(block))) = &self.monitor {
+                // The next batch's block: odd blocks are timed unsampled.
+                monitor.pause((self.spans.len() / block) % 2 == 1);
+            }
             self.batch_ms.push(total);
             self.forward_ms.push(stages[2]);
             for (sum, stage) in self.stage_sum_ms.iter_mut().zip(stages) {

@@ -11,6 +11,8 @@ use super::spec::VitConfig;
 use super::stats::LatencyStats;
 use crate::host::env::Env;
 use crate::tasks::error::TaskError;
+use crate::telemetry::verdict::{self, Telemetry, Validity};
+use crate::telemetry::Recording;
 
 /// What one measured run gives back, before summarising.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +36,10 @@ pub struct Measurement {
     pub traced_batches: u32,
     /// What capturing the CUDA graph cost (`graph: Cuda` only).
     pub cuda_graph: Option<CudaGraphUse>,
+    /// When each measured batch ran, in ms since the window began.
+    pub spans: Vec<(f64, f64)>,
+    /// The GPU and host telemetry of the measured window.
+    pub recording: Recording,
 }
 
 /// `results.json`'s account of `graph: Cuda`: every measured forward pass
@@ -76,8 +82,9 @@ pub struct VitResults {
     pub peak_memory_bytes: Option<u64>,
     /// Achieved arithmetic rate over the measured window.
     pub tflops: f64,
-    /// Every measured batch's latency in milliseconds, in order: what a
-    /// report's bootstrap intervals resample.
+    /// Every measured batch's latency in milliseconds, in order, less the
+    /// batches `validity.excluded_batches` names: what `latency_ms`
+    /// summarises and a report's bootstrap intervals resample.
     pub latency_samples_ms: Vec<f64>,
     /// Every measured batch's forward pass alone (after a device
     /// synchronization), in ms, in order: medians free of the copies.
@@ -99,6 +106,13 @@ pub struct VitResults {
     /// `VITGRAPH_CUPTI_API`, `VITGRAPH_CUPTI_KINDS`); empty for a normal run.
     #[serde(default)]
     pub diagnostics: std::collections::BTreeMap<String, String>,
+    /// What the GPU and the task's cores did during the timed window.
+    /// Absent in files written before telemetry was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
+    /// The run's verdict and the batches left out of the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
 }
 
 impl VitResults {
@@ -110,6 +124,16 @@ impl VitResults {
         } else {
             0.0
         };
+        let (telemetry, validity) = verdict::judge(&m.recording, &m.spans, &m.batch_ms);
+        let kept = |samples: &[f64]| -> Vec<f64> {
+            samples
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !validity.excluded_batches.contains(i))
+                .map(|(_, v)| *v)
+                .collect()
+        };
+        let (batch_ms, forward_ms) = (kept(&m.batch_ms), kept(&m.forward_ms));
         let zero = LatencyStats {
             mean: 0.0,
             median: 0.0,
@@ -130,7 +154,7 @@ impl VitResults {
             flops_per_image: m.flops_per_image,
             images: m.images,
             throughput_images_per_s: throughput,
-            latency_ms: LatencyStats::from_samples(&m.batch_ms, config.seed).unwrap_or(zero),
+            latency_ms: LatencyStats::from_samples(&batch_ms, config.seed).unwrap_or(zero),
             stages_ms: Stages {
                 preprocess,
                 h2d,
@@ -139,8 +163,8 @@ impl VitResults {
             },
             peak_memory_bytes: m.peak_memory_bytes,
             tflops: throughput * m.flops_per_image as f64 / 1e12,
-            latency_samples_ms: m.batch_ms.clone(),
-            forward_samples_ms: m.forward_ms.clone(),
+            latency_samples_ms: batch_ms,
+            forward_samples_ms: forward_ms,
             h2d_on: matches!(config.device, super::spec::Device::Cuda(_)).then(|| {
                 if m.copy_stream {
                     "copy_stream"
@@ -152,6 +176,8 @@ impl VitResults {
             cuda_graph: m.cuda_graph,
             trace: None,
             diagnostics: crate::tasks::diagnostics::current(),
+            telemetry: Some(telemetry),
+            validity: Some(validity),
         }
     }
 }
