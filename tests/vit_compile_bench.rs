@@ -306,6 +306,7 @@ fn task_results() -> Value {
         cuda_graph: None,
         spans: vec![(0.0, 150.0), (150.0, 310.0), (310.0, 480.0)],
         recording: Default::default(),
+        settled: None,
     };
     serde_json::to_value(results::VitResults::new(&config, env.clone(), env, &m))
         .expect("serializes")
@@ -328,6 +329,7 @@ fn two_gpu_batches(config: &vitgraph::tasks::vit::VitConfig) -> results::Measure
         cuda_graph: None,
         spans: vec![(0.0, 1.0), (1.0, 2.0)],
         recording: Default::default(),
+        settled: None,
     }
 }
 

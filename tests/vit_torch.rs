@@ -252,7 +252,10 @@ fn opbench_on_the_cpu_reports_time_and_rates() {
         // measure again; on the CPU there are no GPU readings.
         assert_eq!(r["validity"]["verdict"], "valid", "{text}: {r}");
         assert_eq!(r["validity"]["flags"][0]["kind"], "undersampled");
-        assert_eq!(r["telemetry"]["batch_sm_mhz"].as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            r["telemetry"]["batch_sm_mhz"].as_array().map(Vec::len),
+            Some(5)
+        );
     }
 }
 
@@ -379,4 +382,32 @@ fn without_a_gpu_a_cuda_graph_capture_says_what_is_missing() {
     let report = format!("{:?}", miette::Report::new(err));
     assert!(report.contains("libtorch_cuda.so"), "{report}");
     assert!(report.contains("remove `graph: Cuda`"), "{report}");
+}
+
+#[test]
+fn settle_warms_up_in_blocks_until_the_latency_holds_still_and_says_so() {
+    let _rng = rng();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settling = spec(
+        r#"(model: "vit16x1x64", image_size: 32, num_classes: 10, batch: 1, samples: 5, warmup: 1, device: "cpu", settle: 100)"#,
+    );
+    vit::run(&settling, &context(dir.path())).expect("runs");
+    let r = read_json(&dir.path().join("results.json"));
+    let settle = &r["settle"];
+    let batches = settle["batches"].as_u64().expect("batches");
+    assert!(
+        batches.is_multiple_of(25) && (50..=100).contains(&batches),
+        "{settle}"
+    );
+    match settle["settled"].as_bool() {
+        Some(true) => assert!(settle["last_change"].as_f64().expect("a change").abs() <= 0.02),
+        _ => assert!(
+            settle["last_change"].is_null() && batches == 100,
+            "{settle}"
+        ),
+    }
+    assert_eq!(r["config"]["settle"], 100);
+    // Without `settle` the key's spec and results.json do not mention it.
+    let plain = spec(r#"(model: "vit16x1x64", device: "cpu")"#);
+    assert!(!serde_json::to_string(&plain).unwrap().contains("settle"));
 }

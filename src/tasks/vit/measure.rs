@@ -9,8 +9,11 @@ use tch::{Device, Kind, Tensor};
 use super::cuda_graph::CudaGraph;
 use super::flow;
 use super::model::Vit;
-use super::results::{CudaGraphUse, Measurement};
-use super::spec::{Device as SpecDevice, Dtype, Graph, Pipeline, Preprocess, VitConfig};
+use super::results::{CudaGraphUse, Measurement, Settled};
+use super::spec::{
+    Device as SpecDevice, Dtype, Graph, Pipeline, Preprocess, VitConfig, SETTLE_BLOCK, SETTLE_REL,
+};
+use super::streams::{copy_stream, copy_streams_wanted, synchronize_stream, InferenceMode};
 use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::nvtx::Nvtx;
@@ -86,78 +89,6 @@ struct Graphed {
     capture: CudaGraphUse,
 }
 
-extern "C" {
-    fn vitgraph_inference_mode_enter() -> *mut std::ffi::c_void;
-    fn vitgraph_inference_mode_exit(guard: *mut std::ffi::c_void);
-    fn vitgraph_use_copy_stream(device: i32) -> *mut std::ffi::c_void;
-}
-
-thread_local! {
-    /// This thread's copy stream (see [`copy_stream`]).
-    static COPY_STREAM: std::cell::Cell<Option<Option<usize>>> = const { std::cell::Cell::new(None) };
-}
-
-/// Makes a stream of libtorch's pool the calling thread's current stream on
-/// GPU `index` (once per thread) and returns it, or None where libc10_cuda's
-/// stream functions cannot be found. The stream does not synchronize with
-/// the default stream, on which the forward pass runs.
-fn copy_stream(index: usize) -> Option<cudarc::driver::sys::CUstream> {
-    let raw = COPY_STREAM.with(|cell| {
-        let raw = cell.get().unwrap_or_else(|| {
-            // SAFETY: the shim only looks up and calls libc10_cuda functions.
-            let p = unsafe { vitgraph_use_copy_stream(index as i32) };
-            (!p.is_null()).then_some(p as usize)
-        });
-        cell.set(Some(raw));
-        raw
-    })?;
-    Some(raw as cudarc::driver::sys::CUstream)
-}
-
-/// Waits for `stream`'s work; false (said once on stderr) when the driver
-/// cannot be asked, and the caller synchronizes the whole device instead.
-fn synchronize_stream(stream: cudarc::driver::sys::CUstream) -> bool {
-    // cudarc panics when it cannot load libcuda.
-    let result = std::panic::catch_unwind(|| {
-        // SAFETY: a stream of this process's current context, or the default stream.
-        unsafe { cudarc::driver::result::stream::synchronize(stream) }.map_err(|e| e.to_string())
-    })
-    .unwrap_or_else(|_| Err("the CUDA driver library cannot be loaded".to_owned()));
-    if let Err(e) = &result {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "vit: synchronizing one stream failed ({e}); synchronizing the device instead"
-            )
-        });
-    }
-    result.is_ok()
-}
-
-/// Whether the async flow copies on copy streams: yes unless
-/// `VITGRAPH_COPY_STREAMS=0` (for measuring what they bring).
-fn copy_streams_wanted() -> bool {
-    std::env::var_os("VITGRAPH_COPY_STREAMS").is_none_or(|v| v != "0")
-}
-
-/// libtorch's inference mode on this thread while the value lives, as the
-/// eager PyTorch baseline runs under `torch.inference_mode()`.
-struct InferenceMode(*mut std::ffi::c_void);
-
-impl InferenceMode {
-    fn enter() -> InferenceMode {
-        // SAFETY: the shim allocates a c10::InferenceMode guard; it is freed by Drop.
-        InferenceMode(unsafe { vitgraph_inference_mode_enter() })
-    }
-}
-
-impl Drop for InferenceMode {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from the shim's enter, on this thread, and is freed once.
-        unsafe { vitgraph_inference_mode_exit(self.0) }
-    }
-}
-
 /// Runs warm-up and measured batches and returns the timings.
 /// Batches run after tracing starts and before the traced ones, so the
 /// recording's own start-up is not in the traced window.
@@ -217,6 +148,10 @@ pub fn measure(
     if config.graph == Graph::Cuda {
         nvtx.range("graph_capture", |_| runner.capture_graph())?;
     }
+    let settled = match config.settle {
+        Some(max) => Some(nvtx.range("settle", |nvtx| runner.settle(max, nvtx))?),
+        None => None,
+    };
     runner.batch_ms.clear();
     runner.stage_sum_ms = [0.0; 4];
     runner.forward_ms.clear();
@@ -264,6 +199,7 @@ pub fn measure(
         cuda_graph: runner.graph.as_ref().map(|g| g.capture),
         spans: runner.spans,
         recording,
+        settled,
     })
 }
 
@@ -328,6 +264,36 @@ struct SharedPool(Vec<Tensor>);
 unsafe impl Sync for SharedPool {}
 
 impl Runner<'_> {
+    /// Warms up in blocks of [`SETTLE_BLOCK`] batches, at most `max` more,
+    /// until a block's median latency is within [`SETTLE_REL`] of the one
+    /// before it.
+    fn settle(&mut self, max: u32, nvtx: &mut Nvtx) -> Result<Settled, TaskError> {
+        let mut previous: Option<f64> = None;
+        let mut batches = 0;
+        while batches + SETTLE_BLOCK <= max {
+            self.batch_ms.clear();
+            self.run_batches(SETTLE_BLOCK as usize, nvtx, true)?;
+            batches += SETTLE_BLOCK;
+            let median = median(&self.batch_ms);
+            if let Some(before) = previous {
+                let change = median / before - 1.0;
+                if change.abs() <= SETTLE_REL {
+                    return Ok(Settled {
+                        batches,
+                        settled: true,
+                        last_change: Some(change),
+                    });
+                }
+            }
+            previous = Some(median);
+        }
+        Ok(Settled {
+            batches,
+            settled: false,
+            last_change: None,
+        })
+    }
+
     /// Captures the forward pass of a static input, filled with the first
     /// source batch, preprocessed (see [`CudaGraph::capture`]).
     fn capture_graph(&mut self) -> Result<(), TaskError> {
@@ -569,6 +535,12 @@ fn copy_kind(config: &VitConfig, kind: Kind) -> Kind {
     } else {
         kind
     }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn ms(since: Instant) -> f64 {

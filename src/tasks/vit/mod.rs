@@ -17,6 +17,8 @@ pub mod cuda_graph;
 pub mod measure;
 #[cfg(feature = "torch")]
 pub mod model;
+#[cfg(feature = "torch")]
+mod streams;
 
 pub use spec::{Graph, Pipeline, Preprocess, Trace, VitConfig, VitSpec};
 

@@ -40,6 +40,21 @@ pub struct Measurement {
     pub spans: Vec<(f64, f64)>,
     /// The GPU and host telemetry of the measured window.
     pub recording: Recording,
+    /// What `settle` did, when asked.
+    pub settled: Option<Settled>,
+}
+
+/// `results.json`'s account of `settle`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// Warm-up batches run after `warmup`.
+    pub batches: u32,
+    /// Whether two blocks' medians came within the bound before `settle`'s
+    /// limit.
+    pub settled: bool,
+    /// The last block's median over the one before, less 1 (null when
+    /// not settled).
+    pub last_change: Option<f64>,
 }
 
 /// `results.json`'s account of `graph: Cuda`: every measured forward pass
@@ -113,6 +128,9 @@ pub struct VitResults {
     /// The run's verdict and the batches left out of the summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validity: Option<Validity>,
+    /// With `settle`: the warm-up batches it added and whether it settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Settled>,
 }
 
 impl VitResults {
@@ -178,6 +196,7 @@ impl VitResults {
             diagnostics: crate::tasks::diagnostics::current(),
             telemetry: Some(telemetry),
             validity: Some(validity),
+            settle: m.settled,
         }
     }
 }

@@ -99,7 +99,22 @@ pub struct VitSpec {
     pub numa: Option<u32>,
     #[serde(default)]
     pub seed: u64,
+    /// After `warmup` (and a CUDA graph's capture), keep warming up in
+    /// blocks of [`SETTLE_BLOCK`] batches until a block's median latency is
+    /// within [`SETTLE_REL`] of the block before it, at most this many
+    /// batches more. Left out of the key when not given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bare_some"
+    )]
+    pub settle: Option<u32>,
 }
+
+/// Batches per block of `settle`.
+pub const SETTLE_BLOCK: u32 = 25;
+/// How close two blocks' medians must be for `settle` to stop.
+pub const SETTLE_REL: f64 = 0.02;
 
 /// How batches flow from preprocessing to the model (RQ5).
 ///
@@ -395,6 +410,9 @@ pub struct VitConfig {
     pub graph: Graph,
     pub numa: Option<u32>,
     pub seed: u64,
+    /// See [`VitSpec::settle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<u32>,
 }
 
 impl VitConfig {
@@ -534,6 +552,7 @@ impl VitSpec {
             graph: self.graph,
             numa: self.numa,
             seed: self.seed,
+            settle: self.settle,
         })
     }
 }
