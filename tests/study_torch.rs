@@ -208,6 +208,19 @@ fn the_quickstart_page_opens_in_a_browser() {
     assert_eq!(column("model"), ["vit32x4x192", "vit32x4x192"]);
     b.click("select[data-param='model'] option[value='']");
     b.click("#node-list td.id");
+    // A run's details draw its batches' latencies and its verdict.
+    let shown = b.js(
+        "const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('quickstart_runs'));
+         td.click();
+         return [document.querySelectorAll('#node-detail svg.strip.latency circle').length,
+                 (document.querySelector('#node-detail p.verdict .badge') || {}).textContent];",
+    );
+    let dots = shown[0].as_u64().unwrap_or(0);
+    assert!(dots == 2 || dots == 8, "one dot per batch: {shown}");
+    assert!(
+        shown[1] == "valid" || shown[1] == "invalid",
+        "a verdict: {shown}"
+    );
     let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("page-screenshots")
         .join("quickstart.png");

@@ -41,6 +41,8 @@ pub struct ReportArgs {
 /// Log tails kept per node, and in all (the page stays small at 10,000 nodes).
 const LOG_TAIL: usize = 2048;
 const LOG_BUDGET: usize = 1 << 20;
+/// Bytes of measurement strips (latencies and telemetry) a page embeds.
+const MEASURE_BUDGET: usize = 2 << 20;
 
 pub(super) fn report(
     ws: &Workspace,
@@ -229,6 +231,7 @@ impl Gather<'_> {
         };
         let mut envs: HashMap<String, usize> = HashMap::new();
         let mut log_budget = LOG_BUDGET;
+        let mut measure_budget = MEASURE_BUDGET;
         let mut reason_counts: Vec<HashMap<&'static str, usize>> =
             vec![HashMap::new(); study.stages.len()];
         for &i in &selected {
@@ -297,6 +300,12 @@ impl Gather<'_> {
                         )
                     })
                     .collect();
+            }
+            if measure_budget > 0 && run.is_some() && node.task.measures_hardware() {
+                let results = self.root.join(node.out_rel()).join("results.json");
+                d.measure = super::page_parts::measurement_view(&results);
+                let size = d.measure.as_ref().map_or(0, |m| m.to_string().len());
+                measure_budget = measure_budget.saturating_sub(size);
             }
             if log_budget > 0 {
                 d.log = self.log_tail(i, run, state);

@@ -111,6 +111,75 @@ pub(super) fn parse_csv(text: &str) -> Table {
 }
 
 /// A relative link from the page's folder to `target` (both absolute).
+/// Points a measurement strip draws at most.
+const STRIP_POINTS: usize = 300;
+
+/// What a node's details show of a measuring run's `results.json`: every
+/// timed batch's latency in order (`[ms, 1 if left out as throttled]`,
+/// evenly thinned), the verdict and its flags, and the GPU readings
+/// (`[t_ms, sm_mhz, temp_c, throttled]`). None when the file is not there.
+pub(super) fn measurement_view(path: &Path) -> Option<serde_json::Value> {
+    use serde_json::{json, Value};
+    let r: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let numbers = |v: Option<&Value>| -> Vec<f64> {
+        v.and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let validity = r.get("validity");
+    let kept = numbers(r.get("latency_samples_ms"));
+    let excluded_at: Vec<usize> = numbers(validity.and_then(|v| v.get("excluded_batches")))
+        .into_iter()
+        .map(|i| i as usize)
+        .collect();
+    let mut excluded = numbers(validity.and_then(|v| v.get("excluded_latency_ms"))).into_iter();
+    let mut kept_iter = kept.into_iter();
+    let total = excluded_at.len() + kept_iter.len();
+    let batches: Vec<(f64, u8)> = (0..total)
+        .filter_map(|i| {
+            if excluded_at.contains(&i) {
+                excluded.next().map(|v| (v, 1))
+            } else {
+                kept_iter.next().map(|v| (v, 0))
+            }
+        })
+        .collect();
+    let step = batches.len().div_ceil(STRIP_POINTS).max(1);
+    let lat: Vec<(f64, u8)> = batches.iter().step_by(step).copied().collect();
+    let telemetry = r.get("telemetry");
+    let series: Vec<(f64, f64, f64, u8)> = telemetry
+        .and_then(|t| t.get("series"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let f = |k: &str| s.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                    let reasons = s.get("reasons").and_then(Value::as_u64).unwrap_or(0);
+                    let throttled = u8::from(reasons & crate::telemetry::THROTTLE_REASONS != 0);
+                    (f("t_ms"), f("sm_mhz"), f("temp_c"), throttled)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if validity.is_none() && batches.is_empty() {
+        return None;
+    }
+    let flags: Vec<&str> = validity
+        .and_then(|v| v.get("flags"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.get("detail")?.as_str()).collect())
+        .unwrap_or_default();
+    Some(json!({
+        "verdict": validity.and_then(|v| v.get("verdict")).cloned().unwrap_or(Value::Null),
+        "flags": flags,
+        "batches": total,
+        "every": step,
+        "lat": lat,
+        "source": telemetry.and_then(|t| t.get("source")).cloned().unwrap_or(Value::Null),
+        "series": series,
+    }))
+}
+
 pub(super) fn link(from_dir: &Path, target: &Path) -> String {
     let from: Vec<Component> = from_dir.components().collect();
     let to: Vec<Component> = target.components().collect();
@@ -174,4 +243,49 @@ pub(super) fn utc(ms: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_measurement_view_puts_left_out_batches_back_in_their_places() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("results.json");
+        std::fs::write(
+            &path,
+            r#"{"latency_samples_ms": [1.0, 1.1, 1.2],
+                "validity": {"verdict": "invalid", "excluded_batches": [1], "excluded_latency_ms": [9.0],
+                             "flags": [{"detail": "throttled in 25 % of batches (sw_power_cap)", "invalidates": true}]},
+                "telemetry": {"source": "nvml", "series": [{"t_ms": 0.5, "sm_mhz": 1980, "temp_c": 40, "reasons": 4}]}}"#,
+        )
+        .expect("write");
+        let v = measurement_view(&path).expect("a view");
+        assert_eq!(
+            v["lat"],
+            serde_json::json!([[1.0, 0], [9.0, 1], [1.1, 0], [1.2, 0]])
+        );
+        assert_eq!(v["batches"], 4);
+        assert_eq!(v["verdict"], "invalid");
+        assert_eq!(v["series"], serde_json::json!([[0.5, 1980.0, 40.0, 1]]));
+        assert_eq!(v["flags"][0], "throttled in 25 % of batches (sw_power_cap)");
+        assert!(measurement_view(&dir.path().join("missing.json")).is_none());
+    }
+
+    #[test]
+    fn a_long_run_is_thinned_to_the_strips_points() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("results.json");
+        let samples: Vec<f64> = (0..1000).map(f64::from).collect();
+        std::fs::write(
+            &path,
+            serde_json::json!({"latency_samples_ms": samples}).to_string(),
+        )
+        .expect("write");
+        let v = measurement_view(&path).expect("a view");
+        assert_eq!(v["every"], 4);
+        assert_eq!(v["lat"].as_array().map(Vec::len), Some(250));
+        assert_eq!(v["lat"][1], serde_json::json!([4.0, 0]));
+    }
 }

@@ -106,6 +106,10 @@ pub(crate) struct NodeDetails {
     /// The last lines of the task's log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// A measuring run's batch latencies, verdict and GPU telemetry, from
+    /// its `results.json` (see `cli::page_parts::measurement_view`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measure: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Serialize)]

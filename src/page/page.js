@@ -262,10 +262,52 @@
       row("files", el("ul", { class: "reasons" }, ...d.files.map(([name, size, href]) => el("li", {}, el("a", { href }, name), ` (${size} B)`))));
     }
     box.replaceChildren(el("h3", {}, n[0]), dl);
+    if (d.measure) box.append(...measurement(d.measure));
     if (d.key && Object.keys(d.key).length) box.append(el("h4", {}, "Key parts"), el("pre", {}, JSON.stringify(d.key, null, 1)));
     if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
     if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));
     box.scrollIntoView({ block: "nearest" });
+  }
+  // A measuring run: its verdict, each batch's latency in order (left-out
+  // batches in red), and the GPU's SM clock and temperature over the window.
+  const SVG = "http://www.w3.org/2000/svg";
+  const svgEl = (tag, attrs, ...kids) => {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    return e;
+  };
+  function strip(label, unit, lines, cls) {
+    const W = 640, H = 70, L = 60;
+    const all = lines.flatMap((l) => l.points.map((p) => p[1]));
+    const svg = svgEl("svg", { class: "strip " + cls, viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": label });
+    if (!all.length) return svg;
+    let lo = Math.min(...all), hi = Math.max(...all);
+    if (hi === lo) { hi += 1; lo -= 1; }
+    const xs = lines.flatMap((l) => l.points.map((p) => p[0]));
+    const x0 = Math.min(...xs), x1 = Math.max(...xs) === x0 ? x0 + 1 : Math.max(...xs);
+    const X = (x) => L + (x - x0) / (x1 - x0) * (W - L - 4), Y = (y) => H - 12 - (y - lo) / (hi - lo) * (H - 20);
+    svg.append(svgEl("text", { x: 2, y: 12, class: "lab" }, label), svgEl("text", { x: 2, y: 26, class: "tick" }, fmtNum(hi) + " " + unit), svgEl("text", { x: 2, y: H - 12, class: "tick" }, fmtNum(lo) + " " + unit));
+    for (const l of lines) {
+      if (l.dots) for (const p of l.points) svg.append(svgEl("circle", { cx: X(p[0]).toFixed(1), cy: Y(p[1]).toFixed(1), r: p[2] ? 2.5 : 1.5, class: p[2] ? "excluded" : l.cls }, svgEl("title", {}, `${p[2] ? "left out (throttled) " : ""}${fmtNum(p[1])} ${unit}`)));
+      else svg.append(svgEl("polyline", { points: l.points.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(" "), class: l.cls }));
+    }
+    return svg;
+  }
+  function fmtNum(v) { return Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3); }
+  function measurement(m) {
+    const out = [el("h4", {}, "Measurement")];
+    if (m.verdict) out.push(el("p", { class: "verdict" }, el("span", { class: "badge " + (m.verdict === "valid" ? "fresh" : "failed") }, m.verdict), " ", (m.flags || []).join("; ")));
+    if (m.lat && m.lat.length) {
+      const points = m.lat.map(([v, x], i) => [i * m.every, v, x]);
+      out.push(el("div", { class: "strips" }, strip(`latency of ${m.batches} batches${m.every > 1 ? ` (every ${m.every}th)` : ""}`, "ms", [{ points, dots: true, cls: "lat" }], "latency")));
+    }
+    if (m.series && m.series.length) {
+      out.push(el("div", { class: "strips" },
+        strip("SM clock", "MHz", [{ points: m.series.map((s) => [s[0], s[1], s[3]]), dots: true, cls: "sm" }], "clock"),
+        strip("temperature", "°C", [{ points: m.series.map((s) => [s[0], s[2]]), cls: "temp" }], "temperature")));
+    } else if (m.source) out.push(el("p", { class: "meta" }, `GPU telemetry: ${m.source}`));
+    return out;
   }
   function fmtMs(ms) {
     if (ms === undefined || ms === null) return "";
