@@ -710,3 +710,41 @@ fn comparisons_of_repeated_rows_use_welch_and_say_when_no_difference_is_shown() 
     assert!(note("384").starts_with("no difference shown"), "{text}");
     assert!(read(&ctx.out, "report.md").contains("Welch's over the repetitions"));
 }
+
+#[test]
+fn a_run_kept_invalid_is_flagged_in_a_column_of_its_own() {
+    let mut fx = Fixture::new();
+    for (dim, invalid) in [(192, false), (384, true)] {
+        let mut doc: Json = serde_json::from_str(&results(&[2.0, 2.0], "H100")).unwrap();
+        doc["validity"] = if invalid {
+            json!({"verdict": "invalid", "excluded_batches": [], "excluded_latency_ms": [],
+                   "flags": [{"kind": "intruded", "detail": "intruded: another compute process on the GPU (pid 702)", "invalidates": true},
+                             {"kind": "undersampled", "detail": "undersampled: 2 batches", "invalidates": false}]})
+        } else {
+            json!({"verdict": "valid", "excluded_batches": [], "excluded_latency_ms": [], "flags": []})
+        };
+        fx.node(
+            "runs",
+            &[("dim", int(dim))],
+            &[("results.json", doc.to_string())],
+        );
+    }
+    let ctx = fx.context("report");
+    run(
+        &spec(r#"(title: "T", sources: ["runs"], columns: ["latency_ms.median"])"#),
+        &ctx,
+    )
+    .unwrap();
+    let (names, rows) = csv(&read(&ctx.out, "table.csv"));
+    let at = names
+        .iter()
+        .position(|n| n == "invalid")
+        .expect("an invalid column");
+    assert_eq!(names[at + 1], "samples", "{names:?}");
+    assert_eq!(rows[0][at], "");
+    assert_eq!(
+        rows[1][at],
+        "intruded: another compute process on the GPU (pid 702)"
+    );
+    assert!(read(&ctx.out, "report.md").contains("pid 702"));
+}

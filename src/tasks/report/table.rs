@@ -15,6 +15,9 @@ use crate::tasks::{TaskContext, TaskError};
 pub(super) const REPS: &str = "reps";
 pub(super) const INTERVAL: &str = "interval";
 pub(super) const WIDE: &str = "wide";
+/// Present only when a row's run is invalid (kept after its limit of
+/// measurements, or with `--accept-invalid`): why, per run.
+pub(super) const INVALID: &str = "invalid";
 pub(super) const SAMPLES: &str = "samples";
 pub(super) const ENV_GROUP: &str = "env_group";
 pub(super) const NODES: &str = "nodes";
@@ -130,6 +133,11 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
     if spec.target.is_some() {
         names.push(WIDE.to_owned());
     }
+    let invalid: Vec<Vec<String>> = rows.iter().map(invalid_runs).collect();
+    let any_invalid = invalid.iter().any(|i| !i.is_empty());
+    if any_invalid {
+        names.push(INVALID.to_owned());
+    }
     names.extend([SAMPLES, ENV_GROUP, NODES].map(str::to_owned));
     let node_count = rows.iter().map(|r| r.nodes.len()).sum();
     let rows_without_gpu = rows.iter().filter(|r| r.no_gpu).count();
@@ -144,7 +152,23 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
         .iter()
         .zip(folded)
         .zip(membership)
-        .map(|((row, folded), group)| layout.row(row, folded, group, group.map(|g| &env_groups[g])))
+        .zip(invalid)
+        .map(|(((row, folded), group), invalid)| {
+            let mut r = layout.row(row, folded, group, group.map(|g| &env_groups[g]));
+            if any_invalid {
+                // Before `samples`, `env_group` and `nodes`.
+                let at = r.cells.len() - 3;
+                let cell = if invalid.is_empty() {
+                    Cell::Null
+                } else {
+                    Cell::Str(invalid.join("; "))
+                };
+                r.cells.insert(at, cell);
+                r.intervals.push(None);
+                r.per_rep.push(None);
+            }
+            r
+        })
         .collect();
     Ok(Table {
         names,
@@ -229,6 +253,31 @@ impl Layout<'_> {
             images: row.images,
         }
     }
+}
+
+/// Why a row's runs are invalid, one entry per invalid run (`rep 2: …`
+/// for a repetition): the invalidating flags of a `results.json` whose
+/// `validity.verdict` is `invalid`.
+fn invalid_runs(row: &Row) -> Vec<String> {
+    let of = |r: &Row| -> Option<String> {
+        if r.lookup("validity.verdict")?.as_str()? != "invalid" {
+            return None;
+        }
+        let flags = r.lookup("validity.flags")?.as_array()?;
+        let details: Vec<&str> = flags
+            .iter()
+            .filter(|f| f.get("invalidates").and_then(Json::as_bool) == Some(true))
+            .filter_map(|f| f.get("detail")?.as_str())
+            .collect();
+        Some(details.join("; "))
+    };
+    if row.repetitions.is_empty() {
+        return of(row).into_iter().collect();
+    }
+    row.repetitions
+        .iter()
+        .filter_map(|r| Some(format!("rep {}: {}", r.rep.unwrap_or(1), of(r)?)))
+        .collect()
 }
 
 /// Groups rows by their key facets; returns the groups and each row's group.
