@@ -367,3 +367,79 @@ fn a_busy_core_under_a_pinned_run_makes_it_intruded_and_stale() {
         "{explain}"
     );
 }
+
+#[test]
+fn a_scripted_throttle_makes_a_run_invalid_until_it_was_measured_three_times() {
+    let study = Study::new();
+    std::fs::write(
+        study.dir.path().join("pipelines/throttle.ron"),
+        r#"(stages: {
+            "throttle": Stage(task: Vit((model: "vit16x2x64", image_size: 32, num_classes: 10,
+                                         batch: 1, samples: 40, warmup: 2, device: "cpu"))),
+        })"#,
+    )
+    .expect("write the pipeline");
+    // A GPU under its power cap the whole time, and another process on it.
+    let script = study.dir.path().join("telemetry.json");
+    std::fs::write(
+        &script,
+        r#"[{"after_ms": 0, "sm_mhz": 1600, "temp_c": 71, "reasons": 4, "processes": [0, 4242]}]"#,
+    )
+    .expect("write the script");
+    let build = || {
+        let mut cmd = Command::new(common::exe());
+        if let (Some(_), Some(torch)) = (
+            common::lean_exe(),
+            option_env!("CARGO_BIN_EXE_vitgraph-torch"),
+        ) {
+            cmd.env("VITGRAPH_TORCH_EXE", torch);
+        }
+        let out = cmd
+            .args(["build", "throttle"])
+            .current_dir(study.dir.path())
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_TELEMETRY_SCRIPT", &script)
+            .output()
+            .expect("run vitgraph");
+        assert!(out.status.success(), "{out:?}");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    for n in 1..=3 {
+        let built = build();
+        assert!(built.contains("1 built"), "build {n}: {built}");
+        let status = study.ok(&["status", "throttle"]);
+        if n < 3 {
+            assert!(
+                status.contains(&format!("measured {n} of at most 3 times"))
+                    && status.contains("throttled in 100 % of batches (sw_power_cap)")
+                    && status.contains("pid 4242"),
+                "{status}"
+            );
+        } else {
+            assert!(
+                status.contains("1 fresh, 0 stale"),
+                "kept after 3: {status}"
+            );
+        }
+    }
+    assert!(
+        build().contains("0 built"),
+        "a kept run is not measured again"
+    );
+    let explain = study.ok(&["explain", "throttle"]);
+    assert!(
+        explain.contains("measurement (out/throttle/results.json): invalid")
+            && explain.contains("GPU (script,")
+            && explain.contains("sm_mhz 1600/1600/1600 MHz")
+            && explain.contains("clock-event reasons: sw_power_cap; other processes: 4242"),
+        "{explain}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&study.ok(&["explain", "--json", "throttle"])).unwrap();
+    assert_eq!(json["measurement"]["validity"]["verdict"], "invalid");
+    assert!(json["measurement"]["telemetry"].get("series").is_none());
+}

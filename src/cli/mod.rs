@@ -3,6 +3,7 @@
 
 mod args;
 mod build;
+mod evidence;
 mod exec;
 mod inspect;
 mod maintenance;

@@ -480,8 +480,14 @@ pub(super) fn explain(
             &mut diff,
         );
     }
+    let evidence = node
+        .task
+        .measures_hardware()
+        .then(|| super::evidence::of(&ws.root, &node.out_rel().join("results.json")))
+        .flatten();
     if args.json {
         let out = serde_json::json!({
+            "measurement": evidence.as_ref().map(|(v, _)| v),
             "id": node.id,
             "stage": node.stage,
             "state": state,
@@ -535,6 +541,9 @@ pub(super) fn explain(
         for d in &diff {
             println!("    {d}");
         }
+    }
+    for line in evidence.iter().flat_map(|(_, lines)| lines) {
+        println!("  {line}");
     }
     Ok(exit::SUCCESS)
 }

@@ -5,7 +5,8 @@
 //! and the first after it. A batch is *throttled* when one of those
 //! samples shows a throttle reason ([`THROTTLE_REASONS`]) or an SM clock
 //! below [`CLOCK_FLOOR`] of the window's highest; throttled batches are
-//! left out of the run's summary, and counted. The run's flags:
+//! left out of the run's summary, and counted (unless every batch was:
+//! then all stay, and the flag says so). The run's flags:
 //!
 //! - `throttled`: at least [`THROTTLED_SHARE`] of the batches were;
 //! - `intruded`: another compute process was on the GPU during the window,
@@ -160,10 +161,15 @@ pub fn judge(rec: &Recording, spans: &[(f64, f64)], latency_ms: &[f64]) -> (Tele
         })
         .map(|(i, _)| i)
         .collect();
+    // With every batch throttled there is nothing else to summarise: all
+    // stay in, and the flag says so.
+    let every = !spans.is_empty() && throttled.len() == spans.len();
+    let throttled_count = throttled.len();
+    let throttled = if every { Vec::new() } else { throttled };
     let others = other_processes(&during, rec.pid);
     let mut flags = Vec::new();
     let n = spans.len();
-    if n > 0 && throttled.len() as f64 >= THROTTLED_SHARE * n as f64 {
+    if n > 0 && throttled_count as f64 >= THROTTLED_SHARE * n as f64 {
         let reasons = ties.iter().fold(0, |acc, t| acc | t.1) & THROTTLE_REASONS;
         let why = if reasons != 0 {
             reason_names(reasons).join(", ")
@@ -173,11 +179,16 @@ pub fn judge(rec: &Recording, spans: &[(f64, f64)], latency_ms: &[f64]) -> (Tele
                 CLOCK_FLOOR * 100.0
             )
         };
+        let kept = if every {
+            "; none left out: every batch was"
+        } else {
+            ""
+        };
         flags.push(flag(
             "throttled",
             format!(
-                "throttled in {} of batches ({why})",
-                percent(throttled.len(), n)
+                "throttled in {} of batches ({why}){kept}",
+                percent(throttled_count, n)
             ),
             true,
         ));

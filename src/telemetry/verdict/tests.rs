@@ -281,3 +281,19 @@ fn the_samplers_own_cost_is_summarized() {
     let (t, _) = judge(&rec, &spans, &lat);
     assert_eq!(t.read_us.map(|s| s.median), Some(150.0));
 }
+
+#[test]
+fn a_run_throttled_throughout_keeps_its_batches_and_says_so() {
+    let (spans, lat) = batches(50, 5.0);
+    let rec = recording(250.0, |_| reading(1600, 0x4, &[PID]));
+    let (_, v) = judge(&rec, &spans, &lat);
+    assert_eq!(v.verdict, "invalid");
+    assert!(v.excluded_batches.is_empty());
+    assert!(
+        v.flags[0]
+            .detail
+            .ends_with("none left out: every batch was"),
+        "{}",
+        v.flags[0].detail
+    );
+}
