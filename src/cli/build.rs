@@ -204,6 +204,7 @@ fn options(
                 .unwrap_or(crate::engine::INTERLEAVE_SEED)
         }),
         accept_invalid: args.accept_invalid,
+        topology: None,
     })
 }
 

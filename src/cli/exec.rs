@@ -67,6 +67,7 @@ pub(super) fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Re
         retries: 0,
         interleave: None,
         accept_invalid: false,
+        topology: None,
     };
     let executor = Arc::new(Local::noting_groups(&store));
     let builder = Builder {

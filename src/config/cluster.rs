@@ -61,6 +61,18 @@ pub enum Placement {
     Cluster,
 }
 
+/// What a measuring node holds while it runs on this machine
+/// (`isolation:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Isolation {
+    /// The whole machine: nothing else runs beside it.
+    Host,
+    /// Its GPU and a set of cores near it (the GPU's NUMA node), pinned:
+    /// measurements on other GPUs and other nodes (on other cores) run
+    /// beside it.
+    Gpu,
+}
+
 /// `vitgraph.ron`: the workspace's settings.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

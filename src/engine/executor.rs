@@ -203,6 +203,7 @@ impl Local {
             stdin: spawn::dev_null().map_err(|e| start(format!("cannot open /dev/null: {e}")))?,
             stdout: log.into(),
             stderr: log2.into(),
+            cores: job.cores.clone(),
         };
         let pid = {
             // Registered under the lock that `interrupt` takes: a task never

@@ -36,6 +36,8 @@ pub(super) enum Plan {
 pub(super) struct Ran {
     pub node: String,
     pub gpus: Vec<String>,
+    /// The cores it was pinned to.
+    pub cores: Option<Vec<usize>>,
     /// The nodes running when it started.
     pub beside: Vec<String>,
 }
@@ -86,6 +88,7 @@ impl Fake {
             inner.ran.lock().unwrap().push(Ran {
                 node: job.node.clone(),
                 gpus: job.gpus.iter().map(|g| g.to_string()).collect(),
+                cores: job.cores.clone(),
                 beside: running.clone(),
             });
             running.push(job.node.clone());

@@ -94,6 +94,10 @@ pub(super) struct JobCtx {
     pub needs: BTreeMap<String, Vec<PathBuf>>,
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
     pub gpus: Vec<GpuId>,
+    /// The cores it is pinned to (see `slots`).
+    pub cores: Option<Vec<usize>>,
+    /// A measurement of `isolation: Gpu`.
+    pub isolated: bool,
     /// The local slot the node runs in (`cpu:0`, `gpu:1`), recorded with its attempt.
     pub slot: Option<String>,
     /// `--force`: run even if the key is recorded, and replace that record.
@@ -257,6 +261,8 @@ impl JobCtx {
             needs: self.needs.clone(),
             upstream: self.upstream.clone(),
             gpus: self.gpus.clone(),
+            cores: self.cores.clone(),
+            isolated: self.isolated,
             log: self.log.clone(),
             // So that any later vitgraph process can record a job that ran elsewhere.
             record: Some(run::Record {

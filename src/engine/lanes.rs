@@ -105,7 +105,7 @@ impl<'a> Lanes<'a> {
     }
 
     /// Admits `node` with `res` into its lane, counting it there.
-    pub(super) fn admit(&mut self, node: NodeIdx, res: &Resources) -> Admitted {
+    pub(super) fn admit(&mut self, node: NodeIdx, res: &Resources, isolated: bool) -> Admitted {
         let lane = self.lane_of(node);
         let admitted = match self.lanes[lane].pool {
             Pool::Count(n) if self.in_lane[lane] < n => Admitted::Start {
@@ -113,7 +113,7 @@ impl<'a> Lanes<'a> {
                 lease: Lease::default(),
             },
             Pool::Count(_) => Admitted::Wait,
-            Pool::Machine => match self.slots.admit(res) {
+            Pool::Machine => match self.slots.admit(res, isolated) {
                 Admit::Start(lease) => Admitted::Start { lane, lease },
                 Admit::Wait => Admitted::Wait,
                 Admit::Never { wanted, available } => Admitted::Never { wanted, available },

@@ -33,6 +33,14 @@ pub(crate) struct Job {
     pub needs: BTreeMap<String, Vec<PathBuf>>,
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
     pub gpus: Vec<GpuId>,
+    /// The cores the task is pinned to (`isolation: Gpu`, and the other
+    /// nodes beside such a node); None: not pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// A measurement of `isolation: Gpu`: on a cluster it asks for its GPUs
+    /// and cores bound to them instead of a whole node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub isolated: bool,
     pub log: PathBuf,
     /// For a job on another machine: what recording its run needs, so any
     /// later vitgraph process can record it once its result lands.

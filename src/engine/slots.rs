@@ -3,10 +3,17 @@
 //!
 //! A GPU node takes its GPUs out of the free list and hands them to its task
 //! through `CUDA_VISIBLE_DEVICES`, so two GPU nodes never share a card. An
-//! exclusive node (every timing node) starts only when nothing runs, and
-//! nothing starts beside it.
+//! exclusive node (every timing node of a stage with `isolation: Host`)
+//! starts only when nothing runs, and nothing starts beside it.
+//!
+//! With a core [`Partition`] (a build with stages of `isolation: Gpu`), an
+//! *isolated* node takes a free GPU and the cores reserved near it, and
+//! runs beside other isolated nodes and ordinary ones; every ordinary node
+//! is pinned to the shared cores, so no other node runs on an isolated
+//! node's cores.
 
 use crate::gpu::GpuId;
+use crate::host::topology::Partition;
 use crate::tasks::Resources;
 
 #[derive(Debug)]
@@ -17,6 +24,8 @@ pub(crate) struct Slots {
     gpu_free: Vec<GpuId>,
     running: usize,
     exclusive: bool,
+    /// The cores of isolated nodes and the shared rest, when the build has any.
+    partition: Option<Partition>,
 }
 
 /// What a node holds while it runs.
@@ -26,6 +35,8 @@ pub(crate) struct Lease {
     /// The CPU slot's number (what the build page draws a lane for); None
     /// for a node on the cluster.
     pub cpu: Option<usize>,
+    /// The cores the node is pinned to; None: not pinned.
+    pub cores: Option<Vec<usize>>,
 }
 
 impl Lease {
@@ -61,7 +72,15 @@ impl Slots {
             gpus,
             running: 0,
             exclusive: false,
+            partition: None,
         }
+    }
+
+    /// Slots whose isolated nodes take the cores `partition` reserves
+    /// for their GPU, and whose other nodes share the rest.
+    pub(crate) fn with_partition(mut self, partition: Partition) -> Slots {
+        self.partition = Some(partition);
+        self
     }
 
     pub(crate) fn cpu_free(&self) -> usize {
@@ -74,8 +93,13 @@ impl Slots {
         self.exclusive || self.cpu_free.is_empty()
     }
 
-    /// Takes the slots a node with `res` needs, if they are free.
-    pub(crate) fn admit(&mut self, res: &Resources) -> Admit {
+    /// Takes the slots a node with `res` needs, if they are free;
+    /// `isolated`: a node of `isolation: Gpu` (see the module's docs).
+    pub(crate) fn admit(&mut self, res: &Resources, isolated: bool) -> Admit {
+        let reserved = self.partition.as_ref().map(|p| &p.reserved);
+        if isolated && reserved.is_some_and(|r| !r.is_empty()) {
+            return self.admit_isolated(res);
+        }
         let wanted = res.gpus as usize;
         if wanted > self.gpus.len() {
             return Admit::Never {
@@ -93,9 +117,49 @@ impl Slots {
         let cpu = self.cpu_free.remove(0);
         self.running += 1;
         self.exclusive = res.exclusive;
+        let shared = self.partition.as_ref().map(|p| p.shared.clone());
         Admit::Start(Lease {
             gpus: self.gpu_free.drain(..wanted).collect(),
             cpu: Some(cpu),
+            // The whole machine for an exclusive node; else the shared cores.
+            cores: shared.filter(|s| !s.is_empty() && !res.exclusive),
+        })
+    }
+
+    /// An isolated node: one free GPU that has cores reserved (its first
+    /// `res.gpus` such GPUs), pinned to their cores.
+    fn admit_isolated(&mut self, res: &Resources) -> Admit {
+        let reserved = self
+            .partition
+            .as_ref()
+            .map(|p| p.reserved.clone())
+            .unwrap_or_default();
+        let wanted = (res.gpus as usize).max(1);
+        if wanted > reserved.len() {
+            return Admit::Never {
+                wanted: res.gpus,
+                available: reserved.len(),
+            };
+        }
+        let free: Vec<GpuId> = self
+            .gpu_free
+            .iter()
+            .filter(|g| reserved.contains_key(g))
+            .take(wanted)
+            .cloned()
+            .collect();
+        if self.exclusive || self.cpu_free.is_empty() || free.len() < wanted {
+            return Admit::Wait;
+        }
+        self.gpu_free.retain(|g| !free.contains(g));
+        let cpu = self.cpu_free.remove(0);
+        self.running += 1;
+        let mut cores: Vec<usize> = free.iter().flat_map(|g| reserved[g].clone()).collect();
+        cores.sort_unstable();
+        Admit::Start(Lease {
+            gpus: free,
+            cpu: Some(cpu),
+            cores: Some(cores),
         })
     }
 
@@ -123,6 +187,12 @@ mod tests {
         Resources { gpus, exclusive }
     }
 
+    impl Slots {
+        fn admit_plain(&mut self, r: &Resources) -> Admit {
+            self.admit(r, false)
+        }
+    }
+
     fn ids(l: &Lease) -> Vec<&str> {
         l.gpus.iter().map(|g| g.as_str()).collect()
     }
@@ -131,22 +201,22 @@ mod tests {
     fn gpus_are_handed_out_in_order_and_never_shared() {
         let gpus = crate::gpu::parse_visible_devices("2,0,GPU-ab");
         let mut s = Slots::new(8, gpus);
-        let Admit::Start(a) = s.admit(&res(2, false)) else {
+        let Admit::Start(a) = s.admit_plain(&res(2, false)) else {
             panic!()
         };
         assert_eq!(ids(&a), ["2", "0"]);
-        let Admit::Start(b) = s.admit(&res(1, false)) else {
+        let Admit::Start(b) = s.admit_plain(&res(1, false)) else {
             panic!()
         };
         assert_eq!(ids(&b), ["GPU-ab"]);
-        assert_eq!(s.admit(&res(1, false)), Admit::Wait);
+        assert_eq!(s.admit_plain(&res(1, false)), Admit::Wait);
         s.release(a);
-        let Admit::Start(c) = s.admit(&res(1, false)) else {
+        let Admit::Start(c) = s.admit_plain(&res(1, false)) else {
             panic!()
         };
         assert_eq!(ids(&c), ["2"], "the first given GPU comes back first");
         assert_eq!(
-            s.admit(&res(4, false)),
+            s.admit_plain(&res(4, false)),
             Admit::Never {
                 wanted: 4,
                 available: 3
@@ -157,32 +227,73 @@ mod tests {
     #[test]
     fn an_exclusive_node_runs_alone() {
         let mut s = Slots::new(4, Vec::new());
-        let Admit::Start(a) = s.admit(&res(0, false)) else {
+        let Admit::Start(a) = s.admit_plain(&res(0, false)) else {
             panic!()
         };
-        assert_eq!(s.admit(&res(0, true)), Admit::Wait, "something runs");
+        assert_eq!(s.admit_plain(&res(0, true)), Admit::Wait, "something runs");
         s.release(a);
-        let Admit::Start(x) = s.admit(&res(0, true)) else {
+        let Admit::Start(x) = s.admit_plain(&res(0, true)) else {
             panic!()
         };
         assert_eq!(
-            s.admit(&res(0, false)),
+            s.admit_plain(&res(0, false)),
             Admit::Wait,
             "the exclusive node holds the machine"
         );
         s.release(x);
-        assert!(matches!(s.admit(&res(0, false)), Admit::Start(_)));
+        assert!(matches!(s.admit_plain(&res(0, false)), Admit::Start(_)));
+    }
+
+    #[test]
+    fn isolated_nodes_run_beside_each_other_on_their_gpus_cores() {
+        use crate::host::topology::{partition, Topology};
+        // 2 NUMA nodes × 8 cores, 4 GPUs on each.
+        let t = Topology::simulated(2, 8, 4);
+        let gpus: Vec<GpuId> = (0..8).map(GpuId::index).collect();
+        let mut s = Slots::new(16, gpus.clone()).with_partition(partition(&t, &gpus));
+        let timing = res(1, true);
+        let mut leases = Vec::new();
+        for g in 0..8 {
+            let Admit::Start(l) = s.admit(&timing, true) else {
+                panic!("GPU {g} is free")
+            };
+            assert_eq!(ids(&l), [g.to_string()]);
+            let node = t.gpu_node[&l.gpus[0]];
+            let cores = l.cores.clone().expect("pinned");
+            assert!(
+                cores.iter().all(|c| t.nodes[&node].contains(c)),
+                "{cores:?}"
+            );
+            leases.push(l);
+        }
+        assert_eq!(s.admit(&timing, true), Admit::Wait, "every GPU is taken");
+        // An ordinary node runs beside them on the shared cores.
+        let Admit::Start(cpu) = s.admit(&res(0, false), false) else {
+            panic!()
+        };
+        assert_eq!(cpu.cores, Some(vec![0, 1, 2, 3, 8, 9, 10, 11]));
+        // A node of `isolation: Host` waits for the machine to empty.
+        assert_eq!(s.admit(&timing, false), Admit::Wait);
+        s.release(cpu);
+        for l in leases {
+            s.release(l);
+        }
+        let Admit::Start(host) = s.admit(&timing, false) else {
+            panic!()
+        };
+        assert_eq!(host.cores, None, "the whole machine");
+        assert_eq!(s.admit(&timing, true), Admit::Wait);
     }
 
     #[test]
     fn cpu_slots_bound_what_runs_at_once() {
         let mut s = Slots::new(2, Vec::new());
-        let Admit::Start(a) = s.admit(&res(0, false)) else {
+        let Admit::Start(a) = s.admit_plain(&res(0, false)) else {
             panic!()
         };
-        assert!(matches!(s.admit(&res(0, false)), Admit::Start(_)));
-        assert_eq!(s.admit(&res(0, false)), Admit::Wait);
+        assert!(matches!(s.admit_plain(&res(0, false)), Admit::Start(_)));
+        assert_eq!(s.admit_plain(&res(0, false)), Admit::Wait);
         s.release(a);
-        assert!(matches!(s.admit(&res(0, false)), Admit::Start(_)));
+        assert!(matches!(s.admit_plain(&res(0, false)), Admit::Start(_)));
     }
 }

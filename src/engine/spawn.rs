@@ -28,6 +28,9 @@ pub(crate) struct Spawn {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The cores the process (and every thread it starts) may run on;
+    /// None: vitgraph's own.
+    pub cores: Option<Vec<usize>>,
 }
 
 /// What the child reads; everything is ready before it exists.
@@ -38,6 +41,8 @@ struct ChildArgs {
     cwd: CString,
     fds: [libc::c_int; 3],
     parent: libc::pid_t,
+    /// The affinity mask to take before `execve`.
+    cores: Option<libc::cpu_set_t>,
     /// The child's `errno` when something before `execve` failed (0: none).
     error: AtomicI32,
 }
@@ -128,6 +133,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::chdir(a.cwd.as_ptr()) != 0 {
             fail(a);
         }
+        if let Some(set) = &a.cores {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                fail(a);
+            }
+        }
         // The program starts with no signal blocked.
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -135,6 +145,17 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::execve(a.path.as_ptr(), a.argv.as_ptr(), a.envp.as_ptr());
     }
     fail(a)
+}
+
+/// A CPU set of `cores` (those beyond `CPU_SETSIZE` left out).
+fn cpu_set(cores: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it
+    // for indices below CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    set
 }
 
 /// Starts the process; returns its pid (it leads its own process group).
@@ -174,6 +195,7 @@ pub(crate) fn spawn(s: &Spawn) -> io::Result<libc::pid_t> {
         ],
         // SAFETY: getpid(2) cannot fail.
         parent: unsafe { libc::getpid() },
+        cores: s.cores.as_deref().map(cpu_set),
         error: AtomicI32::new(0),
     };
     // The child runs on this stack until it execs; 64 KiB is plenty for
@@ -293,6 +315,7 @@ mod tests {
             stdin: dev_null().unwrap(),
             stdout: out.into(),
             stderr: err.into(),
+            cores: None,
         })
     }
 
@@ -314,6 +337,37 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
         let cwd = dir.path().canonicalize().unwrap();
         assert_eq!(text, format!("hello {}\nread=1\n", cwd.display()));
+    }
+
+    #[test]
+    fn a_pinned_child_runs_on_its_cores_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::fs::File::create(dir.path().join("out.txt")).unwrap();
+        let err = out.try_clone().unwrap();
+        let last = crate::telemetry::host::affinity()
+            .and_then(|c| c.last().copied())
+            .expect("this process runs on some core");
+        let pid = spawn(&Spawn {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "grep Cpus_allowed_list /proc/self/status".into(),
+            ],
+            env: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            stdin: dev_null().unwrap(),
+            stdout: out.into(),
+            stderr: err.into(),
+            cores: Some(vec![last]),
+        })
+        .unwrap();
+        wait(pid).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+        assert_eq!(
+            text.split_whitespace().last(),
+            Some(last.to_string().as_str()),
+            "{text}"
+        );
     }
 
     #[test]

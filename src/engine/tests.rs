@@ -17,6 +17,7 @@ use crate::graph::Graph;
 use crate::pipeline::Override;
 use crate::store::Store;
 
+mod isolation;
 mod precision;
 mod repeat;
 mod validity;
@@ -56,6 +57,8 @@ struct Opts {
     interleave: Option<u64>,
     /// `--accept-invalid`.
     accept_invalid: bool,
+    /// A simulated machine for `isolation: Gpu`.
+    topology: Option<crate::host::topology::Topology>,
     /// Fires the build's interrupt when an event matches.
     interrupt_when: Option<Box<When>>,
 }
@@ -71,6 +74,7 @@ impl Default for Opts {
             retries: 0,
             interleave: Some(super::INTERLEAVE_SEED),
             accept_invalid: false,
+            topology: None,
             interrupt_when: None,
         }
     }
@@ -178,6 +182,7 @@ impl Bench {
             retries: o.retries,
             interleave: o.interleave,
             accept_invalid: o.accept_invalid,
+            topology: o.topology.clone(),
         };
         let builder = Builder {
             graph: &self.graph,
@@ -959,6 +964,7 @@ impl Bench {
                 retries: 0,
                 interleave: None,
                 accept_invalid: false,
+                topology: None,
             },
             lanes: vec![super::schedule::Lane::machine(Arc::new(self.fake.clone()))],
             lane_of: Vec::new(),

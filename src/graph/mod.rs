@@ -161,6 +161,9 @@ pub struct Stage {
     /// Where its nodes run under `--executor slurm` (`placement:`); None:
     /// by kind (see `slurm::placement`).
     pub placement: Option<crate::config::Placement>,
+    /// `isolation: Host | Gpu`: what its measuring nodes hold on this
+    /// machine; None: `Host`.
+    pub isolation: Option<crate::config::Isolation>,
     /// `repeat:`: processes per configuration (1 without it); with
     /// `precision`, the fewest.
     pub repeat: u32,

@@ -6,4 +6,5 @@
 pub mod env;
 pub mod process;
 pub mod software;
+pub mod topology;
 pub mod torch_exe;

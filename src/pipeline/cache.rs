@@ -36,7 +36,7 @@ use crate::graph::{Graph, Listing, Need, Node, Stage};
 use crate::tasks::TaskSpec;
 use crate::value::Value;
 
-const MAGIC: &[u8; 8] = b"VGGRAPH3";
+const MAGIC: &[u8; 8] = b"VGGRAPH4";
 /// Nodes per independently decoded chunk.
 const CHUNK: usize = 2048;
 
@@ -181,7 +181,10 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
         w.str(&s.name);
         w.str(&s.file.to_string_lossy());
         w.str(&s.pipeline);
-        w.str(&serde_json::to_string(&(&s.slurm, &s.placement, &s.precision)).unwrap_or_default());
+        w.str(
+            &serde_json::to_string(&(&s.slurm, &s.placement, &s.precision, &s.isolation))
+                .unwrap_or_default(),
+        );
         w.u64(u64::from(s.repeat));
         w.u64(s.nodes.len() as u64);
         for &n in &s.nodes {
@@ -248,7 +251,7 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
         let name = r.str()?.to_string();
         let file = PathBuf::from(r.str()?);
         let pipeline = r.str()?.to_string();
-        let (slurm, placement, precision) = serde_json::from_str(r.str()?).ok()?;
+        let (slurm, placement, precision, isolation) = serde_json::from_str(r.str()?).ok()?;
         let repeat = u32::try_from(r.u64()?).ok()?;
         let mut nodes = Vec::new();
         for _ in 0..r.len()? {
@@ -261,6 +264,7 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
             nodes,
             slurm,
             placement,
+            isolation,
             repeat,
             precision,
         });

@@ -37,6 +37,8 @@ pub(super) struct StageDecl {
     pub slurm: Option<Node>,
     /// `placement: Local | Cluster`.
     pub placement: Option<Node>,
+    /// `isolation: Host | Gpu`.
+    pub isolation: Option<Node>,
     /// `repeat: N`: each combination measured in N processes.
     pub repeat: Option<Node>,
     /// `precision: (metric: …, ci_rel: …)`: more repetitions while imprecise.
@@ -69,6 +71,7 @@ const STAGE: &[(&str, Reader)] = &[
     ("description", read_description),
     ("slurm", read_slurm),
     ("placement", read_placement),
+    ("isolation", read_isolation),
     ("repeat", read_repeat),
     ("precision", read_precision),
 ];
@@ -273,6 +276,7 @@ fn read_stage(
         task: None,
         slurm: None,
         placement: None,
+        isolation: None,
         repeat: None,
         precision: None,
     };
@@ -503,6 +507,7 @@ keep_node! {
     read_task => task;
     read_slurm => slurm;
     read_placement => placement;
+    read_isolation => isolation;
     /// `repeat: N` (a number, or `"${param}"`): read with the params when the
     /// stage expands.
     read_repeat => repeat;

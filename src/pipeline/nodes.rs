@@ -131,6 +131,8 @@ impl Expander<'_> {
         }
         self.stage_nodes.insert(s.name.name.clone(), mine.clone());
         let (slurm, placement) = cluster_of(self.sources, s, &scope)?;
+        let task = mine.first().map(|&first| &self.nodes[first].task);
+        let isolation = isolation_of(self.sources, s, &scope, task)?;
         self.stages.push(crate::graph::Stage {
             name: s.name.name.clone(),
             file: file.rel.clone(),
@@ -138,6 +140,7 @@ impl Expander<'_> {
             nodes: mine,
             slurm,
             placement,
+            isolation,
             repeat: match (&precision, repeat) {
                 (Some(_), None) => DEFAULT_PRECISE_REPEAT,
                 (_, r) => r.map_or(1, |(n, _)| n),
@@ -454,6 +457,25 @@ fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSp
             .with_help(msg.help)
     })?;
     Ok(t)
+}
+
+/// A stage's `isolation:`, read with the pipeline's params and checked
+/// against its task.
+fn isolation_of(
+    sources: &Sources,
+    s: &StageDecl,
+    scope: &Scope<'_>,
+    task: Option<&crate::tasks::TaskSpec>,
+) -> Result<Option<crate::config::Isolation>, PipelineError> {
+    let Some(node) = &s.isolation else {
+        return Ok(None);
+    };
+    if let Some(task) = task {
+        repeat::check_isolated(sources, task, node.span)?;
+    }
+    Ok(Some(
+        de::from_node(node, scope).map_err(|e| sources.de_error(e))?,
+    ))
 }
 
 /// A stage's `slurm: (…)` and `placement:`, read with the pipeline's params.

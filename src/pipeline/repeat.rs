@@ -176,3 +176,26 @@ pub(super) fn check_measures(
         )
         .with_help(help))
 }
+
+/// `isolation:` places a measurement that holds a GPU; on any other task it
+/// would say nothing.
+pub(super) fn check_isolated(
+    sources: &Sources,
+    task: &TaskSpec,
+    span: Span,
+) -> Result<(), PipelineError> {
+    let res = task.resources();
+    if res.exclusive && res.gpus > 0 {
+        return Ok(());
+    }
+    Err(sources
+        .error(
+            format!(
+                "`isolation` places a measurement on a GPU, and this `{}` task takes no GPU to measure on",
+                task.kind()
+            ),
+            span,
+            "isolation set here",
+        )
+        .with_help("remove `isolation`, or measure on a GPU: `device: \"cuda\"` for `Vit` and `OpBench`, `resources: (gpus: 1, exclusive: true)` for a `Command`"))
+}

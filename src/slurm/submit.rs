@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
+/// Cores an `isolation: Gpu` job asks for when its stage's `slurm:` does
+/// not say (`cpus_per_task`).
+const ISOLATED_CPUS: u32 = 4;
+
 use tokio::time::{Duration, Instant};
 
 use super::cmd;
@@ -71,17 +75,23 @@ impl SlurmExecutor {
         opt("time", &s.time);
         opt("mem", &s.mem);
         opt("constraint", &s.constraint);
-        if let Some(c) = s.cpus_per_task {
-            a.push(format!("--cpus-per-task={c}"));
-        }
         let res = job.task.resources();
+        // `isolation: Gpu`: its GPUs and cores bound to them, not a node.
+        let isolated = job.isolated && res.gpus > 0;
+        match s.cpus_per_task {
+            Some(c) => a.push(format!("--cpus-per-task={c}")),
+            None if isolated => a.push(format!("--cpus-per-task={ISOLATED_CPUS}")),
+            None => {}
+        }
         if res.gpus > 0 {
             a.push(match s.gpu_request.unwrap_or(GpuRequest::Gres) {
                 GpuRequest::Gres => format!("--gres=gpu:{}", res.gpus),
                 GpuRequest::Gpus => format!("--gpus={}", res.gpus),
             });
         }
-        if res.exclusive && res.gpus > 0 {
+        if isolated {
+            a.push("--gres-flags=enforce-binding".into());
+        } else if res.exclusive && res.gpus > 0 {
             a.push("--exclusive".into());
         }
         if let Some(limit) = s.array_limit {

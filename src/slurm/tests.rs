@@ -87,6 +87,8 @@ impl Bench {
             needs: Default::default(),
             upstream: Default::default(),
             gpus: Vec::new(),
+            cores: None,
+            isolated: false,
             log: dir.join("task.log"),
             record: None,
         }
@@ -185,6 +187,47 @@ async fn jobs_asking_for_different_resources_go_in_different_arrays() {
     assert!(gpu_call.contains("--array=0-1%2"), "{gpu_call}");
     let cpu_call = sbatch.iter().find(|c| !c.contains("gpuq")).unwrap();
     assert!(!cpu_call.contains("--gres"), "{cpu_call}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_measurement_asks_for_a_node_or_with_isolation_gpu_for_its_gpu_and_bound_cores() {
+    let b = bench_with(&[("timing", Slurm::default())], false, FakeSlurm::new());
+    let measuring = |id: &str, isolated: bool| {
+        let mut job = b.job(id, "timing", 1);
+        if let TaskSpec::Command(c) = &mut job.task {
+            c.resources.exclusive = true;
+        }
+        job.isolated = isolated;
+        job
+    };
+    let jobs = vec![
+        measuring("timing[i=0]", false),
+        measuring("timing[i=1]", true),
+    ];
+    let results = b.run_all(jobs).await;
+    assert!(results.values().all(Result::is_ok));
+    let sbatch = b.fake.calls_of("sbatch");
+    assert_eq!(
+        sbatch.len(),
+        2,
+        "different resources, different arrays: {sbatch:?}"
+    );
+    let host = sbatch
+        .iter()
+        .find(|c| c.contains("--exclusive"))
+        .expect("a Host measurement");
+    assert!(!host.contains("--cpus-per-task"), "{host}");
+    let gpu = sbatch
+        .iter()
+        .find(|c| !c.contains("--exclusive"))
+        .expect("a Gpu measurement");
+    for flag in [
+        "--gres=gpu:1",
+        "--cpus-per-task=4",
+        "--gres-flags=enforce-binding",
+    ] {
+        assert!(gpu.contains(flag), "{flag} in {gpu}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -852,3 +852,21 @@ fn files_an_absolute_pattern() {
         ],
     );
 }
+
+#[test]
+fn isolation_on_a_task_without_a_gpu() {
+    one(
+        "isolation_on_a_task_without_a_gpu",
+        r#"Pipeline(
+    stages: {
+        "a": Stage(isolation: Gpu, task: Command(run: "echo hi", outputs: ["x"])),
+    },
+)
+"#,
+        "Gpu",
+        &[
+            "`isolation` places a measurement on a GPU",
+            "`resources: (gpus: 1, exclusive: true)`",
+        ],
+    );
+}

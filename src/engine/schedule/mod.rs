@@ -57,9 +57,31 @@ pub(crate) struct BuildOptions {
     pub interleave: Option<u64>,
     /// `--accept-invalid`: keep invalid runs instead of measuring them again.
     pub accept_invalid: bool,
+    /// The machine's cores and GPUs for `isolation: Gpu`; None: this
+    /// machine's, read when a selected stage asks for it.
+    pub topology: Option<crate::host::topology::Topology>,
 }
 
 pub(crate) use order::DEFAULT_SEED as INTERLEAVE_SEED;
+
+/// The machine's slots for a build of `selection`: with a core partition
+/// when a selected stage asks for `isolation: Gpu` and there are GPUs.
+fn slots(b: &Builder<'_>, selection: &[NodeIdx]) -> Slots {
+    let slots = Slots::new(b.options.jobs, b.options.gpus.clone());
+    let isolated = selection.iter().any(|&i| {
+        b.graph.stage_of(i).and_then(|s| s.isolation) == Some(crate::config::Isolation::Gpu)
+    });
+    if !isolated || b.options.gpus.is_empty() {
+        return slots;
+    }
+    let gpus = &b.options.gpus;
+    let topology = b
+        .options
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::host::topology::Topology::detect(gpus));
+    slots.with_partition(crate::host::topology::partition(&topology, gpus))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BuildStatus {
@@ -256,11 +278,7 @@ impl<'b, 'a> Build<'b, 'a> {
             done: HashMap::with_capacity(selection.len()),
             ready,
             queue: order::Line::new(),
-            lanes: Lanes::new(
-                &b.lanes,
-                &b.lane_of,
-                Slots::new(b.options.jobs, b.options.gpus.clone()),
-            ),
+            lanes: Lanes::new(&b.lanes, &b.lane_of, slots(b, selection)),
             running: HashMap::new(),
             restoring: HashMap::new(),
             commits: HashMap::new(),

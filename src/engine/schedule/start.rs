@@ -14,6 +14,15 @@ use crate::graph::NodeIdx;
 use crate::store::RunRecord;
 use crate::tasks::{TaskSpec, UpstreamNode};
 
+/// Whether node `i` is a measurement of a stage with `isolation: Gpu`: it
+/// holds its GPU and cores near it, not the machine.
+pub(crate) fn isolated(graph: &crate::graph::Graph, i: NodeIdx) -> bool {
+    let res = graph.nodes[i].task.resources();
+    res.exclusive
+        && res.gpus > 0
+        && graph.stage_of(i).and_then(|s| s.isolation) == Some(crate::config::Isolation::Gpu)
+}
+
 impl Build<'_, '_> {
     /// Starts every queued node whose slots are free.
     pub(super) fn start_queued(&mut self, reporter: &mut dyn Reporter) {
@@ -28,7 +37,8 @@ impl Build<'_, '_> {
                 break;
             };
             let res = self.b.graph.nodes[p.idx].task.resources();
-            match self.lanes.admit(p.idx, &res) {
+            let isolated = isolated(self.b.graph, p.idx);
+            match self.lanes.admit(p.idx, &res, isolated) {
                 Admitted::Start { lane, lease } => self.start(p, lane, lease, reporter),
                 Admitted::Wait => waiting.push_back((round, p)),
                 Admitted::Never { wanted, available } => {
@@ -119,6 +129,8 @@ impl Build<'_, '_> {
             needs,
             upstream,
             gpus: lease.gpus.clone(),
+            cores: lease.cores.clone(),
+            isolated: isolated(b.graph, p.idx),
             slot: on_machine.then(|| lease.slot()).flatten(),
             force: p.replace,
         };
