@@ -56,6 +56,15 @@ pub fn probe() -> Env {
         cpu_model().unwrap_or_else(|| "unknown".to_owned()),
     );
     key_facets.insert("numa".to_owned(), numa_binding());
+    // Only a GPU in an unexpected state adds a facet: a normal machine's
+    // keys do not change.
+    let states: Vec<String> = gpus.iter().filter_map(Gpu::unexpected_state).collect();
+    if !states.is_empty() {
+        key_facets.insert(
+            "gpu_state".to_owned(),
+            join_distinct(states.iter().map(String::as_str)),
+        );
+    }
     let record = json!({
         "host": hostname_opt(),
         "kernel": read_trimmed("/proc/sys/kernel/osrelease"),
@@ -125,6 +134,33 @@ const QUERY: [&str; 12] = [
 ];
 
 impl Gpu {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// What about this GPU changes what it measures: MIG enabled, or
+    /// application clocks set below their default (`MIG enabled`,
+    /// `application clocks 1410 of 1980 MHz`); None for a normal GPU.
+    fn unexpected_state(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.field("mig.mode.current") == Some("Enabled") {
+            parts.push("MIG enabled".to_owned());
+        }
+        let mhz = |name| self.field(name)?.parse::<u32>().ok();
+        if let (Some(app), Some(default)) = (
+            mhz("clocks.applications.graphics"),
+            mhz("clocks.default_applications.graphics"),
+        ) {
+            if app < default {
+                parts.push(format!("application clocks {app} of {default} MHz"));
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     fn record(&self) -> Value {
         let mut map = serde_json::Map::new();
         map.insert("index".into(), json!(self.index));
@@ -138,25 +174,44 @@ impl Gpu {
     }
 }
 
+/// Columns that say whether the GPU is in an unexpected state (MIG,
+/// application clocks set below their default, uncorrected ECC errors, the
+/// clock-event reasons), asked after [`QUERY`]'s: an `nvidia-smi` that does
+/// not know one of them is asked [`QUERY`] alone.
+const STATE: [&str; 5] = [
+    "mig.mode.current",
+    "clocks.applications.graphics",
+    "clocks.default_applications.graphics",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks_event_reasons.active",
+];
+
 fn query_gpus() -> Vec<Gpu> {
-    let output = Command::new("nvidia-smi")
-        .arg(format!("--query-gpu={}", QUERY.join(",")))
-        .arg("--format=csv,noheader,nounits")
-        .output();
-    match output {
-        Ok(out) if out.status.success() => parse_gpus(&String::from_utf8_lossy(&out.stdout)),
-        _ => Vec::new(),
-    }
+    let ask = |columns: &[&'static str]| -> Option<Vec<Gpu>> {
+        let out = Command::new("nvidia-smi")
+            .arg(format!("--query-gpu={}", columns.join(",")))
+            .arg("--format=csv,noheader,nounits")
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| parse_gpus(&String::from_utf8_lossy(&out.stdout), columns))
+    };
+    let full: Vec<&str> = QUERY.iter().chain(&STATE).copied().collect();
+    ask(&full)
+        .filter(|g| !g.is_empty())
+        .or_else(|| ask(&QUERY))
+        .unwrap_or_default()
 }
 
-fn parse_gpus(csv: &str) -> Vec<Gpu> {
+fn parse_gpus(csv: &str, columns: &[&'static str]) -> Vec<Gpu> {
     csv.lines()
         .filter_map(|line| {
             let cells: Vec<String> = line.split(',').map(|c| c.trim().to_owned()).collect();
-            if cells.len() != QUERY.len() {
+            if cells.len() != columns.len() {
                 return None;
             }
-            let fields = QUERY[4..]
+            let fields = columns[4..]
                 .iter()
                 .copied()
                 .zip(cells[4..].iter().cloned())
@@ -270,7 +325,7 @@ mod tests {
 
     #[test]
     fn nvidia_smi_rows_parse_into_identity_and_recorded_fields() {
-        let gpus = parse_gpus(SMI);
+        let gpus = parse_gpus(SMI, &QUERY);
         assert_eq!(gpus.len(), 2);
         assert_eq!(gpus[0].name, "NVIDIA H100 80GB HBM3");
         assert_eq!(gpus[1].uuid, "GPU-5678ef01");
@@ -280,8 +335,32 @@ mod tests {
     }
 
     #[test]
+    fn only_a_gpu_in_an_unexpected_state_says_so() {
+        let columns: Vec<&'static str> = QUERY.iter().chain(&STATE).copied().collect();
+        let rows = "0, NVIDIA H100 80GB HBM3, GPU-1, 580.159.04, 1980, 2619, 1980, 34, 71.2, 80000, 81559, P0, Disabled, 1980, 1980, 0, 0x0000000000000000\n\
+                    1, NVIDIA H100 80GB HBM3, GPU-2, 580.159.04, 1410, 2619, 1980, 34, 71.2, 80000, 81559, P0, Enabled, 1410, 1980, 0, 0x0000000000000002\n\
+                    2, NVIDIA A10, GPU-3, 580.159.04, 1695, 6251, 1695, 34, 71.2, 80000, 81559, P0, [N/A], [N/A], [N/A], [N/A], 0x0000000000000000\n";
+        let gpus = parse_gpus(rows, &columns);
+        assert_eq!(gpus.len(), 3);
+        assert_eq!(gpus[0].unexpected_state(), None);
+        assert_eq!(
+            gpus[1].unexpected_state().as_deref(),
+            Some("MIG enabled, application clocks 1410 of 1980 MHz")
+        );
+        assert_eq!(
+            gpus[2].unexpected_state(),
+            None,
+            "unsupported fields say nothing"
+        );
+        assert_eq!(
+            gpus[1].record()["ecc.errors.uncorrected.volatile.total"],
+            "0"
+        );
+    }
+
+    #[test]
     fn cuda_visible_devices_selects_by_index_or_uuid() {
-        let gpus = parse_gpus(SMI);
+        let gpus = parse_gpus(SMI, &QUERY);
         let mask = |v: &str| Some(crate::gpu::parse_visible_devices(v));
         assert_eq!(visible(gpus.clone(), mask("1"))[0].uuid, "GPU-5678ef01");
         assert_eq!(visible(gpus.clone(), mask("GPU-1234"))[0].index, "0");
