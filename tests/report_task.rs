@@ -435,6 +435,50 @@ fn plots_are_written_as_svg_and_png_with_series_names() {
 }
 
 #[test]
+fn a_plot_takes_a_title_and_a_caption() {
+    let mut fx = Fixture::new();
+    for dim in [192, 384, 768] {
+        fx.node(
+            "analysis",
+            &[("dim", int(dim))],
+            &[("metrics.json", metrics(dim as f64 / 1000.0))],
+        );
+    }
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["analysis"], columns: ["gpu_utilization"],
+            plots: [Plot(x: "dim", y: "gpu_utilization", title: "Wider models keep the GPU busier",
+                         caption: "One run per dim; utilization from the CUPTI trace.")])"#,
+    );
+    run(&spec, &ctx).unwrap();
+    let svg = read(&ctx.out, "plots/gpu_utilization_vs_dim.svg");
+    assert!(
+        svg.contains("Wider models keep the GPU busier"),
+        "the title"
+    );
+    assert!(
+        !svg.contains("gpu_utilization vs dim"),
+        "instead of the generated heading"
+    );
+    assert!(
+        svg.contains("One run per dim; utilization from the CUPTI trace."),
+        "the caption"
+    );
+    let md = read(&ctx.out, "report.md");
+    assert!(
+        md.contains("![Wider models keep the GPU busier](plots/gpu_utilization_vs_dim.svg)\n\n*One run per dim; utilization from the CUPTI trace.*"),
+        "{md}"
+    );
+    // Without them a plot's spec (and so the report's key) is as before.
+    let plain = spec_plain();
+    assert!(!serde_json::to_string(&plain).unwrap().contains("caption"));
+}
+
+fn spec_plain() -> ReportSpec {
+    spec(r#"(title: "t", sources: ["a"], columns: ["x"], plots: [Plot(x: "a", y: "b")])"#)
+}
+
+#[test]
 fn rows_tables_become_one_row_per_entry() {
     let mut fx = Fixture::new();
     let rows = json!({"rows": [

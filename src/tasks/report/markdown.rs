@@ -86,7 +86,14 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
         md.push_str("\n## Plots\n\n");
         for plot in &spec.plots {
             let stem = plot.stem();
-            let _ = writeln!(md, "![{} vs {}](plots/{stem}.svg)\n", plot.y, plot.x);
+            let alt = plot
+                .title
+                .clone()
+                .unwrap_or_else(|| format!("{} vs {}", plot.y, plot.x));
+            let _ = writeln!(md, "![{alt}](plots/{stem}.svg)\n");
+            if let Some(caption) = &plot.caption {
+                let _ = writeln!(md, "*{caption}*\n");
+            }
         }
     }
     md

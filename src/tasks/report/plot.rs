@@ -282,9 +282,10 @@ fn draw<DB: DrawingBackend>(
     let px = |n: u32| n * scale;
     root.fill(&WHITE).map_err(err)?;
     let points = || series.iter().flat_map(|s| s.points.iter());
-    let mut caption = match &plot.series {
-        Some(by) => format!("{} vs {} by {}", plot.y, plot.x, by.joined(", ")),
-        None => format!("{} vs {}", plot.y, plot.x),
+    let mut caption = match (&plot.title, &plot.series) {
+        (Some(title), _) => title.clone(),
+        (None, Some(by)) => format!("{} vs {} by {}", plot.y, plot.x, by.joined(", ")),
+        (None, None) => format!("{} vs {}", plot.y, plot.x),
     };
     if !plot.filter.is_empty() {
         let fixed: Vec<String> = plot
@@ -302,6 +303,18 @@ fn draw<DB: DrawingBackend>(
             .map_err(err)?;
         return root.present().map_err(err);
     }
+    // The caption's line under the chart.
+    let root = match &plot.caption {
+        Some(text) => {
+            let (_, h) = root.dim_in_pixel();
+            let (chart, foot) = root.split_vertically(h.saturating_sub(px(30)));
+            let style = TextStyle::from((FAMILY, px(15)).into_font()).color(&BLACK);
+            foot.draw_text(text, &style, (px(16) as i32, px(6) as i32))
+                .map_err(err)?;
+            chart
+        }
+        None => root,
+    };
     let bar_ends = series
         .iter()
         .flat_map(|s| s.bars.iter().flat_map(|b| [b.1, b.2]));

@@ -83,6 +83,22 @@ pub struct Plot {
     /// the serialized spec when empty, so plots without it keep their keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub filter: BTreeMap<String, Value>,
+    /// The plot's heading, instead of `<y> vs <x> by <series>`. Left out of
+    /// the serialized spec when not given, as `caption`.
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub title: Option<String>,
+    /// A sentence under the plot (in the image and in `report.md`): what
+    /// to read in it.
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub caption: Option<String>,
 }
 
 /// The column or columns of a plot's `series`: written `"patch"` or
