@@ -792,3 +792,33 @@ fn a_run_kept_invalid_is_flagged_in_a_column_of_its_own() {
     );
     assert!(read(&ctx.out, "report.md").contains("pid 702"));
 }
+
+#[test]
+fn points_of_few_samples_are_drawn_hollow_and_the_plot_says_so() {
+    let mut fx = Fixture::new();
+    for (dim, n) in [(192, 2), (384, 25), (768, 3)] {
+        let samples = vec![2.0; n];
+        fx.node(
+            "runs",
+            &[("dim", int(dim))],
+            &[("results.json", results(&samples, "H100"))],
+        );
+    }
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"],
+            plots: [Plot(x: "dim", y: "latency_ms.median")])"#,
+    );
+    run(&spec, &ctx).unwrap();
+    let svg = read(&ctx.out, &format!("plots/{}.svg", spec.plots[0].stem()));
+    assert!(
+        svg.contains("hollow points: fewer than 20 samples"),
+        "the note"
+    );
+    let hollow = svg
+        .split("<circle")
+        .skip(1)
+        .filter(|c| c.contains("#FFFFFF"))
+        .count();
+    assert_eq!(hollow, 2, "dims 192 and 768 have 2 and 3 samples");
+}

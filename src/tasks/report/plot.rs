@@ -43,7 +43,14 @@ pub(super) struct Series {
     pub points: Vec<(f64, f64)>,
     /// The 95 % intervals of points that have one: (x, low, high).
     pub bars: Vec<(f64, f64, f64)>,
+    /// The points whose row has fewer than [`FEW_SAMPLES`] per-batch
+    /// samples: drawn hollow.
+    pub few: Vec<(f64, f64)>,
 }
+
+/// A point of fewer per-batch samples is drawn hollow (as a run of fewer
+/// batches is `undersampled`, see `telemetry::verdict`).
+pub(super) const FEW_SAMPLES: usize = crate::telemetry::verdict::UNDERSAMPLED;
 
 /// Each series label's colour index, the same in every plot of a report:
 /// labels in the order the plots first show them.
@@ -188,6 +195,7 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
                     label,
                     points: Vec::new(),
                     bars: Vec::new(),
+                    few: Vec::new(),
                 });
                 members.push(Vec::new());
                 lines.len() - 1
@@ -195,6 +203,9 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         };
         lines[at].points.push(point);
         lines[at].bars.extend(bar);
+        if row.samples.as_ref().is_some_and(|s| s.len() < FEW_SAMPLES) {
+            lines[at].few.push(point);
+        }
         members[at].push((px, r));
     }
     for (line, rows) in lines.iter().zip(&members) {
@@ -303,8 +314,16 @@ fn draw<DB: DrawingBackend>(
             .map_err(err)?;
         return root.present().map_err(err);
     }
-    // The caption's line under the chart.
-    let root = match &plot.caption {
+    // The caption's line under the chart, and what hollow points mean.
+    let few = series.iter().any(|s| !s.few.is_empty());
+    let note = few.then(|| format!("hollow points: fewer than {FEW_SAMPLES} samples"));
+    let foot_text = match (&plot.caption, &note) {
+        (Some(c), Some(n)) => Some(format!("{c}  ({n})")),
+        (Some(c), None) => Some(c.clone()),
+        (None, Some(n)) => Some(n.clone()),
+        (None, None) => None,
+    };
+    let root = match &foot_text {
         Some(text) => {
             let (_, h) = root.dim_in_pixel();
             let (chart, foot) = root.split_vertically(h.saturating_sub(px(30)));
@@ -389,6 +408,13 @@ fn draw<DB: DrawingBackend>(
                 line.points
                     .iter()
                     .map(|&p| Circle::new(p, px(4), color.filled())),
+            )
+            .map_err(err)?;
+        chart
+            .draw_series(
+                line.few
+                    .iter()
+                    .map(|&p| Circle::new(p, px(2), WHITE.filled())),
             )
             .map_err(err)?;
         // Each interval: a vertical bar with caps (the caps a fixed
@@ -767,6 +793,7 @@ mod tests {
         let up = Series {
             label: "a".into(),
             points: vec![(0.0, 0.0), (10.0, 10.0)],
+            few: Vec::new(),
             bars: Vec::new(),
         };
         let r = range([0.0, 10.0].into_iter());
@@ -776,6 +803,7 @@ mod tests {
         let top = Series {
             label: "b".into(),
             points: vec![(0.0, 10.0), (5.0, 9.5), (10.0, 10.0)],
+            few: Vec::new(),
             bars: Vec::new(),
         };
         let r2 = range([0.0, 10.0].into_iter());
@@ -789,6 +817,7 @@ mod tests {
         let bottom = Series {
             label: "c".into(),
             points: vec![(0.0, 0.0), (10.0, 0.5)],
+            few: Vec::new(),
             bars: Vec::new(),
         };
         let c = emptiest_corner(&[top, bottom], &r2, &range([0.0, 10.0].into_iter()));
@@ -800,6 +829,7 @@ mod tests {
         let s = |l: &str| Series {
             label: l.into(),
             points: vec![],
+            few: Vec::new(),
             bars: vec![],
         };
         let first = [s("m=2"), s("m=1")];
