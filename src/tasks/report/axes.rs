@@ -1,0 +1,92 @@
+//! A plot's axes: tick positions, an axis with exactly those ticks, and
+//! the axis titles.
+
+use plotters::coord::ranged1d::Ranged;
+
+/// A linear axis whose ticks are given (plotters picks its own otherwise).
+pub(super) struct Ticked {
+    pub(super) range: std::ops::Range<f64>,
+    pub(super) ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let f = if span > 0.0 {
+            (value - self.range.start) / span
+        } else {
+            0.5
+        };
+        limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// Tick positions of one axis over `r` (in plotted units: `log10` of the
+/// values on a log axis). A log axis ticks at decades (and at 2 and 5 of
+/// each when it spans less than two); an axis of integers at integers; any
+/// other at 1, 2 or 5 times a power of ten, about six of them.
+pub(super) fn ticks(r: &std::ops::Range<f64>, log: bool, integers: bool) -> Vec<f64> {
+    let (lo, hi) = (r.start, r.end);
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return vec![lo];
+    }
+    if log {
+        let decades: Vec<f64> = ((lo.ceil() as i64)..=(hi.floor() as i64))
+            .map(|k| k as f64)
+            .collect();
+        if decades.len() >= 3 {
+            return decades;
+        }
+        let mut t = Vec::new();
+        for k in (lo.floor() as i64)..=(hi.ceil() as i64) {
+            for m in [1.0f64, 2.0, 5.0] {
+                let v = k as f64 + m.log10();
+                if v >= lo && v <= hi {
+                    t.push(v);
+                }
+            }
+        }
+        return t;
+    }
+    let raw = (hi - lo) / 6.0;
+    let p = 10f64.powf(raw.log10().floor());
+    let mut step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * p);
+    if integers {
+        step = step.max(1.0).round();
+    }
+    let mut t = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 && t.len() < 50 {
+        t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        v += step;
+    }
+    t
+}
+
+pub(super) fn axis_title(column: &str, log: bool) -> String {
+    let label = super::labels::axis_label(column);
+    if log {
+        format!("{label}, log scale")
+    } else {
+        label
+    }
+}
