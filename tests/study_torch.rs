@@ -207,6 +207,23 @@ fn the_quickstart_page_opens_in_a_browser() {
     b.click("select[data-param='model'] option[value='vit32x4x192']");
     assert_eq!(column("model"), ["vit32x4x192", "vit32x4x192"]);
     b.click("select[data-param='model'] option[value='']");
+    // The `nodes` column shows on a row's click, not as a column; the
+    // report's files are linked.
+    let hidden = b.js(
+        "const t = document.getElementById('table-0');
+         const th = [...t.querySelectorAll('th')].find(h => h.textContent.trim().startsWith('nodes'));
+         const row = t.querySelector('tbody tr.has-nodes');
+         row.click();
+         const shown = row.nextElementSibling.classList.contains('row-nodes') ? row.nextElementSibling.textContent : '';
+         row.click();
+         return [th.hidden, shown.startsWith('nodes: quickstart_'), document.querySelectorAll('#report-0 p.downloads a').length];",
+    );
+    assert_eq!(hidden[0], true, "{hidden}");
+    assert_eq!(hidden[1], true, "{hidden}");
+    assert!(
+        hidden[2].as_u64().unwrap_or(0) >= 3,
+        "table.csv, report.md, plots: {hidden}"
+    );
     b.click("#node-list td.id");
     // A run's details draw its batches' latencies and its verdict.
     let shown = b.js(

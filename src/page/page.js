@@ -161,8 +161,22 @@
     const head = el("tr", {});
     let sortCol = -1, asc = true;
     const body = el("tbody", {});
+    // Columns empty in every row, and the long `nodes` one, are hidden; a
+    // row's nodes show on a click.
+    const nodesCol = t.names.indexOf("nodes");
+    const hidden = t.names.map((n, j) => j >= params && (j === nodesCol || t.rows.every((r) => r[j] === "" || r[j] === null)));
     const rows = t.rows.map((r) => {
       const tr = el("tr", {}, ...r.map((c, j) => cell(c, t.names[j], j < params)));
+      hidden.forEach((h, j) => { if (h) tr.children[j].hidden = true; });
+      if (nodesCol >= 0 && r[nodesCol]) {
+        tr.classList.add("has-nodes");
+        tr.title = "click: the nodes of this row";
+        tr.addEventListener("click", () => {
+          const next = tr.nextElementSibling;
+          if (next && next.classList.contains("row-nodes")) { next.remove(); return; }
+          tr.after(el("tr", { class: "row-nodes" }, el("td", { colspan: String(t.names.length) }, "nodes: " + r[nodesCol])));
+        });
+      }
       if (several && envCol >= 0 && r[envCol] !== main[0]) {
         tr.classList.add("other-env");
         tr.children[envCol].append(" ", el("span", { class: "badge env", title: "measured in another environment than most rows" }, "other env"));
@@ -189,6 +203,7 @@
         th.querySelector(".arrow").textContent = asc ? "▲" : "▼";
         draw();
       });
+      if (hidden[j]) th.hidden = true;
       head.append(th);
       if (j < params) {
         const values = [...new Set(t.rows.map((r) => r[j]))].sort(compareCells);
@@ -205,7 +220,11 @@
     tbl.append(el("thead", {}, head), body);
     draw();
     if (filters.children.length) wrap.append(filters);
-    wrap.append(tbl);
+    wrap.append(el("div", { class: "table-scroll" }, tbl));
+    const gone = t.names.filter((n, j) => hidden[j] && j !== nodesCol);
+    if (gone.length || nodesCol >= 0) {
+      wrap.append(el("p", { class: "meta" }, (gone.length ? `Not shown, empty in every row: ${gone.join(", ")}. ` : "") + (nodesCol >= 0 ? "Click a row for its nodes." : "")));
+    }
     return wrap;
   }
   function reports() {
@@ -217,6 +236,12 @@
     data.reports.forEach((r, i) => {
       const div = el("div", { class: "report", id: "report-" + i });
       div.append(el("h3", {}, r.title), el("p", { class: "meta report-built" }, `${r.node} · built ${r.built}`));
+      // Its files: the table as CSV and Parquet, report.md, each plot.
+      const ni = data.nodes.findIndex((n) => n[0] === r.node);
+      const files = ni >= 0 ? (data.details[ni].files || []) : [];
+      if (files.length) {
+        div.append(el("p", { class: "downloads" }, "Download: ", ...files.flatMap(([name, , href], k) => [k ? " · " : "", el("a", { href }, name)])));
+      }
       // What is shown is the last run's: say so when it is not current.
       const notes = [];
       if (r.running) notes.push("being built right now: what follows is the previous run's.");
