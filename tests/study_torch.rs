@@ -225,6 +225,20 @@ fn the_quickstart_page_opens_in_a_browser() {
         "table.csv, report.md, plots: {hidden}"
     );
     b.click("#node-list td.id");
+    // Sorting and details work from the keyboard: Tab reaches them, Enter acts.
+    let keyed = b.js(
+        "const enter = (e) => { e.focus(); e.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true })); };
+         const th = document.querySelector('#table-0 th:nth-child(2)');
+         enter(th);
+         const arrow = th.querySelector('.arrow').textContent;
+         const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('quickstart_report'));
+         enter(td);
+         return [th.tabIndex, arrow, td.tabIndex, document.querySelector('#node-detail h3').textContent];",
+    );
+    assert_eq!(keyed[0], 0, "{keyed}");
+    assert_eq!(keyed[1], "▲", "{keyed}");
+    assert_eq!(keyed[2], 0, "{keyed}");
+    assert_eq!(keyed[3], "quickstart_report", "{keyed}");
     // A run's details draw its batches' latencies and its verdict.
     let shown = b.js(
         "const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('quickstart_runs'));

@@ -12,6 +12,16 @@
     for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
     return e;
   };
+  // An element that acts on a click acts on Enter and Space too, and is
+  // reached with Tab.
+  const pressable = (e, act) => {
+    e.tabIndex = 0;
+    e.addEventListener("click", act);
+    e.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); act(ev); }
+    });
+    return e;
+  };
   const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
   const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
 
@@ -171,7 +181,7 @@
       if (nodesCol >= 0 && r[nodesCol]) {
         tr.classList.add("has-nodes");
         tr.title = "click: the nodes of this row";
-        tr.addEventListener("click", () => {
+        pressable(tr, () => {
           const next = tr.nextElementSibling;
           if (next && next.classList.contains("row-nodes")) { next.remove(); return; }
           tr.after(el("tr", { class: "row-nodes" }, el("td", { colspan: String(t.names.length) }, "nodes: " + r[nodesCol])));
@@ -196,7 +206,7 @@
     }
     t.names.forEach((name, j) => {
       const th = el("th", { class: "sortable", title: "sort by " + name }, name, " ", el("span", { class: "arrow" }, ""));
-      th.addEventListener("click", () => {
+      pressable(th, () => {
         asc = sortCol === j ? !asc : true;
         sortCol = j;
         for (const a of head.querySelectorAll(".arrow")) a.textContent = "";
@@ -292,6 +302,8 @@
     if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
     if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));
     box.scrollIntoView({ block: "nearest" });
+    box.tabIndex = -1;
+    box.focus({ preventScroll: true });
   }
   // A measuring run: its verdict, each batch's latency in order (left-out
   // batches in red), and the GPU's SM clock and temperature over the window.
@@ -360,7 +372,7 @@
       list.replaceChildren(el("tr", {}, el("th", {}, "node"), el("th", {}, "state"), el("th", {}, "last run")),
         ...hits.slice(0, LIMIT).map((i) => {
           const n = data.nodes[i];
-          return el("tr", {}, el("td", { class: "id", onclick: () => show(i) }, n[0]), el("td", {}, el("span", { class: "badge " + n[2] }, n[2])), el("td", { class: "num" }, fmtMs(n[3])));
+          return el("tr", {}, pressable(el("td", { class: "id" }, n[0]), () => show(i)), el("td", {}, el("span", { class: "badge " + n[2] }, n[2])), el("td", { class: "num" }, fmtMs(n[3])));
         }));
       more.textContent = hits.length > LIMIT ? `${LIMIT} of ${hits.length} shown; narrow the filter to see the others.` : `${hits.length} node(s).`;
     }
