@@ -233,8 +233,9 @@ fn an_unbuilt_workspace_gets_a_page_that_says_so() {
     let Some(b) = Browser::start() else { return };
     b.open(&page);
     sound(&b);
-    let said = b.js("return [!!document.getElementById('nothing-built'), !!document.getElementById('no-build'), document.querySelectorAll('#stage-graph g.stage.stale').length];");
-    assert_eq!(said, json!([true, true, 4]));
+    let said = b.js("return [!!document.getElementById('nothing-built'), !!document.getElementById('no-build'), document.querySelectorAll('#stage-graph g.stage.never-built').length, document.querySelectorAll('#stage-graph g.stage.stale').length, document.querySelector('#node-list .badge').textContent];");
+    // Never built is a state of its own, not stale.
+    assert_eq!(said, json!([true, true, 4, 0, "never-built"]));
     screenshot(&b, "unbuilt.png");
 }
 

@@ -174,7 +174,8 @@ impl Gather<'_> {
     }
 
     /// The node's state on the page: running (an attempt is under way),
-    /// failed (its last attempt at the current key failed), stale, fresh.
+    /// failed (its last attempt at the current key failed), never built,
+    /// stale, fresh.
     fn state(&self, i: usize) -> &'static str {
         let node = &self.graph.nodes[i];
         let running = self
@@ -195,6 +196,12 @@ impl Gather<'_> {
             .any(|r| r.kind == ReasonKind::Failed)
         {
             "failed"
+        } else if verdict
+            .reasons()
+            .first()
+            .is_some_and(|r| r.kind == ReasonKind::NeverBuilt)
+        {
+            "never-built"
         } else {
             "stale"
         }
@@ -244,6 +251,10 @@ impl Gather<'_> {
                 "failed" => view.failed += 1,
                 "running" => view.running += 1,
                 "not-needed" => view.not_needed += 1,
+                "never-built" => {
+                    view.stale += 1;
+                    view.never_built += 1;
+                }
                 _ => view.stale += 1,
             }
             let verdict = &self.evals[&i].verdict;

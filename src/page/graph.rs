@@ -77,7 +77,8 @@ pub(super) fn svg(study: &Study) -> String {
         let (x, y) = pos(i);
         let mut counts = vec![format!("{} fresh", stage.fresh)];
         for (n, what) in [
-            (stage.stale, "stale"),
+            (stage.stale - stage.never_built, "stale"),
+            (stage.never_built, "never built"),
             (stage.failed, "failed"),
             (stage.running, "running"),
         ] {

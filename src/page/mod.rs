@@ -53,7 +53,10 @@ pub(crate) struct StageView {
     pub name: String,
     pub pipeline: String,
     pub fresh: usize,
+    /// Stale nodes, never-built ones included.
     pub stale: usize,
+    /// Of `stale`, the nodes never built.
+    pub never_built: usize,
     pub failed: usize,
     pub running: usize,
     /// Repetitions a precision target did not call for (or has not decided yet).
@@ -69,6 +72,8 @@ impl StageView {
             "failed"
         } else if self.running > 0 {
             "running"
+        } else if self.stale > 0 && self.stale == self.never_built {
+            "never-built"
         } else if self.stale > 0 {
             "stale"
         } else if self.fresh > 0 {

@@ -49,7 +49,7 @@
     });
     box.append(t);
     const total = (k) => data.stages.reduce((a, s) => a + s[k], 0);
-    box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale, ${total("failed")} failed, ${total("running")} running` + (gated ? `, ${total("not_needed")} repetitions not needed.` : ".")));
+    box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale${total("never_built") ? ` (${total("never_built")} never built)` : ""}, ${total("failed")} failed, ${total("running")} running` + (gated ? `, ${total("not_needed")} repetitions not needed.` : ".")));
     precision(box);
     // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
     const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed");
@@ -356,7 +356,7 @@
     const box = $("node-browser");
     const q = el("input", { type: "search", placeholder: "filter by id", id: "node-search" });
     const st = el("select", { id: "node-stage" }, el("option", { value: "" }, "every stage"), ...data.stages.map((s, i) => el("option", { value: i }, s.name)));
-    const state = el("select", { id: "node-state" }, ...["", "fresh", "stale", "failed", "running", "not-needed"].map((s) => el("option", { value: s }, s || "every state")));
+    const state = el("select", { id: "node-state" }, ...["", "fresh", "stale", "never-built", "failed", "running", "not-needed"].map((s) => el("option", { value: s }, s || "every state")));
     const list = el("table", { id: "node-list" });
     const more = el("p", { class: "meta" });
     const LIMIT = 200;
