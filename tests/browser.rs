@@ -223,6 +223,9 @@ fn failed_and_stale_nodes_show_as_such() {
     let failed_bars =
         b.js("return document.querySelectorAll('#timeline-svg rect.bar.failed').length;");
     assert_eq!(failed_bars, json!(3));
+    // A node of a few ms is still a mark.
+    let narrowest = b.js("return Math.min(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
+    assert!(narrowest.as_f64().unwrap() >= 3.0, "{narrowest}");
     screenshot(&b, "failed-and-stale.png");
 }
 

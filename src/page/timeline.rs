@@ -8,6 +8,8 @@ use std::fmt::Write;
 
 use super::{escape, BuildView, Study, PALETTE};
 
+/// The narrowest bar drawn, in px: a node of a few ms is still a mark.
+const MIN_BAR: f64 = 3.0;
 const WIDTH: f64 = 1100.0;
 const LABEL: f64 = 110.0;
 const LANE_H: f64 = 20.0;
@@ -91,12 +93,17 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
         let _ = write!(s, "<g transform=\"translate(0,{y})\">");
         for b in build.entries.iter().filter(|b| b.lane == *name) {
             let x0 = x(b.start_ms);
-            let w = (x(b.end_ms) - x0).max(1.0);
-            let status = if b.status == "succeeded" {
+            // Short nodes stay visible: at least MIN_BAR wide.
+            let w = (x(b.end_ms) - x0).max(MIN_BAR);
+            let mut status = if b.status == "succeeded" {
                 String::new()
             } else {
                 format!(" {}", escape(&b.status))
             };
+            if b.index.is_none() {
+                // A node no longer in the pipelines: grey, not a live stage's colour.
+                status.push_str(" removed");
+            }
             let index = b.index.map_or(-1, |i| i as i64);
             let _ = write!(
                 s,
