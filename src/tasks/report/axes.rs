@@ -90,3 +90,35 @@ pub(super) fn axis_title(column: &str, log: bool) -> String {
         label
     }
 }
+
+/// A sweep of this many x values or fewer is ticked at its values.
+pub(super) const SPARSE: usize = 8;
+
+/// The distinct values of a sparse axis (at most [`SPARSE`], at least 2),
+/// ascending; None for a denser one.
+pub(super) fn sparse_ticks(values: impl Iterator<Item = f64>) -> Option<Vec<f64>> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup_by(|a, b| (*a - *b).abs() <= 1e-12 * b.abs().max(1.0));
+    (2..=SPARSE).contains(&v.len()).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sparse_sweep_is_ticked_at_its_values() {
+        // batch 1, 8, 32 on a log axis: log10 of each.
+        let batches = [1f64, 8.0, 32.0, 8.0].map(f64::log10);
+        let t = sparse_ticks(batches.into_iter()).expect("sparse");
+        assert_eq!(t.len(), 3);
+        let labels: Vec<String> = t
+            .iter()
+            .map(|v| super::super::labels::tick(*v, true))
+            .collect();
+        assert_eq!(labels, ["1", "8", "32"]);
+        assert_eq!(sparse_ticks((0..20).map(f64::from)), None, "a dense axis");
+        assert_eq!(sparse_ticks([5.0].into_iter()), None, "one value");
+    }
+}

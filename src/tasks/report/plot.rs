@@ -9,7 +9,7 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::axes::{axis_title, ticks, Ticked};
+use super::axes::{axis_title, sparse_ticks, ticks, Ticked};
 use super::cell::Cell;
 use super::compare::{same, table_column};
 use super::labels::tick;
@@ -342,7 +342,9 @@ fn draw<DB: DrawingBackend>(
         range(points().map(|p| p.0)),
         range(points().map(|p| p.1).chain(bar_ends)),
     );
-    let x_ticks = ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0));
+    // A sparse sweep (batch 1, 8, 32) is ticked at its own values.
+    let x_ticks = sparse_ticks(points().map(|p| p.0))
+        .unwrap_or_else(|| ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0)));
     let y_ticks = ticks(&yr, plot.log_y, points().all(|p| p.1.fract() == 0.0));
     // The legend goes in a corner without data, or else beside the plot.
     let corner = emptiest_corner(series, &xr, &yr);

@@ -14,7 +14,7 @@ use crate::value::Value;
 /// 3: repetitions folded into one row per configuration; 95 % interval columns, `reps`, `interval`; intervals in comparisons and plots.
 /// 4: a value every repetition agrees on is shown without `± 0.0 %`.
 /// 5: plot axis titles in words with units (`median latency per batch (ms)`); a line through a hidden param is refused; a plot without data is a line of text; tick labels with SI prefixes.
-/// 6: points of fewer than 20 per-batch samples drawn hollow, with a note under the plot; a column `invalid` for runs kept invalid.
+/// 6: points of fewer than 20 per-batch samples drawn hollow, with a note under the plot; a column `invalid` for runs kept invalid; an x axis of 8 values or fewer ticked at its values.
 pub const VERSION: u32 = 6;
 
 /// The files every report writes, whatever its spec.
