@@ -358,3 +358,35 @@ fn a_stale_report_says_so_over_its_old_table() {
     assert!(banner.contains("`vitgraph build report`"), "{banner}");
     screenshot(&b, "stale-report.png");
 }
+
+#[test]
+fn an_analysis_of_a_real_trace_lists_its_top_kernels() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/external-traces");
+    if !traces.is_dir() {
+        eprintln!("skipped: {} is absent", traces.display());
+        return;
+    }
+    let ws = Ws::with(include_str!("../examples/archive/pipelines/archive.ron"));
+    let made = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/archive/make-archive.sh"))
+        .arg(&traces)
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let shown = b.js(
+        "const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('analysis[rq=rq1_model_architecture_impact'));
+         td.click();
+         const rows = [...document.querySelectorAll('#node-detail table.kernels tr')].slice(1, 2).map(r => [...r.children].map(c => c.textContent));
+         return [document.querySelectorAll('#node-detail table.kernels').length, rows[0]];",
+    );
+    // The two H100s of the recording, ten kernels each; the first is a GEMM.
+    assert_eq!(shown[0], json!(2), "{shown}");
+    assert!(shown[1][0].as_str().unwrap().contains("gemm"), "{shown}");
+    screenshot(&b, "top-kernels.png");
+}

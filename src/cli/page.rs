@@ -318,6 +318,12 @@ impl Gather<'_> {
                 let size = d.measure.as_ref().map_or(0, |m| m.to_string().len());
                 measure_budget = measure_budget.saturating_sub(size);
             }
+            if measure_budget > 0 && run.is_some() && node.task.kind() == "Analyze" {
+                let metrics = self.root.join(node.out_rel()).join("metrics.json");
+                d.kernels = super::page_parts::top_kernels(&metrics);
+                let size = d.kernels.as_ref().map_or(0, |k| k.to_string().len());
+                measure_budget = measure_budget.saturating_sub(size);
+            }
             if log_budget > 0 {
                 d.log = self.log_tail(i, run, state);
                 log_budget = log_budget.saturating_sub(d.log.as_ref().map_or(0, String::len));

@@ -180,6 +180,41 @@ pub(super) fn measurement_view(path: &Path) -> Option<serde_json::Value> {
     }))
 }
 
+/// Kernels a node's details list per device.
+const TOP_KERNELS: usize = 10;
+
+/// An analysis's top kernels by GPU time, per device, from its
+/// `metrics.json`: `[{device, kernels: [[name, time %, total ns, count,
+/// mean ns]]}]`; None without kernels.
+pub(super) fn top_kernels(path: &Path) -> Option<serde_json::Value> {
+    use serde_json::{json, Value};
+    let m: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let devices: Vec<Value> = m
+        .get("devices")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| {
+            let kernels: Vec<Value> = d
+                .get("kernels")?
+                .as_array()?
+                .iter()
+                .take(TOP_KERNELS)
+                .map(|k| {
+                    json!([
+                        k.get("name"),
+                        k.get("time_pct"),
+                        k.get("total_ns"),
+                        k.get("instances"),
+                        k.get("avg_ns")
+                    ])
+                })
+                .collect();
+            (!kernels.is_empty()).then(|| json!({"device": d.get("device"), "kernels": kernels}))
+        })
+        .collect();
+    (!devices.is_empty()).then_some(Value::Array(devices))
+}
+
 pub(super) fn link(from_dir: &Path, target: &Path) -> String {
     let from: Vec<Component> = from_dir.components().collect();
     let to: Vec<Component> = target.components().collect();
@@ -271,6 +306,37 @@ mod tests {
         assert_eq!(v["series"], serde_json::json!([[0.5, 1980.0, 40.0, 1]]));
         assert_eq!(v["flags"][0], "throttled in 25 % of batches (sw_power_cap)");
         assert!(measurement_view(&dir.path().join("missing.json")).is_none());
+    }
+
+    #[test]
+    fn an_analysis_lists_its_top_ten_kernels_per_device() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("metrics.json");
+        let kernels: Vec<serde_json::Value> = (0..12)
+            .map(|i| {
+                serde_json::json!({"name": format!("k{i}"), "time_pct": 50.0 - f64::from(i),
+                                        "total_ns": 1000 - i, "instances": 3, "avg_ns": 333.3})
+            })
+            .collect();
+        std::fs::write(
+            &path,
+            serde_json::json!({"devices": [{"device": 0, "kernels": kernels}, {"device": 1, "kernels": []}]})
+                .to_string(),
+        )
+        .expect("write");
+        let v = top_kernels(&path).expect("kernels");
+        assert_eq!(
+            v.as_array().map(Vec::len),
+            Some(1),
+            "a device without kernels is left out"
+        );
+        assert_eq!(v[0]["kernels"].as_array().map(Vec::len), Some(10));
+        assert_eq!(
+            v[0]["kernels"][0],
+            serde_json::json!(["k0", 50.0, 1000, 3, 333.3])
+        );
+        std::fs::write(&path, r#"{"devices": [{"device": 0, "kernels": []}]}"#).expect("write");
+        assert!(top_kernels(&path).is_none(), "a CPU trace has none");
     }
 
     #[test]

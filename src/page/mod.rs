@@ -115,6 +115,9 @@ pub(crate) struct NodeDetails {
     /// its `results.json` (see `cli::page_parts::measurement_view`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measure: Option<serde_json::Value>,
+    /// An analysis's top kernels per device, from its `metrics.json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Serialize)]

@@ -298,6 +298,17 @@
     }
     box.replaceChildren(el("h3", {}, n[0]), dl);
     if (d.measure) box.append(...measurement(d.measure));
+    for (const dev of d.kernels || []) {
+      box.append(el("h4", {}, `Top kernels, GPU ${dev.device} (by time in the analysed window)`),
+        el("table", { class: "kernels" },
+          el("tr", {}, ...["kernel", "time %", "total", "count", "mean"].map((h) => el("th", {}, h))),
+          ...dev.kernels.map(([name, pct, total, count, mean]) => el("tr", {},
+            el("td", { class: "kname", title: name }, name.length > 90 ? name.slice(0, 87) + "…" : name),
+            el("td", { class: "num" }, pct.toFixed(1)),
+            el("td", { class: "num" }, fmtNs(total)),
+            el("td", { class: "num" }, String(count)),
+            el("td", { class: "num" }, fmtNs(mean))))));
+    }
     if (d.key && Object.keys(d.key).length) box.append(el("h4", {}, "Key parts"), el("pre", {}, JSON.stringify(d.key, null, 1)));
     if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
     if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));
@@ -345,6 +356,11 @@
         strip("temperature", "°C", [{ points: m.series.map((s) => [s[0], s[2]]), cls: "temp" }], "temperature")));
     } else if (m.source) out.push(el("p", { class: "meta" }, `GPU telemetry: ${m.source}`));
     return out;
+  }
+  function fmtNs(ns) {
+    if (ns >= 1e6) return (ns / 1e6).toPrecision(3) + " ms";
+    if (ns >= 1e3) return (ns / 1e3).toPrecision(3) + " µs";
+    return Math.round(ns) + " ns";
   }
   function fmtMs(ms) {
     if (ms === undefined || ms === null) return "";
