@@ -126,14 +126,12 @@ pub fn gpu_wait() -> Duration {
         .map_or(Duration::from_secs(60), Duration::from_secs_f64)
 }
 
-/// Other compute processes on the GPU `probe` reads (see
-/// `verdict::other_processes` for a list in another pid namespace).
+/// Compute processes on the GPU `probe` reads other than this one. Before
+/// the run has a CUDA context (when this is asked) the list cannot hold it
+/// under another pid namespace's id, so every other entry counts.
 fn others_on(probe: &mut dyn GpuProbe, pid: u32) -> Vec<u32> {
     match probe.read() {
-        Ok(r) if r.processes.contains(&pid) => {
-            r.processes.into_iter().filter(|p| *p != pid).collect()
-        }
-        Ok(r) => r.processes.into_iter().skip(1).collect(),
+        Ok(r) => r.processes.into_iter().filter(|p| *p != pid).collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -366,6 +364,15 @@ mod tests {
         let waited = wait_until_alone(&mut probe, Duration::from_secs(600)).expect("busy at first");
         assert_eq!(waited.processes, [4242]);
         assert!(waited.alone && waited.seconds > 0.0, "{waited:?}");
+    }
+
+    #[test]
+    fn before_the_run_has_a_context_any_listed_process_is_another() {
+        // One process listed, not this one: another, even if it were this
+        // process under another pid namespace's id (it has no context yet).
+        let mut busy = Scripted::parse(r#"[{"processes": [31337]}]"#).expect("parses");
+        let waited = wait_until_alone(&mut busy, Duration::ZERO).expect("busy");
+        assert_eq!(waited.processes, [31337]);
     }
 
     #[test]
