@@ -187,6 +187,20 @@ fn the_quickstart_page_opens_in_a_browser() {
         sizes.iter().all(|a| a.as_f64().unwrap() > 5_000.0),
         "{sizes:?}"
     );
+    // The pipeline's own title and description head the page.
+    let head = b.js("return [document.querySelector('header h1').textContent, document.querySelector('header p.lead').textContent, document.querySelector('#stage-table tr[data-stage=quickstart_runs] .stage-desc').textContent];");
+    assert_eq!(head[0], "Quickstart: ViT inference throughput", "{head}");
+    assert!(
+        head[1].as_str().unwrap().starts_with("Three small ViTs"),
+        "{head}"
+    );
+    assert!(
+        head[2]
+            .as_str()
+            .unwrap()
+            .starts_with("one ViT inference run"),
+        "{head}"
+    );
     let rows = b.js("return document.querySelectorAll('#table-0 tbody tr').length;");
     assert_eq!(rows, serde_json::json!(6));
     // Sorting by a header click reorders the rows; a param's selector hides the others.

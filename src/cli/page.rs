@@ -217,9 +217,27 @@ impl Gather<'_> {
             .map(|s| StageView {
                 name: s.name.clone(),
                 pipeline: s.file.display().to_string(),
+                description: s.about.description.clone(),
                 ..StageView::default()
             })
             .collect();
+        // The page's title and lead: the pipelines' own, when the shown
+        // stages' files agree on one.
+        let one = |field: fn(&crate::graph::About) -> &Option<String>| -> Option<String> {
+            let mut seen: Vec<&String> = Vec::new();
+            for &i in self.shown {
+                if let Some(v) = field(&self.graph.stages[i].about) {
+                    if !seen.contains(&v) {
+                        seen.push(v);
+                    }
+                }
+            }
+            (seen.len() == 1).then(|| seen[0].clone())
+        };
+        if let Some(title) = one(|a| &a.pipeline_title) {
+            study.title = title;
+        }
+        study.description = one(|a| &a.pipeline_description);
         let mut edges = BTreeSet::new();
         for node in &self.graph.nodes {
             for need in &node.needs {

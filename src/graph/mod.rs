@@ -164,12 +164,23 @@ pub struct Stage {
     /// `isolation: Host | Gpu`: what its measuring nodes hold on this
     /// machine; None: `Host`.
     pub isolation: Option<crate::config::Isolation>,
+    /// The stage's `description`, and its pipeline file's `title` and
+    /// `description`, for people.
+    pub about: About,
     /// `repeat:`: processes per configuration (1 without it); with
     /// `precision`, the fewest.
     pub repeat: u32,
     /// `precision: (…)`: repetitions beyond `repeat` run only while the
     /// interval is too wide (see [`Precision`]).
     pub precision: Option<Precision>,
+}
+
+/// What a stage and its pipeline file say about themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct About {
+    pub description: Option<String>,
+    pub pipeline_title: Option<String>,
+    pub pipeline_description: Option<String>,
 }
 
 /// A stage's precision target: after its first `repeat` repetitions, a

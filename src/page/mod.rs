@@ -17,6 +17,8 @@ use serde::Serialize;
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Study {
     pub title: String,
+    /// The pipelines' `description`, under the title.
+    pub description: Option<String>,
     pub generated: String,
     pub version: String,
     /// Nothing was ever built in the workspace.
@@ -52,6 +54,9 @@ pub(crate) struct PrecisionView {
 pub(crate) struct StageView {
     pub name: String,
     pub pipeline: String,
+    /// The stage's `description`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     pub fresh: usize,
     /// Stale nodes, never-built ones included.
     pub stale: usize,
@@ -214,7 +219,7 @@ pub(crate) fn render(study: &Study) -> String {
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{CSS}</style></head><body>\
-<header><h1>{title}</h1><p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\
+<header><h1>{title}</h1>{lead}<p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\
 <main>\
 <section id=\"study\"><h2>Stages</h2><div id=\"stages\"></div></section>\
 <section id=\"graph\"><h2>Stage graph</h2>{graph}</section>\
@@ -225,6 +230,11 @@ pub(crate) fn render(study: &Study) -> String {
 <script type=\"application/json\" id=\"data\">{data}</script>\
 <script>{JS}</script></body></html>\n",
         title = escape(&study.title),
+        lead = study
+            .description
+            .as_ref()
+            .map(|d| format!("<p class=\"lead\">{}</p>", escape(d)))
+            .unwrap_or_default(),
         version = escape(&study.version),
         generated = escape(&study.generated),
         data = data.replace("</", "<\\/"),

@@ -41,7 +41,8 @@
     data.stages.forEach((s, i) => {
       const reasons = s.reasons.map(([k, n]) => `${k} ${n}`).join(", ");
       t.append(el("tr", { "data-stage": s.name },
-        el("td", {}, el("i", { style: `display:inline-block;width:10px;height:10px;margin-right:6px;background:${PALETTE[i % PALETTE.length]}` }), s.name),
+        el("td", {}, el("i", { style: `display:inline-block;width:10px;height:10px;margin-right:6px;background:${PALETTE[i % PALETTE.length]}` }), s.name,
+          s.description ? el("div", { class: "stage-desc" }, s.description) : null),
         el("td", {}, s.pipeline),
         el("td", { class: "num" }, s.fresh), el("td", { class: "num" }, s.stale),
         el("td", { class: "num" }, s.failed), el("td", { class: "num" }, s.running),

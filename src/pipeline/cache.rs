@@ -182,7 +182,7 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
         w.str(&s.file.to_string_lossy());
         w.str(&s.pipeline);
         w.str(
-            &serde_json::to_string(&(&s.slurm, &s.placement, &s.precision, &s.isolation))
+            &serde_json::to_string(&(&s.slurm, &s.placement, &s.precision, &s.isolation, &s.about))
                 .unwrap_or_default(),
         );
         w.u64(u64::from(s.repeat));
@@ -251,7 +251,8 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
         let name = r.str()?.to_string();
         let file = PathBuf::from(r.str()?);
         let pipeline = r.str()?.to_string();
-        let (slurm, placement, precision, isolation) = serde_json::from_str(r.str()?).ok()?;
+        let (slurm, placement, precision, isolation, about) =
+            serde_json::from_str(r.str()?).ok()?;
         let repeat = u32::try_from(r.u64()?).ok()?;
         let mut nodes = Vec::new();
         for _ in 0..r.len()? {
@@ -265,6 +266,7 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
             slurm,
             placement,
             isolation,
+            about,
             repeat,
             precision,
         });

@@ -10,13 +10,22 @@ use super::expand::Axis;
 use super::syntax::{Ident, Kind, Node, Span};
 use super::{did_you_mean, value_of, PipelineError, Sources};
 
-const PIPELINE_FIELDS: &[&str] = &["params", "stages"];
+const PIPELINE_FIELDS: &[&str] = &["title", "description", "params", "stages"];
 
 /// A pipeline file: where it is, the target naming all its stages, its params.
 pub(super) struct FileDecl {
     pub rel: PathBuf,
     pub stem: String,
     pub params: Vec<Param>,
+    /// `Pipeline(title: …, description: …)`: what the file's study is.
+    pub about: About,
+}
+
+/// A pipeline's `title` and `description`, or a stage's `description`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct About {
+    pub title: Option<String>,
+    pub description: Option<String>,
 }
 
 /// A stage as declared.
@@ -43,6 +52,8 @@ pub(super) struct StageDecl {
     pub repeat: Option<Node>,
     /// `precision: (metric: …, ci_rel: …)`: more repetitions while imprecise.
     pub precision: Option<Node>,
+    /// `description: "…"`: what the stage is, for people.
+    pub description: Option<String>,
 }
 
 impl StageDecl {
@@ -80,7 +91,7 @@ pub(super) fn read_file(
     sources: &Sources,
     tree: &Node,
     file: usize,
-) -> Result<(Vec<Param>, Vec<StageDecl>), PipelineError> {
+) -> Result<(Vec<Param>, Vec<StageDecl>, About), PipelineError> {
     let fields = match &tree.kind {
         Kind::Struct { name, fields } if name.as_ref().is_none_or(|n| n.name == "Pipeline") => {
             fields
@@ -97,9 +108,12 @@ pub(super) fn read_file(
     };
     let mut params = Vec::new();
     let mut stages = Vec::new();
+    let mut about = About::default();
     let mut saw_stages = false;
     for (field, value) in fields {
         match field.name.as_str() {
+            "title" => about.title = Some(text_of(sources, value, "`title`")?),
+            "description" => about.description = Some(text_of(sources, value, "`description`")?),
             "params" => params.extend(read_params(sources, value)?),
             "stages" => {
                 saw_stages = true;
@@ -117,7 +131,21 @@ pub(super) fn read_file(
             )
             .with_help("add `stages: { \"name\": Stage(task: Command(run: \"…\")) }`"));
     }
-    Ok((params, stages))
+    Ok((params, stages, about))
+}
+
+/// A `title` or `description`: text in quotes.
+fn text_of(sources: &Sources, node: &Node, what: &str) -> Result<String, PipelineError> {
+    match &node.kind {
+        Kind::Str { value, .. } => Ok(value.clone()),
+        other => Err(sources
+            .error(
+                format!("{what} must be text in quotes"),
+                node.span,
+                format!("found {}", other.describe()),
+            )
+            .with_help(format!("write {what}: \"…\"").replace('`', ""))),
+    }
 }
 
 /// `params: { "name": value, … }`.
@@ -279,6 +307,7 @@ fn read_stage(
         isolation: None,
         repeat: None,
         precision: None,
+        description: None,
     };
     for (field, value) in fields {
         match STAGE.iter().find(|(key, _)| *key == field.name) {
@@ -478,11 +507,12 @@ fn read_needs(
 
 /// `description: "…"`: for people (and the study page); nothing to keep here.
 fn read_description(
-    _: &Sources,
+    sources: &Sources,
     _: &Ident,
-    _: &Node,
-    _: &mut StageDecl,
+    value: &Node,
+    stage: &mut StageDecl,
 ) -> Result<(), PipelineError> {
+    stage.description = Some(text_of(sources, value, "`description`")?);
     Ok(())
 }
 

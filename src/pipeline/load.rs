@@ -42,12 +42,17 @@ pub fn load(root: &Path, overrides: &[Override]) -> Result<Graph, PipelineError>
             }
         })?;
         let file_idx = decls.len();
-        let (params, file_stages) = read_file(&sources, &tree, file_idx)?;
+        let (params, file_stages, about) = read_file(&sources, &tree, file_idx)?;
         let stem = rel
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        decls.push(FileDecl { rel, stem, params });
+        decls.push(FileDecl {
+            rel,
+            stem,
+            params,
+            about,
+        });
         stages.extend(file_stages);
     }
     check_duplicates(&sources, &stages)?;

@@ -141,6 +141,7 @@ impl Expander<'_> {
             slurm,
             placement,
             isolation,
+            about: about_of(s, file),
             repeat: match (&precision, repeat) {
                 (Some(_), None) => DEFAULT_PRECISE_REPEAT,
                 (_, r) => r.map_or(1, |(n, _)| n),
@@ -457,6 +458,15 @@ fn task_of(sources: &Sources, s: &StageDecl, scope: &Scope<'_>) -> Result<TaskSp
             .with_help(msg.help)
     })?;
     Ok(t)
+}
+
+/// What a stage and its file say about themselves.
+fn about_of(s: &StageDecl, file: &FileDecl) -> crate::graph::About {
+    crate::graph::About {
+        description: s.description.clone(),
+        pipeline_title: file.about.title.clone(),
+        pipeline_description: file.about.description.clone(),
+    }
 }
 
 /// A stage's `isolation:`, read with the pipeline's params and checked

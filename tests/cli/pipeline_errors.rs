@@ -870,3 +870,19 @@ fn isolation_on_a_task_without_a_gpu() {
         ],
     );
 }
+
+#[test]
+fn a_pipeline_title_that_is_not_text() {
+    one(
+        "a_pipeline_title_that_is_not_text",
+        r#"Pipeline(
+    title: 42,
+    stages: {
+        "a": Stage(task: Command(run: "echo hi", outputs: ["x"])),
+    },
+)
+"#,
+        "42",
+        &["`title` must be text in quotes", "title: \"…\""],
+    );
+}
