@@ -374,18 +374,9 @@ fn a_busy_core_under_a_pinned_run_makes_it_intruded_and_stale() {
         .args(["-c", "0", "sh", "-c", "while :; do :; done"])
         .spawn()
         .expect("start the burner");
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0"]).arg(common::exe());
-    if let (Some(_), Some(torch)) = (
-        common::lean_exe(),
-        option_env!("CARGO_BIN_EXE_vitgraph-torch"),
-    ) {
-        cmd.env("VITGRAPH_TORCH_EXE", torch);
-    }
-    let out = cmd
+    let out = study
+        .command(&["taskset", "-c", "0"])
         .args(["build", "intrude"])
-        .current_dir(study.dir.path())
-        .env("NO_COLOR", "1")
         .output();
     let _ = burner.kill();
     let _ = burner.wait();
@@ -432,17 +423,9 @@ fn a_scripted_throttle_makes_a_run_invalid_until_it_was_measured_three_times() {
     )
     .expect("write the script");
     let build = || {
-        let mut cmd = Command::new(common::exe());
-        if let (Some(_), Some(torch)) = (
-            common::lean_exe(),
-            option_env!("CARGO_BIN_EXE_vitgraph-torch"),
-        ) {
-            cmd.env("VITGRAPH_TORCH_EXE", torch);
-        }
-        let out = cmd
+        let out = study
+            .command(&[])
             .args(["build", "throttle"])
-            .current_dir(study.dir.path())
-            .env("NO_COLOR", "1")
             .env("VITGRAPH_TELEMETRY_SCRIPT", &script)
             .output()
             .expect("run vitgraph");

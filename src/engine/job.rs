@@ -433,6 +433,7 @@ impl JobCtx {
             log: &self.log,
             dest: &self.dest,
             replace: self.force,
+            measures: self.task.measures(),
         };
         super::record::stage(&self.store, finished).map_err(|e| {
             let _ = std::fs::remove_dir_all(staging);

@@ -28,6 +28,9 @@ pub(crate) struct Finished<'a> {
     pub dest: &'a Path,
     /// Replace an earlier run of the key (`--force`, a damaged run).
     pub replace: bool,
+    /// The task measures (its `results.json` may hold a verdict, see
+    /// `validity`); no other task's outputs are read.
+    pub measures: bool,
 }
 
 /// Stages the run of `f` (outputs copied into the store) and materializes it.
@@ -37,12 +40,15 @@ pub(crate) fn stage(
 ) -> Result<(StagedRun, Materialized), StoreError> {
     // A run measured invalid carries its verdict in its record; the run it
     // replaces says how many times in a row the key was.
-    let before = if f.replace {
+    let before = if f.replace && f.measures {
         store.run_for_key(&f.key)?
     } else {
         None
     };
-    let env = super::validity::record_env(f.env, f.staging, before.as_ref());
+    let env = f
+        .measures
+        .then(|| super::validity::record_env(f.env, f.staging, before.as_ref()))
+        .flatten();
     let new = NewRun {
         node_id: f.node_id,
         stage: f.stage,

@@ -92,6 +92,7 @@ fn record_run(
         log: &job.log,
         dest: &record.dest,
         replace: record.replace,
+        measures: job.task.measures(),
     };
     let (staged, materialized) = match crate::engine::record::stage(store, finished) {
         Ok(s) => s,

@@ -342,7 +342,12 @@ pub fn mann_whitney_greater(a: &[f64], b: &[f64]) -> f64 {
     1.0 - crate::estimate::t_cdf(z, 1e6)
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median of `v` (the mean of the middle two of an even count; NaN
+/// when empty).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;

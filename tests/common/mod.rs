@@ -41,18 +41,27 @@ impl Study {
         Study { dir }
     }
 
-    /// Runs `vitgraph ARGS…`: whether it succeeded, and stdout.
-    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let mut cmd = Command::new(exe());
+    /// `vitgraph` to run in the study, under `wrap` (e.g. `taskset -c 0`)
+    /// when it is not empty; the arguments are the caller's to add.
+    pub fn command(&self, wrap: &[&str]) -> Command {
+        let mut cmd = match wrap.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(exe());
+                c
+            }
+            None => Command::new(exe()),
+        };
         if let (Some(_), Some(torch)) = (lean_exe(), option_env!("CARGO_BIN_EXE_vitgraph-torch")) {
             cmd.env("VITGRAPH_TORCH_EXE", torch);
         }
-        let out = cmd
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run vitgraph");
+        cmd.current_dir(self.dir.path()).env("NO_COLOR", "1");
+        cmd
+    }
+
+    /// Runs `vitgraph ARGS…`: whether it succeeded, and stdout.
+    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.command(&[]).args(args).output().expect("run vitgraph");
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -274,7 +274,7 @@ impl Runner<'_> {
             self.batch_ms.clear();
             self.run_batches(SETTLE_BLOCK as usize, nvtx, true)?;
             batches += SETTLE_BLOCK;
-            let median = median(&self.batch_ms);
+            let median = telemetry::verdict::median(&self.batch_ms);
             if let Some(before) = previous {
                 let change = median / before - 1.0;
                 if change.abs() <= SETTLE_REL {
@@ -535,12 +535,6 @@ fn copy_kind(config: &VitConfig, kind: Kind) -> Kind {
     } else {
         kind
     }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn ms(since: Instant) -> f64 {
