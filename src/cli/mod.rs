@@ -42,6 +42,7 @@ VITGRAPH_CUPTI_KINDS  the activity kinds `trace: Cupti` enables (kernel,memcpy,m
 VITGRAPH_TELEMETRY    `0`: no GPU sampling during `Vit`'s timed window\n  \
 VITGRAPH_TELEMETRY_AB `N`: the GPU sampler pauses in every other block of N batches (its cost)\n  \
 VITGRAPH_TELEMETRY_SCRIPT  GPU readings played from a JSON file instead of NVML\n  \
+VITGRAPH_GPU_WAIT_S   how long a measurement waits for other processes to leave its GPU (60)\n  \
 VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
 )]
 pub struct Cli {
