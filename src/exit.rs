@@ -6,5 +6,8 @@ pub(crate) const SUCCESS: i32 = 0;
 pub(crate) const NODE_FAILED: i32 = 1;
 /// A pipeline file is invalid, or the command line is wrong; nothing ran.
 pub(crate) const USAGE: i32 = 2;
+/// `vitgraph compare --fail-if`: a condition tripped (a significant change
+/// beyond its threshold).
+pub(crate) const REGRESSION: i32 = 3;
 /// Interrupted by SIGINT: scheduling stopped, running tasks were terminated.
 pub(crate) const INTERRUPTED: i32 = 130;

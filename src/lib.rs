@@ -8,6 +8,8 @@
 //!   and maps errors to exit codes once;
 //! - [`page`] draws the study as one self-contained HTML page (`vitgraph report`);
 //!   [`report`] turns engine events into terminal output or JSON lines;
+//! - [`compare`] pairs two sets of recorded runs (builds, baselines,
+//!   environments) and judges each metric's change;
 //! - [`slurm`] runs nodes as SLURM jobs: an executor of the engine;
 //! - [`pipeline`] reads `pipelines/**/*.ron` into a validated, expanded [`graph::Graph`];
 //! - [`engine`] decides what is fresh or stale (with reasons) and schedules the
@@ -37,6 +39,7 @@ pub(crate) mod atomic;
 pub mod cli;
 pub mod clock;
 pub(crate) mod codec;
+pub(crate) mod compare;
 pub(crate) mod config;
 pub(crate) mod engine;
 pub mod estimate;

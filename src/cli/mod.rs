@@ -3,6 +3,7 @@
 
 mod args;
 mod build;
+mod compare;
 mod evidence;
 mod exec;
 mod inspect;
@@ -30,7 +31,8 @@ use crate::workspace::Workspace;
     about = "A content-hashed, incremental build graph for GPU inference studies",
     long_about = "vitgraph runs studies declared in pipelines/*.ron: experiments, trace conversions, \
 analyses and reports are nodes of a content-hashed graph; `build` runs only what is stale.\n\n\
-Exit status: 0 success; 1 a node failed; 2 bad pipeline or usage; 130 interrupted (SIGINT).",
+Exit status: 0 success; 1 a node failed; 2 bad pipeline or usage; 3 `compare --fail-if` tripped; \
+130 interrupted (SIGINT).",
     after_long_help = "Environment:\n  \
 VITGRAPH_TORCH_EXE    the libtorch executable that runs `Vit` and `OpBench` nodes \
 (default: `vitgraph-torch` beside this vitgraph)\n  \
@@ -72,6 +74,12 @@ pub enum Command {
     Show(inspect::ShowArgs),
     /// Write the study as one self-contained HTML page (default `out/report.html`).
     Report(page::ReportArgs),
+    /// Compare two sets of recorded runs (builds, baselines, environments, dates,
+    /// workspaces): per configuration and metric, the ratio, its interval and a verdict.
+    Compare(compare::CompareArgs),
+    /// Save, list or forget named sets of runs to compare against (kept by `gc`).
+    #[command(subcommand)]
+    Baseline(compare::BaselineCommand),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and check the state database; report damaged or missing objects.
@@ -222,6 +230,8 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Ls(args) => inspect::ls(&ws, &overrides, args),
                 Command::Show(args) => inspect::show(&ws, &overrides, args),
                 Command::Report(args) => page::report(&ws, &overrides, args),
+                Command::Compare(args) => compare::compare(&ws, args),
+                Command::Baseline(cmd) => compare::baseline(&ws, cmd),
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),

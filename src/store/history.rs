@@ -14,7 +14,7 @@ pub struct BuildSummary {
     pub number: usize,
     pub host: String,
     pub pid: i64,
-    pid_start: i64,
+    pub(super) pid_start: i64,
     pub started_at_ms: i64,
     /// The last attempt's end (or start, while one runs).
     pub ended_at_ms: i64,

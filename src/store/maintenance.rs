@@ -107,7 +107,7 @@ impl Store {
         Ok(repair)
     }
 
-    /// Removes objects no recorded run refers to, staging directories of dead
+    /// Removes objects no recorded run or saved baseline refers to, staging directories of dead
     /// processes, unheld key lock files and the directories of finished
     /// cluster jobs; forgets superseded attempts and stat-cache entries of
     /// files that are gone. Waits for commits in progress.
@@ -217,7 +217,9 @@ impl Store {
             .count() as u64
     }
 
-    /// Keeps each node's latest attempt (and running ones) and the stat-cache
+    /// Keeps each node's latest attempt, running and succeeded ones (they say
+    /// which build measured a run: `vitgraph compare build:N`) and each
+    /// build's first (so builds keep their numbers), and the stat-cache
     /// entries of files that still exist.
     fn forget_stale_rows(&self) -> Result<(), StoreError> {
         let keys: Vec<String> = {
@@ -232,8 +234,9 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db_err(e))?;
         tx.execute(
-            "DELETE FROM attempts WHERE status != 'running'
-             AND id NOT IN (SELECT MAX(id) FROM attempts GROUP BY node_id)",
+            "DELETE FROM attempts WHERE status NOT IN ('running', 'succeeded')
+             AND id NOT IN (SELECT MAX(id) FROM attempts GROUP BY node_id)
+             AND id NOT IN (SELECT MIN(id) FROM attempts GROUP BY host, pid, pid_start)",
             [],
         )
         .map_err(|e| self.db_err(e))?;
@@ -373,6 +376,10 @@ mod tests {
     fn gc_keeps_every_run_and_the_latest_attempt() {
         let (_dir, store) = workspace();
         let first = commit(&store, "n", "k1", &[("v.txt", "1")]);
+        let superseded = store
+            .begin_attempt("n", &super::super::test_support::key("k0"))
+            .unwrap();
+        store.commit_failure(superseded, "exit status 1").unwrap();
         commit(&store, "n", "k2", &[("v.txt", "2")]);
         let failed = store
             .begin_attempt("n", &super::super::test_support::key("k3"))
@@ -391,6 +398,8 @@ mod tests {
             .conn()
             .query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(count, 1);
+        // The two succeeded attempts and the latest; the superseded failure goes.
+        assert_eq!(count, 3);
+        assert_eq!(store.builds().unwrap()[0].attempts, 3);
     }
 }

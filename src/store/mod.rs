@@ -10,6 +10,8 @@
 //! - the process groups of running tasks are noted, so the next command ends
 //!   what a killed build left (`groups`);
 //! - what a plan looked at is noted for the no-op snapshot (`observe`);
+//! - sets of runs (a build's, the current ones, saved baselines) for
+//!   `vitgraph compare` (`runsets`);
 //! - the expanded graph is kept in `cache/graph.bin` (`graph_file`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
@@ -32,6 +34,7 @@ mod record;
 #[cfg(test)]
 mod robustness_tests;
 mod runs;
+mod runsets;
 mod schema;
 mod stat_cache;
 #[cfg(test)]

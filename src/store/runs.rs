@@ -28,7 +28,7 @@ const RUN_COLUMNS_WITHOUT_PARTS: &str =
     "r.key, '', r.env_hash, r.outputs, r.log, r.started_at_ms, r.duration_ms";
 
 /// Environment records by hash, each parsed once per query.
-type EnvCache = HashMap<Vec<u8>, RawJson>;
+pub(super) type EnvCache = HashMap<Vec<u8>, RawJson>;
 
 impl Store {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
@@ -294,7 +294,7 @@ impl Store {
     }
 
     /// Decodes `node_id, stage, RUN_COLUMNS`.
-    fn decode_run(
+    pub(super) fn decode_run(
         &self,
         conn: &Connection,
         row: &Row<'_>,
@@ -416,13 +416,17 @@ fn set_attempt_status(
     ])
 }
 
-/// The node ids whose records refer to each object (runs' outputs and logs).
+/// The node ids whose records refer to each object (runs' outputs and logs,
+/// and those of saved baselines, named `baseline NAME: NODE`).
 pub(super) fn object_references(
     store: &Store,
 ) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
     let conn = store.conn();
     let mut stmt = conn
-        .prepare("SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r")
+        .prepare(
+            "SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r
+             UNION ALL SELECT 'baseline ' || b.name || ': ' || b.node_id, b.outputs, b.log, NULL FROM baselines b",
+        )
         .map_err(|e| store.db_err(e))?;
     let mut rows = stmt.query([]).map_err(|e| store.db_err(e))?;
     let mut refs: HashMap<ContentHash, Vec<String>> = HashMap::new();

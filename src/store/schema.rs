@@ -23,7 +23,10 @@
 //! reach them); version 5 added `staged_runs` (a finished attempt whose
 //! outputs are in `objects/` and `out/` but whose run is not committed yet:
 //! the next process adopts it if the one that staged it died, see
-//! `batch.rs`). An older database is brought up
+//! `batch.rs`); version 6 added `baselines` (copies of runs saved under a
+//! name by `vitgraph baseline save`, for `vitgraph compare`: a copy, so
+//! that a run measured again in place does not change a saved baseline).
+//! An older database is brought up
 //! to date in place when opened for writing (the statements are all `IF NOT
 //! EXISTS`, and a missing column is added).
 
@@ -39,7 +42,7 @@ use super::error::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -110,6 +113,20 @@ CREATE TABLE IF NOT EXISTS staged_runs (
     replace_run   INTEGER NOT NULL,
     adopt_run     INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS baselines (
+    name          TEXT NOT NULL,
+    node_id       TEXT NOT NULL,
+    stage         TEXT NOT NULL,
+    key           BLOB NOT NULL,
+    key_parts     TEXT NOT NULL,
+    env_hash      BLOB NOT NULL REFERENCES envs(hash),
+    outputs       BLOB NOT NULL,
+    log           BLOB,
+    started_at_ms INTEGER NOT NULL,
+    duration_ms   INTEGER NOT NULL,
+    saved_at_ms   INTEGER NOT NULL,
+    PRIMARY KEY (name, node_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS generation (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     n  INTEGER NOT NULL

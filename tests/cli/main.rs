@@ -6,6 +6,7 @@ mod support;
 
 mod archive;
 mod commands;
+mod compare;
 mod crash;
 mod freshness;
 mod graph_cache;

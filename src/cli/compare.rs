@@ -1,0 +1,207 @@
+//! `vitgraph compare A B [TARGETS]` and `vitgraph baseline save|list|rm`.
+
+use clap::{Args, Subcommand};
+
+use super::{usage, Failure};
+use crate::compare::{self, gate::Condition, measure::Metric, select::Side};
+use crate::exit;
+use crate::store::Store;
+use crate::workspace::Workspace;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The runs to compare against: HEAD, build:N (build:-1 the latest), baseline:NAME,
+    /// env:KEY=VALUE, date:YYYY-MM-DD, or workspace:DIR[#one of those].
+    pub a: String,
+    /// The runs compared: the same forms as A.
+    pub b: String,
+    /// Stages, configurations, node ids or globs ('rq1_*'); none means every measured run.
+    pub targets: Vec<String>,
+    /// A metric to compare: a dotted path into results.json, optionally `:higher`/`:lower`
+    /// (default: throughput, median and p99 latency, or an operator's median time and TFLOP/s).
+    #[arg(long = "metric", value_name = "PATH")]
+    pub metrics: Vec<String>,
+    /// The smallest change called a change: `2%` or `0.02`.
+    #[arg(long, default_value = "2%", value_name = "CHANGE")]
+    pub threshold: String,
+    /// Exit with status 3 when a pair's change of METRIC is significant and beyond the
+    /// change: `"throughput_images_per_s < -5%"`, `"latency_ms.p99 > +5%"`. Repeatable.
+    #[arg(long = "fail-if", value_name = "CONDITION")]
+    pub fail_if: Vec<String>,
+    /// Only the rows that changed or cannot be compared.
+    #[arg(long)]
+    pub changed: bool,
+    /// Print the comparison as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the comparison as CSV, one line per configuration and metric.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BaselineCommand {
+    /// Save the current runs of TARGETS (all when none) as baseline NAME, replacing one of that name.
+    Save {
+        name: String,
+        /// Stages, configurations, node ids or globs; none means every node with a run.
+        targets: Vec<String>,
+    },
+    /// List the saved baselines.
+    List,
+    /// Forget a baseline (`vitgraph gc` may then remove what only it kept).
+    Rm { name: String },
+}
+
+pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure> {
+    let side =
+        |text: &str| Side::parse(text).map_err(|m| usage(m, "see `vitgraph compare --help`"));
+    let (a, b) = (side(&args.a)?, side(&args.b)?);
+    let metrics = args
+        .metrics
+        .iter()
+        .map(|m| Metric::parse(m).map_err(|e| usage(e, "see `vitgraph compare --help`")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let threshold = compare::parse_threshold(&args.threshold)
+        .map_err(|m| usage(m, "write a relative change such as `--threshold 2%`"))?;
+    let conditions = args
+        .fail_if
+        .iter()
+        .map(|c| Condition::parse(c).map_err(|m| usage(m, "see the book's \"Comparing runs\"")))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A gated metric is compared even when `--metric` names others.
+    let mut metrics = metrics;
+    if !metrics.is_empty() {
+        for c in &conditions {
+            if !metrics.iter().any(|m| m.path == c.metric) {
+                metrics.push(Metric::parse(&c.metric).map_err(|e| usage(e, ""))?);
+            }
+        }
+    }
+    let options = compare::Options {
+        targets: &args.targets,
+        metrics: &metrics,
+        threshold,
+    };
+    let comparison = compare::compare(&ws.root, &a, &b, &options).map_err(|m| {
+        Failure::Report(
+            miette::miette!(
+                help = "`vitgraph compare --help` lists the forms of a side",
+                "{m}"
+            ),
+            exit::USAGE,
+        )
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&comparison).unwrap_or_default()
+        );
+    } else if args.csv {
+        print!("{}", compare::output::csv(&comparison));
+    } else {
+        print!("{}", compare::output::text(&comparison, args.changed));
+    }
+    gate(&comparison, &conditions)
+}
+
+/// Exit status 3 when a `--fail-if` condition trips, with the pairs that trip it.
+fn gate(comparison: &compare::Comparison, conditions: &[Condition]) -> Result<i32, Failure> {
+    let mut tripped = Vec::new();
+    for c in conditions {
+        let rows = &comparison.pairing.rows;
+        if !rows.iter().any(|r| r.metric == c.metric) {
+            eprintln!(
+                "warning: --fail-if `{}`: no pair has `{}`; the condition checks nothing",
+                c.text, c.metric
+            );
+        }
+        for row in rows.iter().filter(|r| c.trips(r)) {
+            let change = row.ratio.map_or(0.0, |r| (r - 1.0) * 100.0);
+            tripped.push(format!(
+                "{}: {} {change:+.1} % [{:.3}, {:.3}] trips `{}`",
+                row.config,
+                row.metric,
+                row.ratio_low.unwrap_or(f64::NAN),
+                row.ratio_high.unwrap_or(f64::NAN),
+                c.text
+            ));
+        }
+    }
+    if tripped.is_empty() {
+        if !conditions.is_empty() {
+            eprintln!("gate passed: no --fail-if condition tripped");
+        }
+        return Ok(exit::SUCCESS);
+    }
+    eprintln!(
+        "gate failed: {} pair(s) tripped a --fail-if condition:",
+        tripped.len()
+    );
+    for t in &tripped {
+        eprintln!("  {t}");
+    }
+    Ok(exit::REGRESSION)
+}
+
+pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, Failure> {
+    let store = match command {
+        BaselineCommand::List => match Store::open_existing(&ws.root)? {
+            Some(store) => store,
+            None => {
+                println!("no baselines (nothing recorded yet)");
+                return Ok(exit::SUCCESS);
+            }
+        },
+        _ => Store::open(&ws.root)?,
+    };
+    match command {
+        BaselineCommand::Save { name, targets } => {
+            if name.is_empty() || name.contains(['#', ':', '/']) {
+                return Err(usage(
+                    format!("`{name}` cannot name a baseline"),
+                    "use letters, digits, `-`, `_` or `.` (`main`, `torch-2.10`)",
+                ));
+            }
+            let current = store.current_runs()?;
+            let wanted = compare::Targets::new(&targets).map_err(|m| usage(m, ""))?;
+            let ids: Vec<&str> = current
+                .iter()
+                .filter(|r| wanted.keep(r))
+                .map(|r| r.node_id.as_str())
+                .collect();
+            if ids.is_empty() {
+                return Err(usage(
+                    "no node with a recorded run matches the targets",
+                    "build them first, or check the names with `vitgraph ls`",
+                ));
+            }
+            let saved = store.save_baseline(&name, &ids)?;
+            println!("saved baseline `{name}`: {saved} runs (compare with `vitgraph compare baseline:{name} HEAD`)");
+        }
+        BaselineCommand::List => {
+            let all = store.baselines()?;
+            if all.is_empty() {
+                println!("no baselines (`vitgraph baseline save NAME` saves the current runs)");
+            }
+            for b in all {
+                println!(
+                    "{:<20} {:>6} runs  saved {}",
+                    b.name,
+                    b.runs,
+                    crate::clock::utc(b.saved_at_ms)
+                );
+            }
+        }
+        BaselineCommand::Rm { name } => {
+            if !store.remove_baseline(&name)? {
+                return Err(usage(
+                    format!("no baseline `{name}`"),
+                    "`vitgraph baseline list` lists them",
+                ));
+            }
+            println!("removed baseline `{name}`");
+        }
+    }
+    Ok(exit::SUCCESS)
+}

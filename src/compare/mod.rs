@@ -1,0 +1,151 @@
+//! `vitgraph compare A B`: two sets of recorded runs (builds, baselines,
+//! environments, dates, other workspaces), paired by configuration, with
+//! each metric's ratio, interval, verdict, and the facets that differ; and
+//! the regression gate (`--fail-if`).
+//!
+//! The flow: [`select`] turns each side's text into runs from a store,
+//! [`measure`] reads their `results.json`, [`pair`] groups and pairs them
+//! and judges each metric with [`stats`], [`gate`] checks `--fail-if`, and
+//! [`output`] prints the table, JSON or CSV.
+
+pub(crate) mod gate;
+pub(crate) mod measure;
+pub(crate) mod output;
+pub(crate) mod pair;
+pub(crate) mod select;
+pub(crate) mod stats;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::store::RunRecord;
+
+/// A whole comparison, as printed and as `--json` writes it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Comparison {
+    pub a: SideInfo,
+    pub b: SideInfo,
+    /// The smallest relative change called a change (0.02 for ±2 %).
+    pub threshold: f64,
+    #[serde(flatten)]
+    pub pairing: pair::Pairing,
+}
+
+/// What a side named and how many runs it found.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SideInfo {
+    pub name: String,
+    pub description: String,
+    /// Runs with a `results.json` (measurements), after the targets filter.
+    pub runs: usize,
+}
+
+/// The options of one comparison.
+pub(crate) struct Options<'a> {
+    pub targets: &'a [String],
+    pub metrics: &'a [measure::Metric],
+    pub threshold: f64,
+}
+
+/// Resolves both sides in the workspace at `root` and compares them.
+pub(crate) fn compare(
+    root: &Path,
+    a: &select::Side,
+    b: &select::Side,
+    options: &Options<'_>,
+) -> Result<Comparison, String> {
+    let targets = Targets::new(options.targets)?;
+    let read = |side: &select::Side| -> Result<(Vec<measure::Run>, String), String> {
+        let (store, runs, description) = select::resolve(side, root)?;
+        let runs: Vec<RunRecord> = runs.into_iter().filter(|r| targets.keep(r)).collect();
+        let metrics = if options.metrics.is_empty() {
+            measure::HEADLINE
+                .iter()
+                .flat_map(|group| group.iter())
+                .filter_map(|h| measure::Metric::parse(h).ok())
+                .collect()
+        } else {
+            options.metrics.to_vec()
+        };
+        Ok((measure::read_runs(&store, &runs, &metrics)?, description))
+    };
+    let (ra, da) = read(a)?;
+    let (rb, db) = read(b)?;
+    let pairing = pair::pair(&ra, &rb, options.metrics, options.threshold);
+    Ok(Comparison {
+        a: SideInfo {
+            name: a.text.clone(),
+            description: da,
+            runs: ra.len(),
+        },
+        b: SideInfo {
+            name: b.text.clone(),
+            description: db,
+            runs: rb.len(),
+        },
+        threshold: options.threshold,
+        pairing,
+    })
+}
+
+/// `[TARGETS]`: stage names, configurations, node ids, or globs over them
+/// (a target with `*` or `?`).
+pub(crate) struct Targets {
+    literal: Vec<String>,
+    set: Option<globset::GlobSet>,
+}
+
+impl Targets {
+    pub(crate) fn new(targets: &[String]) -> Result<Targets, String> {
+        let (globs, literal): (Vec<&String>, Vec<&String>) =
+            targets.iter().partition(|t| t.contains(['*', '?']));
+        let literal = literal.into_iter().cloned().collect();
+        if globs.is_empty() {
+            return Ok(Targets { literal, set: None });
+        }
+        let mut builder = globset::GlobSetBuilder::new();
+        for t in globs {
+            let glob = globset::GlobBuilder::new(t)
+                .literal_separator(false)
+                .build()
+                .map_err(|e| format!("target `{t}` is not a valid glob: {e}"))?;
+            builder.add(glob);
+        }
+        let set = builder.build().map_err(|e| e.to_string())?;
+        Ok(Targets {
+            literal,
+            set: Some(set),
+        })
+    }
+
+    pub(crate) fn keep(&self, run: &RunRecord) -> bool {
+        if self.literal.is_empty() && self.set.is_none() {
+            return true;
+        }
+        let config = measure::config_of(&run.node_id);
+        let names = [run.stage.as_str(), run.node_id.as_str(), config.as_str()];
+        names.iter().any(|n| self.literal.iter().any(|t| t == n))
+            || self
+                .set
+                .as_ref()
+                .is_some_and(|set| names.iter().any(|n| set.is_match(n)))
+    }
+}
+
+/// `2%`, `2 %` or `0.02` as a fraction.
+pub(crate) fn parse_threshold(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|n| (0.0..1.0).contains(n))
+        .ok_or_else(|| {
+            format!("`--threshold {text}` is not a change between 0 and 100 % (`2%` or `0.02`)")
+        })
+}

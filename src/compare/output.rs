@@ -1,0 +1,274 @@
+//! A comparison as a text table, CSV, or JSON (`serde` of [`Comparison`]).
+
+use std::fmt::Write as _;
+
+use super::pair::{Row, SideValue, Verdict};
+use super::Comparison;
+
+/// The text table: a header naming both sides, a row per configuration and
+/// metric, the differing facets under each configuration, and a summary.
+/// `changed_only`: leave out the rows judged `same`.
+pub(crate) fn text(c: &Comparison, changed_only: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A  {}: {}, {} runs",
+        c.a.name, c.a.description, c.a.runs
+    );
+    let _ = writeln!(
+        out,
+        "B  {}: {}, {} runs",
+        c.b.name, c.b.description, c.b.runs
+    );
+    let _ = writeln!(
+        out,
+        "B / A with its 95 % interval; a change within ±{} is `same` (--threshold)\n",
+        percent(c.threshold)
+    );
+    let header = [
+        "configuration",
+        "metric",
+        "A",
+        "B",
+        "B / A",
+        "95 % interval",
+        "p",
+        "verdict",
+    ];
+    let mut lines: Vec<[String; 8]> = Vec::new();
+    let mut notes: Vec<(usize, String)> = Vec::new();
+    let mut last_config = "";
+    for row in &c.pairing.rows {
+        if changed_only && row.verdict == Verdict::Same {
+            continue;
+        }
+        let first = row.config != last_config;
+        if first && !last_config.is_empty() {
+            if let Some(d) = differs_line(c, last_config) {
+                notes.push((lines.len(), d));
+            }
+        }
+        last_config = &row.config;
+        lines.push([
+            if first {
+                row.config.clone()
+            } else {
+                String::new()
+            },
+            row.metric.clone(),
+            side(row.a.as_ref()),
+            side(row.b.as_ref()),
+            row.ratio.map_or("—".into(), |r| format!("{r:.3}")),
+            interval(row),
+            row.p.map_or("—".into(), |p| format!("{p:.3}")),
+            verdict(row),
+        ]);
+    }
+    if let Some(d) = (!last_config.is_empty())
+        .then(|| differs_line(c, last_config))
+        .flatten()
+    {
+        notes.push((lines.len(), d));
+    }
+    let mut widths = header.map(str::len);
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let render = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let _ = writeln!(out, "{}", render(&header.map(String::from)));
+    let mut notes = notes.into_iter().peekable();
+    for (i, line) in lines.iter().enumerate() {
+        while let Some((_, note)) = notes.next_if(|(at, _)| *at == i) {
+            let _ = writeln!(out, "  {note}");
+        }
+        let _ = writeln!(out, "{}", render(line));
+    }
+    for (_, note) in notes {
+        let _ = writeln!(out, "  {note}");
+    }
+    out.push_str(&summary(c));
+    out
+}
+
+fn percent(fraction: f64) -> String {
+    format!("{} %", trim(fraction * 100.0))
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn number(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn side(v: Option<&SideValue>) -> String {
+    let Some(v) = v else { return "—".into() };
+    let half = if v.value != 0.0 && v.high.is_finite() && v.low.is_finite() {
+        format!(" ±{:.1}%", (v.high - v.low) / 2.0 / v.value.abs() * 100.0)
+    } else {
+        String::new()
+    };
+    let within = if v.basis == "within-run" { "*" } else { "" };
+    let invalid = if v.invalid_runs > 0 {
+        format!(" ({} invalid)", v.invalid_runs)
+    } else {
+        String::new()
+    };
+    format!("{}{half} n={}{within}{invalid}", number(v.value), v.runs)
+}
+
+fn interval(row: &Row) -> String {
+    match (row.ratio_low, row.ratio_high) {
+        (Some(lo), Some(hi)) => {
+            let within = if row.ratio_basis == Some("within-run") {
+                "*"
+            } else {
+                ""
+            };
+            format!("[{lo:.3}, {hi:.3}]{within}")
+        }
+        _ => "—".into(),
+    }
+}
+
+fn verdict(row: &Row) -> String {
+    match (&row.why, row.verdict) {
+        (Some(why), v) => format!("{}: {why}", v.as_str()),
+        (None, v) => v.as_str().to_owned(),
+    }
+}
+
+fn differs_line(c: &Comparison, config: &str) -> Option<String> {
+    let row = c.pairing.rows.iter().find(|r| r.config == config)?;
+    if row.differs.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = row
+        .differs
+        .iter()
+        .map(|d| format!("{} {} → {}", d.facet, d.a, d.b))
+        .collect();
+    Some(format!("differs: {}", parts.join("; ")))
+}
+
+fn summary(c: &Comparison) -> String {
+    let rows = &c.pairing.rows;
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    let configs = {
+        let mut seen: Vec<&str> = rows.iter().map(|r| r.config.as_str()).collect();
+        seen.dedup();
+        seen.len()
+    };
+    let mut s = format!(
+        "\n{configs} configuration{} paired, {} metric{}: {} faster, {} slower, {} same, {} not comparable\n",
+        if configs == 1 { "" } else { "s" },
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        count(Verdict::Faster),
+        count(Verdict::Slower),
+        count(Verdict::Same),
+        count(Verdict::NotComparable),
+    );
+    for (name, only) in [("A", &c.pairing.only_a), ("B", &c.pairing.only_b)] {
+        if !only.is_empty() {
+            let shown: Vec<&str> = only.iter().take(5).map(String::as_str).collect();
+            let more = if only.len() > 5 {
+                format!(", … ({} more)", only.len() - 5)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                s,
+                "only in {name}: {} configuration{}: {}{more}",
+                only.len(),
+                if only.len() == 1 { "" } else { "s" },
+                shown.join(", ")
+            );
+        }
+    }
+    if rows.iter().any(|r| {
+        r.ratio_basis == Some("within-run") || r.a.as_ref().is_some_and(|a| a.basis == "within-run")
+    }) {
+        s.push_str(
+            "* within-run: one run on a side, so the interval is its batches' only and says \
+             nothing of how far another process lands; measure with `repeat: 3` or more\n",
+        );
+    }
+    s
+}
+
+/// One CSV line per configuration and metric.
+pub(crate) fn csv(c: &Comparison) -> String {
+    let mut out = String::from(
+        "configuration,stage,metric,better,a,a_low,a_high,a_runs,b,b_low,b_high,b_runs,\
+         ratio,ratio_low,ratio_high,ratio_basis,p,verdict,why,differs\n",
+    );
+    let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
+    for r in &c.pairing.rows {
+        let side = |s: Option<&SideValue>| {
+            s.map_or(",,,".to_owned(), |s| {
+                format!("{},{},{},{}", s.value, s.low, s.high, s.runs)
+            })
+        };
+        let differs: Vec<String> = r
+            .differs
+            .iter()
+            .map(|d| format!("{}: {} -> {}", d.facet, d.a, d.b))
+            .collect();
+        let better = match r.better {
+            super::measure::Better::Higher => "higher",
+            super::measure::Better::Lower => "lower",
+        };
+        let _ = writeln!(
+            out,
+            "{},{},{},{better},{},{},{},{},{},{},{},{},{},{}",
+            quote(&r.config),
+            quote(&r.stage),
+            quote(&r.metric),
+            side(r.a.as_ref()),
+            side(r.b.as_ref()),
+            num(r.ratio),
+            num(r.ratio_low),
+            num(r.ratio_high),
+            r.ratio_basis.unwrap_or(""),
+            num(r.p),
+            r.verdict.as_str(),
+            quote(r.why.as_deref().unwrap_or("")),
+            quote(&differs.join("; ")),
+        );
+    }
+    out
+}
+
+fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}

@@ -1,0 +1,277 @@
+//! Pairing: runs group into configurations (stage and node-id params, less
+//! `rep`), configurations pair across the two sides, and each pair gets,
+//! per metric, both sides' estimates, the ratio, a verdict and the facets
+//! that differ between the sides.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::measure::{Better, Metric, Run, Value, HEADLINE};
+use super::stats::{self, Ratio};
+use crate::estimate::Estimate;
+
+/// What a pair's metric did, from A to B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Verdict {
+    Faster,
+    Slower,
+    /// The interval holds 1, or the change is within the threshold.
+    Same,
+    NotComparable,
+}
+
+impl Verdict {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::Same => "same",
+            Verdict::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// One side of a row.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SideValue {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    pub runs: usize,
+    /// `repetitions` or `within-run`.
+    pub basis: &'static str,
+    /// Runs recorded with a verdict other than valid (kept after their
+    /// re-measurements or with `--accept-invalid`).
+    pub invalid_runs: usize,
+}
+
+/// A facet whose values differ between the sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Difference {
+    pub facet: String,
+    pub a: String,
+    pub b: String,
+}
+
+/// One configuration and one metric.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    pub config: String,
+    pub stage: String,
+    pub metric: String,
+    pub better: Better,
+    pub a: Option<SideValue>,
+    pub b: Option<SideValue>,
+    /// B / A.
+    pub ratio: Option<f64>,
+    pub ratio_low: Option<f64>,
+    pub ratio_high: Option<f64>,
+    /// What the ratio's interval rests on: `repetitions` (two or more runs
+    /// a side) or `within-run`.
+    pub ratio_basis: Option<&'static str>,
+    pub p: Option<f64>,
+    pub verdict: Verdict,
+    /// Why a pair is not comparable.
+    pub why: Option<String>,
+    pub differs: Vec<Difference>,
+}
+
+/// Every pair of two run sets.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Pairing {
+    pub rows: Vec<Row>,
+    /// Configurations measured on one side only.
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+}
+
+/// Groups runs by configuration.
+fn configs(runs: &[Run]) -> BTreeMap<&str, Vec<&Run>> {
+    let mut out: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for run in runs {
+        out.entry(run.config.as_str()).or_default().push(run);
+    }
+    out
+}
+
+/// Pairs `a` with `b`. `metrics` empty: the headline metrics either side
+/// has. `threshold`: the smallest relative change called a change.
+pub(crate) fn pair(a: &[Run], b: &[Run], metrics: &[Metric], threshold: f64) -> Pairing {
+    let (ca, cb) = (configs(a), configs(b));
+    let only = |x: &BTreeMap<&str, Vec<&Run>>, y: &BTreeMap<&str, Vec<&Run>>| {
+        x.keys()
+            .filter(|k| !y.contains_key(*k))
+            .map(|k| k.to_string())
+            .collect()
+    };
+    let mut rows = Vec::new();
+    for (config, ra) in &ca {
+        let Some(rb) = cb.get(config) else { continue };
+        let differs = differences(ra, rb);
+        for metric in metrics_of(ra, rb, metrics) {
+            rows.push(row(config, ra, rb, &metric, threshold, &differs));
+        }
+    }
+    Pairing {
+        rows,
+        only_a: only(&ca, &cb),
+        only_b: only(&cb, &ca),
+    }
+}
+
+fn metrics_of(ra: &[&Run], rb: &[&Run], asked: &[Metric]) -> Vec<Metric> {
+    if !asked.is_empty() {
+        return asked.to_vec();
+    }
+    let has = |m: &str| ra.iter().chain(rb).any(|r| r.values.contains_key(m));
+    HEADLINE
+        .iter()
+        .find(|group| group.iter().any(|m| has(m)))
+        .map(|group| {
+            group
+                .iter()
+                .filter(|m| has(m))
+                .filter_map(|m| Metric::parse(m).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn values(runs: &[&Run], metric: &str) -> Vec<Value> {
+    runs.iter()
+        .filter_map(|r| r.values.get(metric).cloned())
+        .collect()
+}
+
+fn row(
+    config: &str,
+    ra: &[&Run],
+    rb: &[&Run],
+    metric: &Metric,
+    threshold: f64,
+    differs: &[Difference],
+) -> Row {
+    let (va, vb) = (values(ra, &metric.path), values(rb, &metric.path));
+    let side_value = |runs: &[&Run], v: &[Value]| {
+        stats::side(v).map(|e: Estimate| SideValue {
+            value: e.value,
+            low: e.low,
+            high: e.high,
+            runs: e.runs,
+            basis: e.basis.as_str(),
+            invalid_runs: runs.iter().filter(|r| r.invalid.is_some()).count(),
+        })
+    };
+    let seed = seed_of(config, &metric.path);
+    let ratio = stats::ratio(&va, &vb, seed);
+    let (mut verdict, mut why) = judge(&va, &vb, ratio.as_ref(), metric, threshold);
+    if same_runs(ra, rb) {
+        (verdict, why) = (Verdict::Same, Some("the same runs on both sides".into()));
+    }
+    Row {
+        config: config.to_owned(),
+        stage: ra[0].stage.clone(),
+        metric: metric.path.clone(),
+        better: metric.better,
+        a: side_value(ra, &va),
+        b: side_value(rb, &vb),
+        ratio: ratio.map(|r| r.value),
+        ratio_low: ratio.and_then(|r| r.interval).map(|i| i.0),
+        ratio_high: ratio.and_then(|r| r.interval).map(|i| i.1),
+        ratio_basis: ratio.map(|r| r.basis.as_str()),
+        p: ratio.and_then(|r| r.p),
+        verdict,
+        why,
+        differs: differs.to_vec(),
+    }
+}
+
+fn judge(
+    va: &[Value],
+    vb: &[Value],
+    ratio: Option<&Ratio>,
+    metric: &Metric,
+    threshold: f64,
+) -> (Verdict, Option<String>) {
+    let missing = |side: &str| Some(format!("{side} has no `{}`", metric.path));
+    if va.is_empty() {
+        return (Verdict::NotComparable, missing("A"));
+    }
+    if vb.is_empty() {
+        return (Verdict::NotComparable, missing("B"));
+    }
+    let Some(ratio) = ratio else {
+        return (
+            Verdict::NotComparable,
+            Some("a mean is zero or negative".into()),
+        );
+    };
+    let Some((low, high)) = ratio.interval else {
+        return (
+            Verdict::NotComparable,
+            Some("one run a side and no batches kept: no interval".into()),
+        );
+    };
+    let change = ratio.value - 1.0;
+    if (low <= 1.0 && 1.0 <= high) || change.abs() < threshold {
+        return (Verdict::Same, None);
+    }
+    let up = change > 0.0;
+    let verdict = match (metric.better, up) {
+        (Better::Higher, true) | (Better::Lower, false) => Verdict::Faster,
+        _ => Verdict::Slower,
+    };
+    (verdict, None)
+}
+
+fn same_runs(ra: &[&Run], rb: &[&Run]) -> bool {
+    let keys = |runs: &[&Run]| runs.iter().map(|r| r.key).collect::<BTreeSet<_>>();
+    keys(ra) == keys(rb)
+}
+
+/// A seed per configuration and metric: the same comparison draws the same
+/// resamples every time.
+fn seed_of(config: &str, metric: &str) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(config.as_bytes());
+    h.update(b"\0");
+    h.update(metric.as_bytes());
+    let bytes = h.finalize();
+    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]))
+}
+
+fn facet_values<'a>(runs: &[&'a Run]) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
+    let mut facets: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for run in runs {
+        for (k, v) in &run.facets {
+            facets.entry(k.as_str()).or_default().insert(v.as_str());
+        }
+    }
+    facets
+}
+
+/// The facets whose values differ between the sides (a side's runs may
+/// hold several values of one facet: they are listed together).
+fn differences(ra: &[&Run], rb: &[&Run]) -> Vec<Difference> {
+    let (fa, fb) = (facet_values(ra), facet_values(rb));
+    let keys: BTreeSet<&str> = fa.keys().chain(fb.keys()).copied().collect();
+    let text = |s: Option<&BTreeSet<&str>>| {
+        s.map_or_else(
+            || "—".to_owned(),
+            |s| s.iter().copied().collect::<Vec<_>>().join(" | "),
+        )
+    };
+    keys.into_iter()
+        .filter(|k| fa.get(k) != fb.get(k))
+        .map(|k| Difference {
+            facet: k.to_owned(),
+            a: text(fa.get(k)),
+            b: text(fb.get(k)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,118 @@
+use serde_json::json;
+
+use super::*;
+use crate::compare::measure::value_of;
+
+/// A run of `n` batches around `level` with relative within-run noise, as a
+/// `results.json` would give it: its median latency and the batches.
+fn run(rng: &mut Rng, level: f64, within: f64, n: usize) -> Value {
+    let mut samples: Vec<f64> = (0..n)
+        .map(|_| level * (1.0 + within * normal(rng)).max(0.1))
+        .collect();
+    let doc = json!({"latency_samples_ms": samples.clone(), "latency_ms": {
+        "median": crate::tasks::report::Statistic::Quantile(0.5).of(&mut samples)}});
+    value_of(&doc, "latency_ms.median").expect("a median")
+}
+
+/// `k` runs of a configuration whose runs' levels spread by `between`.
+fn side_of(rng: &mut Rng, mean: f64, k: usize, between: f64, within: f64) -> Vec<Value> {
+    (0..k)
+        .map(|_| {
+            let level = mean * (1.0 + between * normal(rng));
+            run(rng, level, within, 200)
+        })
+        .collect()
+}
+
+/// How often the ratio's interval holds the true ratio, over `trials`.
+fn coverage(k: usize, between: f64, within: f64, effect: f64, trials: u64) -> f64 {
+    let mut rng = Rng::new(7 + k as u64);
+    let mut held = 0;
+    for t in 0..trials {
+        let a = side_of(&mut rng, 10.0, k, between, within);
+        let b = side_of(&mut rng, 10.0 * effect, k, between, within);
+        let r = ratio(&a, &b, t).expect("a ratio");
+        let (lo, hi) = r.interval.expect("an interval");
+        if lo <= effect && effect <= hi {
+            held += 1;
+        }
+    }
+    held as f64 / trials as f64
+}
+
+#[test]
+fn the_ratio_interval_covers_the_true_ratio() {
+    // Between-run spread dominating, within-run noise alone, and both; with
+    // and without an effect. 95 % nominal; at least 93 % over 400 trials.
+    for (k, between, within, effect) in [
+        (3, 0.03, 0.02, 1.0),
+        (3, 0.03, 0.02, 1.1),
+        (5, 0.05, 0.05, 1.0),
+        (10, 0.02, 0.02, 0.9),
+    ] {
+        let c = coverage(k, between, within, effect, 400);
+        eprintln!("coverage k={k} between={between} within={within} effect={effect}: {c:.3}");
+        assert!(c >= 0.93, "k={k} between={between} effect={effect}: {c}");
+    }
+}
+
+#[test]
+fn one_run_a_side_is_within_run_and_covers_when_runs_do_not_shift() {
+    let c = coverage(1, 0.0, 0.05, 1.0, 400);
+    eprintln!("within-run coverage, no shift between runs: {c:.3}");
+    assert!(c >= 0.93, "{c}");
+    let mut rng = Rng::new(1);
+    let a = side_of(&mut rng, 10.0, 1, 0.0, 0.05);
+    let b = side_of(&mut rng, 10.0, 1, 0.0, 0.05);
+    assert_eq!(ratio(&a, &b, 1).unwrap().basis, Basis::WithinRun);
+    assert_eq!(side(&a).unwrap().basis, Basis::WithinRun);
+}
+
+#[test]
+fn a_clear_effect_is_seen_and_the_rank_test_agrees() {
+    let mut rng = Rng::new(3);
+    let a = side_of(&mut rng, 10.0, 5, 0.01, 0.02);
+    let b = side_of(&mut rng, 11.0, 5, 0.01, 0.02);
+    let r = ratio(&a, &b, 9).unwrap();
+    let (lo, hi) = r.interval.unwrap();
+    assert!(
+        lo > 1.05 && hi < 1.15 && (r.value - 1.1).abs() < 0.03,
+        "{r:?}"
+    );
+    assert!(r.p.unwrap() < 0.01, "{r:?}");
+    assert_eq!(r.basis, Basis::Repetitions);
+}
+
+#[test]
+fn exact_values_without_batches_have_no_interval_with_one_run_each() {
+    let exact = |v: f64| Value {
+        value: v,
+        inner: Inner::Exact,
+    };
+    let r = ratio(&[exact(2.0)], &[exact(3.0)], 1).unwrap();
+    assert_eq!((r.value, r.interval, r.p), (1.5, None, None));
+    assert!(ratio(&[], &[exact(1.0)], 1).is_none());
+    assert!(ratio(&[exact(0.0)], &[exact(1.0)], 1).is_none());
+    let r = ratio(&[exact(2.0), exact(2.2)], &[exact(3.0), exact(3.1)], 1).unwrap();
+    assert!(r.interval.is_some());
+}
+
+#[test]
+fn the_exact_rank_test_matches_its_tables() {
+    // 3 against 3, completely separated: 2/20 arrangements are as extreme.
+    let p = mann_whitney_two_sided(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]);
+    assert!((p - 0.1).abs() < 1e-12, "{p}");
+    // 5 against 5, separated: 2/252.
+    let p = mann_whitney_two_sided(&[1., 2., 3., 4., 5.], &[6., 7., 8., 9., 10.]);
+    assert!((p - 2.0 / 252.0).abs() < 1e-12, "{p}");
+    // Interleaved: no evidence.
+    let p = mann_whitney_two_sided(&[1., 3., 5.], &[2., 4., 6.]);
+    assert!(p > 0.6, "{p}");
+    let dist = u_distribution(4, 3);
+    assert!((dist.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    assert_eq!(dist.len(), 13);
+    // Large sides use the normal form.
+    let a: Vec<f64> = (0..40).map(f64::from).collect();
+    let b: Vec<f64> = (0..40).map(|i| f64::from(i) + 100.0).collect();
+    assert!(mann_whitney_two_sided(&a, &b) < 1e-6);
+}

@@ -1,0 +1,193 @@
+//! `vitgraph compare` and `vitgraph baseline` end to end: a measuring
+//! `Command` whose levels come from an input file, built, changed, built
+//! again; the comparison, the gate's exit status, and baselines that
+//! outlive the runs they copied.
+
+use super::harness::{Run, Ws};
+
+/// The median of 50 samples around the level `levels.json` gives `impl`,
+/// each process shifted by ±1 % and each sample by ±2 %, seeded by
+/// configuration, repetition and `BENCH_SALT`: the same build measures the
+/// same numbers.
+const BENCH: &str = r#"import json, os, random, statistics, sys
+impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+level = json.load(open("levels.json"))[impl]
+rng = random.Random(f"{impl}-{rep}-{os.environ.get('BENCH_SALT', '')}")
+shift = level * (1 + 0.01 * rng.gauss(0, 1))
+samples = [shift * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(50)]
+with open(out, "w") as f:
+    json.dump({"latency_ms": {"median": statistics.median(samples)}, "samples": {"latency_ms": samples}}, f)
+"#;
+
+const PIPELINE: &str = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"impl": ["fast", "slow"]}, repeat: 3,
+                 task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py", "levels.json"], outputs: ["results.json"], measure: true)),
+})"#;
+
+fn built() -> Ws {
+    let ws = Ws::new(&[("p.ron", PIPELINE)]);
+    ws.write("bench.py", BENCH);
+    ws.write("levels.json", r#"{"fast": 5.0, "slow": 8.0}"#);
+    let r = ws.run(&["build", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    ws
+}
+
+fn ok(r: &Run) {
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+}
+
+fn rows(r: &Run) -> Vec<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout()).expect("compare --json is JSON");
+    doc["rows"].as_array().cloned().unwrap_or_default()
+}
+
+fn verdict_of(rows: &[serde_json::Value], config: &str) -> String {
+    let row = rows
+        .iter()
+        .find(|r| r["config"] == config)
+        .unwrap_or_else(|| panic!("no row for {config}: {rows:?}"));
+    row["verdict"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_slower_build_is_named_and_gated_and_the_same_runs_are_said_to_be_the_same() {
+    let ws = built();
+    ok(&ws.run(&["baseline", "save", "main", "bench"]));
+    // The slow implementation gets 20 % slower.
+    ws.write("levels.json", r#"{"fast": 5.0, "slow": 9.6}"#);
+    ok(&ws.run(&["build", "-j", "1"]));
+
+    let r = ws.run(&["compare", "baseline:main", "HEAD", "--threshold", "10%"]);
+    ok(&r);
+    let text = r.stdout();
+    assert!(text.contains("differs: input levels.json"), "{text}");
+    assert!(text.contains("1 slower, 1 same"), "{text}");
+
+    let r = ws.run(&[
+        "compare",
+        "build:1",
+        "build:2",
+        "--json",
+        "--threshold",
+        "10%",
+    ]);
+    ok(&r);
+    let rows = rows(&r);
+    assert_eq!(verdict_of(&rows, "bench[impl=slow]"), "slower");
+    assert_eq!(verdict_of(&rows, "bench[impl=fast]"), "same");
+    let slow = rows
+        .iter()
+        .find(|r| r["config"] == "bench[impl=slow]")
+        .unwrap();
+    let ratio = slow["ratio"].as_f64().unwrap();
+    assert!((ratio - 1.2).abs() < 0.03, "{slow}");
+    assert_eq!(slow["a"]["runs"], 3);
+    assert_eq!(slow["ratio_basis"], "repetitions");
+
+    // The gate: exit status 3, naming the pair; a looser condition passes.
+    let r = ws.run(&[
+        "compare",
+        "baseline:main",
+        "HEAD",
+        "--fail-if",
+        "latency_ms.median > +5%",
+    ]);
+    assert_eq!(r.code(), 3, "{}{}", r.stdout(), r.stderr());
+    assert!(
+        r.stderr().contains("bench[impl=slow]: latency_ms.median +"),
+        "{}",
+        r.stderr()
+    );
+    let r = ws.run(&[
+        "compare",
+        "baseline:main",
+        "HEAD",
+        "--fail-if",
+        "latency_ms.median > +50%",
+    ]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("gate passed"), "{}", r.stderr());
+
+    // The latest build against what stands now: the same runs.
+    let r = ws.run(&["compare", "build:-1", "HEAD", "--csv"]);
+    ok(&r);
+    assert!(
+        r.stdout().contains("the same runs on both sides"),
+        "{}",
+        r.stdout()
+    );
+}
+
+#[test]
+fn a_baseline_outlives_the_runs_it_copied_through_gc() {
+    let ws = built();
+    ok(&ws.run(&["baseline", "save", "main"]));
+    let listed = ws.run(&["baseline", "list"]);
+    ok(&listed);
+    assert!(
+        listed.stdout().contains("main") && listed.stdout().contains("6 runs"),
+        "{}",
+        listed.stdout()
+    );
+    // Measured again in place: the records of build 1 are replaced.
+    let again = ws
+        .cmd(&["build", "--force", "-j", "1"])
+        .env("BENCH_SALT", "2")
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    ok(&ws.run(&["gc"]));
+    let r = ws.run(&["compare", "baseline:main", "HEAD", "--json"]);
+    ok(&r);
+    let rows = rows(&r);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows
+        .iter()
+        .all(|r| r["a"]["runs"] == 3 && r["b"]["runs"] == 3));
+    // Build 1's runs were measured again: nothing of it is left to compare.
+    let r = ws.run(&["compare", "build:1", "HEAD", "--json"]);
+    ok(&r);
+    assert_eq!(rows_count(&r), 0);
+    assert_eq!(
+        r.stdout().matches("\"runs\": 0").count(),
+        1,
+        "{}",
+        r.stdout()
+    );
+
+    ok(&ws.run(&["baseline", "rm", "main"]));
+    let r = ws.run(&["compare", "baseline:main", "HEAD"]);
+    assert_eq!(r.code(), 2);
+    assert!(r.stderr().contains("no baseline `main`"), "{}", r.stderr());
+}
+
+fn rows_count(r: &Run) -> usize {
+    rows(r).len()
+}
+
+#[test]
+fn bad_sides_and_conditions_are_usage_errors_that_say_the_forms() {
+    let ws = built();
+    for (args, needle) in [
+        (vec!["compare", "nightly", "HEAD"], "a side is one of"),
+        (
+            vec!["compare", "build:7", "HEAD"],
+            "the store has recorded 1 build",
+        ),
+        (
+            vec!["compare", "HEAD", "HEAD", "--fail-if", "latency_ms.median"],
+            "METRIC < -5%",
+        ),
+        (
+            vec!["compare", "HEAD", "HEAD", "--threshold", "200%"],
+            "--threshold 200%",
+        ),
+        (vec!["baseline", "save", "a:b"], "cannot name a baseline"),
+    ] {
+        let r = ws.run(&args);
+        assert_eq!(r.code(), 2, "{args:?}: {}", r.stderr());
+        assert!(r.stderr().contains(needle), "{args:?}: {}", r.stderr());
+    }
+}
