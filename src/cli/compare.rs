@@ -28,6 +28,10 @@ pub struct CompareArgs {
     /// change: `"throughput_images_per_s < -5%"`, `"latency_ms.p99 > +5%"`. Repeatable.
     #[arg(long = "fail-if", value_name = "CONDITION")]
     pub fail_if: Vec<String>,
+    /// Also diff the kernels of each pair of analysed configurations (their `metrics.json`):
+    /// added, removed and changed kernels, launch latency, GPU utilization, copies.
+    #[arg(long)]
+    pub kernels: bool,
     /// Only the rows that changed or cannot be compared.
     #[arg(long)]
     pub changed: bool,
@@ -82,6 +86,7 @@ pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure>
         targets: &args.targets,
         metrics: &metrics,
         threshold,
+        kernels: args.kernels,
     };
     let comparison = compare::compare(&ws.root, &a, &b, &options).map_err(|m| {
         Failure::Report(

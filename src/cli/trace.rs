@@ -1,5 +1,5 @@
 //! `vitgraph trace …`: ad-hoc work on one trace file outside any pipeline —
-//! its metrics (`summary`), conversion of a PyTorch-profiler JSON to a trace
+//! its metrics (`summary`), the kernel diff of two (`diff`), conversion of a PyTorch-profiler JSON to a trace
 //! SQLite (`import`), and a Chrome-trace JSON for ui.perfetto.dev (`perfetto`).
 
 use std::path::{Path, PathBuf};
@@ -27,6 +27,21 @@ pub enum TraceCommand {
         /// The SQLite file to write.
         #[arg(short)]
         o: PathBuf,
+    },
+    /// The kernel-level diff of two traces: kernels added, removed and changed (names
+    /// without template arguments), launch latency, GPU utilization, copies.
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// How many of the largest changes to print.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// The NVTX range that delimits the measured window.
+        #[arg(long, default_value = "measure")]
+        window: String,
+        /// Print the diff as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a trace as Chrome-trace JSON that ui.perfetto.dev opens.
     Perfetto {
@@ -66,6 +81,33 @@ pub fn run(cmd: TraceCommand) -> miette::Result<i32> {
                 w.runtime,
                 w.nvtx
             );
+        }
+        TraceCommand::Diff {
+            a,
+            b,
+            top,
+            window,
+            json,
+        } => {
+            let opts = Options {
+                window,
+                ..Options::default()
+            };
+            let (ma, mb) = rayon::join(
+                || load_any(&a).map(|t| analysis::compute(&t, &opts)),
+                || load_any(&b).map(|t| analysis::compute(&t, &opts)),
+            );
+            let (ma, mb) = (ma?, mb?);
+            let d = crate::compare::kernels::diff(
+                crate::compare::kernels::Profile::of(&[&ma]),
+                crate::compare::kernels::Profile::of(&[&mb]),
+            );
+            if json {
+                println!("{}", serde_json::to_string_pretty(&d).unwrap_or_default());
+            } else {
+                println!("A  {}\nB  {}", a.display(), b.display());
+                print!("{}", crate::compare::kernels::text(&d, top));
+            }
         }
         TraceCommand::Perfetto { file, o } => {
             let trace = load_any(&file)?;

@@ -9,6 +9,7 @@
 //! [`output`] prints the table, JSON or CSV.
 
 pub(crate) mod gate;
+pub(crate) mod kernels;
 pub(crate) mod measure;
 pub(crate) mod output;
 pub(crate) mod pair;
@@ -30,6 +31,17 @@ pub(crate) struct Comparison {
     pub threshold: f64,
     #[serde(flatten)]
     pub pairing: pair::Pairing,
+    /// With `--kernels`: per traced configuration (an analysis's), the
+    /// kernel-level diff.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelPair>,
+}
+
+/// The kernel diff of one analysed configuration.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct KernelPair {
+    pub config: String,
+    pub diff: kernels::KernelDiff,
 }
 
 /// What a side named and how many runs it found.
@@ -46,6 +58,8 @@ pub(crate) struct Options<'a> {
     pub targets: &'a [String],
     pub metrics: &'a [measure::Metric],
     pub threshold: f64,
+    /// Also diff the kernels of paired analyses.
+    pub kernels: bool,
 }
 
 /// Resolves both sides in the workspace at `root` and compares them.
@@ -56,9 +70,19 @@ pub(crate) fn compare(
     options: &Options<'_>,
 ) -> Result<Comparison, String> {
     let targets = Targets::new(options.targets)?;
-    let read = |side: &select::Side| -> Result<(Vec<measure::Run>, String), String> {
+    type Read = (
+        Vec<measure::Run>,
+        Vec<(String, crate::analysis::Metrics)>,
+        String,
+    );
+    let read = |side: &select::Side| -> Result<Read, String> {
         let (store, runs, description) = select::resolve(side, root)?;
         let runs: Vec<RunRecord> = runs.into_iter().filter(|r| targets.keep(r)).collect();
+        let analyses = if options.kernels {
+            read_analyses(&store, &runs)?
+        } else {
+            Vec::new()
+        };
         let metrics = if options.metrics.is_empty() {
             measure::HEADLINE
                 .iter()
@@ -68,11 +92,13 @@ pub(crate) fn compare(
         } else {
             options.metrics.to_vec()
         };
-        Ok((measure::read_runs(&store, &runs, &metrics)?, description))
+        let measured = measure::read_runs(&store, &runs, &metrics)?;
+        Ok((measured, analyses, description))
     };
-    let (ra, da) = read(a)?;
-    let (rb, db) = read(b)?;
+    let (ra, ka, da) = read(a)?;
+    let (rb, kb, db) = read(b)?;
     let pairing = pair::pair(&ra, &rb, options.metrics, options.threshold);
+    let kernels = kernel_pairs(&ka, &kb);
     Ok(Comparison {
         a: SideInfo {
             name: a.text.clone(),
@@ -86,7 +112,67 @@ pub(crate) fn compare(
         },
         threshold: options.threshold,
         pairing,
+        kernels,
     })
+}
+
+/// The `metrics.json` of each run that has one (the analyses), by configuration.
+fn read_analyses(
+    store: &crate::store::Store,
+    runs: &[RunRecord],
+) -> Result<Vec<(String, crate::analysis::Metrics)>, String> {
+    use rayon::prelude::*;
+    runs.par_iter()
+        .filter_map(|run| {
+            let entry = run.outputs.iter().find(|o| o.name == "metrics.json")?;
+            Some((run, store.object_path(&entry.hash)))
+        })
+        .map(|(run, path)| {
+            let text = std::fs::read(&path).map_err(|e| {
+                format!(
+                    "{}: cannot read its metrics.json ({}): {e}",
+                    run.node_id,
+                    path.display()
+                )
+            })?;
+            let metrics = serde_json::from_slice(&text).map_err(|e| {
+                format!(
+                    "{}: its metrics.json ({}) does not read as an analysis: {e}",
+                    run.node_id,
+                    path.display()
+                )
+            })?;
+            Ok((measure::config_of(&run.node_id), metrics))
+        })
+        .collect()
+}
+
+fn by_config(
+    side: &[(String, crate::analysis::Metrics)],
+) -> std::collections::BTreeMap<&str, Vec<&crate::analysis::Metrics>> {
+    let mut by: std::collections::BTreeMap<&str, Vec<&crate::analysis::Metrics>> =
+        std::collections::BTreeMap::new();
+    for (config, m) in side {
+        by.entry(config.as_str()).or_default().push(m);
+    }
+    by
+}
+
+/// Pairs analyses by configuration and diffs each pair's kernels.
+fn kernel_pairs(
+    a: &[(String, crate::analysis::Metrics)],
+    b: &[(String, crate::analysis::Metrics)],
+) -> Vec<KernelPair> {
+    let (ga, gb) = (by_config(a), by_config(b));
+    ga.iter()
+        .filter_map(|(config, ma)| {
+            let mb = gb.get(config)?;
+            Some(KernelPair {
+                config: config.to_string(),
+                diff: kernels::diff(kernels::Profile::of(ma), kernels::Profile::of(mb)),
+            })
+        })
+        .collect()
 }
 
 /// `[TARGETS]`: stage names, configurations, node ids, or globs over them

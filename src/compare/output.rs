@@ -89,7 +89,9 @@ pub(crate) fn text(c: &Comparison, changed_only: bool) -> String {
         }
         s.trim_end().to_owned()
     };
-    let _ = writeln!(out, "{}", render(&header.map(String::from)));
+    if !lines.is_empty() {
+        let _ = writeln!(out, "{}", render(&header.map(String::from)));
+    }
     let mut notes = notes.into_iter().peekable();
     for (i, line) in lines.iter().enumerate() {
         while let Some((_, note)) = notes.next_if(|(at, _)| *at == i) {
@@ -101,6 +103,22 @@ pub(crate) fn text(c: &Comparison, changed_only: bool) -> String {
         let _ = writeln!(out, "  {note}");
     }
     out.push_str(&summary(c));
+    if !c.kernels.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nkernels: {} analysed configuration{} paired (B − A per analysis; the largest changes first)",
+            c.kernels.len(),
+            if c.kernels.len() == 1 { "" } else { "s" }
+        );
+        for k in &c.kernels {
+            let _ = writeln!(out, "{}", k.config);
+            if k.diff.a.kernel_count == 0.0 && k.diff.b.kernel_count == 0.0 {
+                let _ = writeln!(out, "  no GPU kernels on either side (a CPU run)");
+            } else {
+                out.push_str(&super::kernels::text(&k.diff, 10));
+            }
+        }
+    }
     out
 }
 

@@ -191,3 +191,70 @@ fn bad_sides_and_conditions_are_usage_errors_that_say_the_forms() {
         assert!(r.stderr().contains(needle), "{args:?}: {}", r.stderr());
     }
 }
+
+fn external(rel: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/external-traces")
+        .join(rel);
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("skipped: {} is absent", path.display());
+        None
+    }
+}
+
+#[test]
+fn the_kernel_diff_names_what_a_changed_trace_added_and_removed() {
+    let (Some(small), Some(h100)) = (
+        external("test-cuda/report1.sqlite"),
+        external("nsys-ai/h100_2gpu_1s.sqlite"),
+    ) else {
+        return;
+    };
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {"ana": Stage(matrix: {"run": [1]}, task: Analyze(trace: "traces/t.sqlite"))})"#,
+    )]);
+    std::fs::create_dir_all(ws.path().join("traces")).unwrap();
+    std::fs::copy(&small, ws.path().join("traces/t.sqlite")).unwrap();
+    ok(&ws.run(&["build"]));
+    std::fs::copy(&h100, ws.path().join("traces/t.sqlite")).unwrap();
+    ok(&ws.run(&["build"]));
+    let r = ws.run(&["compare", "build:1", "build:2", "--kernels"]);
+    ok(&r);
+    let text = r.stdout();
+    assert!(
+        text.contains("kernels: 1 analysed configuration paired"),
+        "{text}"
+    );
+    assert!(text.contains("ana[run=1]"), "{text}");
+    assert!(
+        text.contains("removed") && text.contains("add_parallel"),
+        "{text}"
+    );
+    assert!(
+        text.contains("at::native::vectorized_elementwise_kernel"),
+        "{text}"
+    );
+    let r = ws.run(&["compare", "build:1", "build:2", "--kernels", "--json"]);
+    ok(&r);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    let changes = doc["kernels"][0]["diff"]["changes"].as_array().unwrap();
+    assert_eq!(changes[0]["status"], "added");
+    assert!(changes
+        .iter()
+        .any(|c| c["name"] == "add_parallel" && c["status"] == "removed"));
+
+    // The same diff straight from the two files.
+    let r = ws.run(&[
+        "trace",
+        "diff",
+        small.to_str().unwrap(),
+        h100.to_str().unwrap(),
+        "--top",
+        "3",
+    ]);
+    ok(&r);
+    assert!(r.stdout().contains("more kernels differ"), "{}", r.stdout());
+}

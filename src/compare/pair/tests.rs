@@ -69,6 +69,7 @@ fn comparison(a: &[Run], b: &[Run], pairing: Pairing) -> Comparison {
         },
         threshold: 0.02,
         pairing,
+        kernels: Vec::new(),
     }
 }
 

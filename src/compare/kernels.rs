@@ -1,0 +1,280 @@
+//! Why a pair changed: the kernel-level diff of two traced sides.
+//!
+//! Each side is one or more analyses (`metrics.json`, every device), summed
+//! and divided by the number of analyses, so a side of three repetitions
+//! weighs like a side of one. Kernels match by a **normalized name**:
+//! template arguments (`<…>`), the parameter list (`(…)`) and a leading
+//! `void` are dropped, so `vectorized_elementwise_kernel<4, AddFunctor<float>>`
+//! and `…<8, AddFunctor<c10::Half>>` are one kernel. The rows come sorted by
+//! how much of the difference in kernel time they carry.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::analysis::Metrics;
+
+/// One side's kernels and device figures, per analysis.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Profile {
+    pub analyses: usize,
+    pub kernels: BTreeMap<String, KernelTotals>,
+    pub kernel_count: f64,
+    pub kernel_time_ns: f64,
+    /// Median launch latency (the mean of the analyses' medians), ns.
+    pub launch_latency_ns: Option<f64>,
+    /// The window's GPU utilization (the mean over devices and analyses).
+    pub gpu_utilization: Option<f64>,
+    /// Per copy direction: count, bytes and time.
+    pub memcpy: BTreeMap<String, CopyTotals>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct KernelTotals {
+    pub instances: f64,
+    pub total_ns: f64,
+    /// One of the full names it stands for.
+    pub example: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct CopyTotals {
+    pub count: f64,
+    pub bytes: f64,
+    pub time_ns: f64,
+}
+
+impl Profile {
+    /// The per-analysis mean over `analyses`.
+    pub(crate) fn of(analyses: &[&Metrics]) -> Profile {
+        let mut p = Profile {
+            analyses: analyses.len(),
+            ..Profile::default()
+        };
+        let (mut latency, mut latency_n, mut util, mut util_n) = (0.0, 0, 0.0, 0);
+        for m in analyses {
+            for d in &m.devices {
+                p.kernel_count += d.kernel_count as f64;
+                p.kernel_time_ns += d.kernel_time_sum_ns as f64;
+                if d.launch_latency_ns.count > 0 {
+                    latency += d.launch_latency_ns.median;
+                    latency_n += 1;
+                }
+                util += d.gpu_utilization;
+                util_n += 1;
+                for k in &d.kernels {
+                    let entry = p.kernels.entry(normalize(&k.name)).or_default();
+                    entry.instances += k.instances as f64;
+                    entry.total_ns += k.total_ns as f64;
+                    if entry.example.is_empty() {
+                        entry.example = k.name.clone();
+                    }
+                }
+                for (dir, c) in &d.memcpy {
+                    let entry = p.memcpy.entry(dir.clone()).or_default();
+                    entry.count += c.count as f64;
+                    entry.bytes += c.bytes as f64;
+                    entry.time_ns += c.time_ns as f64;
+                }
+            }
+        }
+        let n = analyses.len().max(1) as f64;
+        p.kernel_count /= n;
+        p.kernel_time_ns /= n;
+        for k in p.kernels.values_mut() {
+            k.instances /= n;
+            k.total_ns /= n;
+        }
+        for c in p.memcpy.values_mut() {
+            c.count /= n;
+            c.bytes /= n;
+            c.time_ns /= n;
+        }
+        p.launch_latency_ns = (latency_n > 0).then(|| latency / f64::from(latency_n));
+        p.gpu_utilization = (util_n > 0).then(|| util / f64::from(util_n));
+        p
+    }
+}
+
+/// `void ns::kernel<4, F<float>>(int, float*)` → `ns::kernel`.
+pub(crate) fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            // The parameter list ends the name (a lambda's `(` inside a
+            // template argument is skipped with the argument).
+            '(' if depth == 0 => break,
+            _ if depth == 0 => out.push(c),
+            // Inside a template argument list (a `<` never closed leaves
+            // the rest out, which still matches its twin).
+            _ => {}
+        }
+    }
+    let trimmed = out.trim();
+    trimmed
+        .strip_prefix("void ")
+        .unwrap_or(trimmed)
+        .trim()
+        .to_owned()
+}
+
+/// One kernel's change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct KernelChange {
+    pub name: String,
+    pub example: String,
+    /// `added`, `removed` or `changed`.
+    pub status: &'static str,
+    pub a_instances: f64,
+    pub b_instances: f64,
+    pub a_total_ns: f64,
+    pub b_total_ns: f64,
+    /// B − A, ns per analysis.
+    pub delta_ns: f64,
+    /// This kernel's share of the whole change in kernel time (signed).
+    pub share_of_change: f64,
+}
+
+/// The diff of two profiles.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct KernelDiff {
+    pub a: Profile,
+    pub b: Profile,
+    /// Every kernel that differs, largest |delta| first.
+    pub changes: Vec<KernelChange>,
+}
+
+pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
+    let total_delta = b.kernel_time_ns - a.kernel_time_ns;
+    let names: std::collections::BTreeSet<&String> =
+        a.kernels.keys().chain(b.kernels.keys()).collect();
+    let empty = KernelTotals::default();
+    let mut changes: Vec<KernelChange> = names
+        .into_iter()
+        .filter_map(|name| {
+            let (ka, kb) = (a.kernels.get(name), b.kernels.get(name));
+            let status = match (ka, kb) {
+                (None, Some(_)) => "added",
+                (Some(_), None) => "removed",
+                _ => "changed",
+            };
+            let (ka, kb) = (ka.unwrap_or(&empty), kb.unwrap_or(&empty));
+            let delta_ns = kb.total_ns - ka.total_ns;
+            if status == "changed" && delta_ns == 0.0 && ka.instances == kb.instances {
+                return None;
+            }
+            Some(KernelChange {
+                name: name.clone(),
+                example: if kb.example.is_empty() {
+                    ka.example.clone()
+                } else {
+                    kb.example.clone()
+                },
+                status,
+                a_instances: ka.instances,
+                b_instances: kb.instances,
+                a_total_ns: ka.total_ns,
+                b_total_ns: kb.total_ns,
+                delta_ns,
+                share_of_change: if total_delta == 0.0 {
+                    0.0
+                } else {
+                    delta_ns / total_delta
+                },
+            })
+        })
+        .collect();
+    changes.sort_by(|x, y| {
+        y.delta_ns
+            .abs()
+            .total_cmp(&x.delta_ns.abs())
+            .then(x.name.cmp(&y.name))
+    });
+    KernelDiff { a, b, changes }
+}
+
+/// The diff as text: the side figures, then the `top` largest changes.
+pub(crate) fn text(d: &KernelDiff, top: usize) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let ms = |ns: f64| format!("{:.3} ms", ns / 1e6);
+    let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("—".to_owned(), f);
+    let _ = writeln!(
+        s,
+        "  kernel time   {} → {} ({:+.1} %), kernels {:.0} → {:.0} (per analysis; {} and {} analyses)",
+        ms(d.a.kernel_time_ns),
+        ms(d.b.kernel_time_ns),
+        pct(d.a.kernel_time_ns, d.b.kernel_time_ns),
+        d.a.kernel_count,
+        d.b.kernel_count,
+        d.a.analyses,
+        d.b.analyses
+    );
+    let _ = writeln!(
+        s,
+        "  launch latency (median) {} → {}, GPU utilization {} → {}",
+        opt(d.a.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
+        opt(d.b.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
+        opt(d.a.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
+        opt(d.b.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
+    );
+    let dirs: std::collections::BTreeSet<&String> =
+        d.a.memcpy.keys().chain(d.b.memcpy.keys()).collect();
+    for dir in dirs {
+        let (ca, cb) = (
+            d.a.memcpy.get(dir).cloned().unwrap_or_default(),
+            d.b.memcpy.get(dir).cloned().unwrap_or_default(),
+        );
+        if ca != cb {
+            let _ = writeln!(
+                s,
+                "  memcpy {dir}: {:.0} → {:.0} copies, {:.1} → {:.1} MB, {} → {}",
+                ca.count,
+                cb.count,
+                ca.bytes / 1e6,
+                cb.bytes / 1e6,
+                ms(ca.time_ns),
+                ms(cb.time_ns)
+            );
+        }
+    }
+    if d.changes.is_empty() {
+        let _ = writeln!(s, "  no kernel differs");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "  {:<9} {:>12} {:>12} {:>16} {:>7}  kernel",
+        "", "A ms", "B ms", "count A → B", "share"
+    );
+    for c in d.changes.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "  {:<9} {:>12.3} {:>12.3} {:>16} {:>6.0}%  {}",
+            c.status,
+            c.a_total_ns / 1e6,
+            c.b_total_ns / 1e6,
+            format!("{:.0} → {:.0}", c.a_instances, c.b_instances),
+            c.share_of_change * 100.0,
+            c.name
+        );
+    }
+    if d.changes.len() > top {
+        let _ = writeln!(s, "  … {} more kernels differ", d.changes.len() - top);
+    }
+    s
+}
+
+fn pct(a: f64, b: f64) -> f64 {
+    if a == 0.0 {
+        0.0
+    } else {
+        (b / a - 1.0) * 100.0
+    }
+}
+
+#[cfg(test)]
+mod tests;
