@@ -39,8 +39,15 @@ impl Rng {
 }
 
 fn generate_sqlite(path: &Path) -> f64 {
+    generate_sqlite_seeded(path, 0)
+}
+
+/// The benchmark trace; `variant` 1 draws other durations and shifts the
+/// kernel names by ten (ten kernels removed, ten added), for a trace diff.
+fn generate_sqlite_seeded(path: &Path, variant: u64) -> f64 {
     let t = Instant::now();
-    let names: Vec<String> = (0..200)
+    let shift = 10 * variant as usize;
+    let names: Vec<String> = (shift..200 + shift)
         .map(|i| {
             format!(
                 "void kernel_{i}<float, {}>(float const*, float*, int)",
@@ -48,7 +55,7 @@ fn generate_sqlite(path: &Path) -> f64 {
             )
         })
         .collect();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ variant);
     let mut w = TraceWriter::create(path).expect("create bench trace");
     let mut clock = [1_000_000i64, 1_000_000i64];
     let mut rows = 0u64;
@@ -227,7 +234,9 @@ fn generate_kineto(path: &Path, kernels: u64) -> u64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--write-child") {
-        generate_sqlite(Path::new(&args[2]));
+        // `--write-child PATH [VARIANT]`: scripts/bench_compare.py writes two.
+        let variant = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
+        generate_sqlite_seeded(Path::new(&args[2]), variant);
         return;
     }
     if args.get(1).map(String::as_str) == Some("--write-kineto-child") {

@@ -128,8 +128,19 @@ fn mean_var(values: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// The `p` quantile of Student's t distribution with `df` degrees of
-/// freedom (`df` may be fractional, as Welch's is), for 0.5 ≤ p < 1.
+/// freedom (`df` may be fractional, as Welch's is), for 0.5 ≤ p < 1. The
+/// 0.975 quantile at a whole `df` up to 256 is computed once per process
+/// (a comparison asks it for every configuration).
 pub fn t_quantile(p: f64, df: f64) -> f64 {
+    const MEMO: usize = 256;
+    static T975: [std::sync::OnceLock<f64>; MEMO] = [const { std::sync::OnceLock::new() }; MEMO];
+    if p == 0.975 && df.fract() == 0.0 && df >= 1.0 && df < MEMO as f64 {
+        return *T975[df as usize].get_or_init(|| t_quantile_search(p, df));
+    }
+    t_quantile_search(p, df)
+}
+
+fn t_quantile_search(p: f64, df: f64) -> f64 {
     if df.is_nan() || df <= 0.0 || p <= 0.5 {
         return 0.0;
     }

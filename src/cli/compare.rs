@@ -105,7 +105,11 @@ pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure>
     } else if args.csv {
         print!("{}", compare::output::csv(&comparison));
     } else {
-        print!("{}", compare::output::text(&comparison, args.changed));
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        // A closed pipe (`| head`) ends the output, not the command.
+        let _ = compare::output::write_text(&mut out, &comparison, args.changed)
+            .and_then(|()| std::io::Write::flush(&mut out));
     }
     gate(&comparison, &conditions)
 }
@@ -115,7 +119,7 @@ fn gate(comparison: &compare::Comparison, conditions: &[Condition]) -> Result<i3
     let mut tripped = Vec::new();
     for c in conditions {
         let rows = &comparison.pairing.rows;
-        if !rows.iter().any(|r| r.metric == c.metric) {
+        if !rows.iter().any(|r| *r.metric == *c.metric) {
             eprintln!(
                 "warning: --fail-if `{}`: no pair has `{}`; the condition checks nothing",
                 c.text, c.metric
@@ -168,7 +172,7 @@ pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, 
                     "use letters, digits, `-`, `_` or `.` (`main`, `torch-2.10`)",
                 ));
             }
-            let current = store.current_runs()?;
+            let current = store.current_runs(crate::store::Holding::MeasurementsAndAnalyses)?;
             let wanted = compare::Targets::new(&targets).map_err(|m| usage(m, ""))?;
             let ids: Vec<&str> = current
                 .iter()

@@ -62,7 +62,7 @@ impl Condition {
 
     /// Whether `row` trips this condition.
     pub(crate) fn trips(&self, row: &Row) -> bool {
-        if row.metric != self.metric {
+        if *row.metric != *self.metric {
             return false;
         }
         let (Some(ratio), Some(low), Some(high)) = (row.ratio, row.ratio_low, row.ratio_high)

@@ -27,6 +27,17 @@ pub(crate) struct Profile {
     pub gpu_utilization: Option<f64>,
     /// Per copy direction: count, bytes and time.
     pub memcpy: BTreeMap<String, CopyTotals>,
+    /// Running sums while analyses are added.
+    #[serde(skip)]
+    sums: Sums,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Sums {
+    latency: f64,
+    latency_n: u32,
+    util: f64,
+    util_n: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -47,52 +58,85 @@ pub(crate) struct CopyTotals {
 impl Profile {
     /// The per-analysis mean over `analyses`.
     pub(crate) fn of(analyses: &[&Metrics]) -> Profile {
-        let mut p = Profile {
-            analyses: analyses.len(),
-            ..Profile::default()
-        };
-        let (mut latency, mut latency_n, mut util, mut util_n) = (0.0, 0, 0.0, 0);
+        let mut p = Profile::default();
         for m in analyses {
-            for d in &m.devices {
-                p.kernel_count += d.kernel_count as f64;
-                p.kernel_time_ns += d.kernel_time_sum_ns as f64;
-                if d.launch_latency_ns.count > 0 {
-                    latency += d.launch_latency_ns.median;
-                    latency_n += 1;
-                }
-                util += d.gpu_utilization;
-                util_n += 1;
-                for k in &d.kernels {
-                    let entry = p.kernels.entry(normalize(&k.name)).or_default();
-                    entry.instances += k.instances as f64;
-                    entry.total_ns += k.total_ns as f64;
-                    if entry.example.is_empty() {
-                        entry.example = k.name.clone();
-                    }
-                }
-                for (dir, c) in &d.memcpy {
-                    let entry = p.memcpy.entry(dir.clone()).or_default();
-                    entry.count += c.count as f64;
-                    entry.bytes += c.bytes as f64;
-                    entry.time_ns += c.time_ns as f64;
+            p.add(m);
+        }
+        p.finish()
+    }
+
+    /// Adds one analysis's devices to the sums.
+    pub(crate) fn add(&mut self, m: &Metrics) {
+        self.analyses += 1;
+        for d in &m.devices {
+            self.kernel_count += d.kernel_count as f64;
+            self.kernel_time_ns += d.kernel_time_sum_ns as f64;
+            if d.launch_latency_ns.count > 0 {
+                self.sums.latency += d.launch_latency_ns.median;
+                self.sums.latency_n += 1;
+            }
+            self.sums.util += d.gpu_utilization;
+            self.sums.util_n += 1;
+            for k in &d.kernels {
+                let entry = self.kernels.entry(normalize(&k.name)).or_default();
+                entry.instances += k.instances as f64;
+                entry.total_ns += k.total_ns as f64;
+                if entry.example.is_empty() {
+                    entry.example = k.name.clone();
                 }
             }
+            for (dir, c) in &d.memcpy {
+                let entry = self.memcpy.entry(dir.clone()).or_default();
+                entry.count += c.count as f64;
+                entry.bytes += c.bytes as f64;
+                entry.time_ns += c.time_ns as f64;
+            }
         }
-        let n = analyses.len().max(1) as f64;
-        p.kernel_count /= n;
-        p.kernel_time_ns /= n;
-        for k in p.kernels.values_mut() {
+    }
+
+    /// Adds another profile's sums (of other analyses) to these.
+    pub(crate) fn merge(&mut self, other: Profile) {
+        self.analyses += other.analyses;
+        self.kernel_count += other.kernel_count;
+        self.kernel_time_ns += other.kernel_time_ns;
+        self.sums.latency += other.sums.latency;
+        self.sums.latency_n += other.sums.latency_n;
+        self.sums.util += other.sums.util;
+        self.sums.util_n += other.sums.util_n;
+        for (name, k) in other.kernels {
+            let entry = self.kernels.entry(name).or_default();
+            entry.instances += k.instances;
+            entry.total_ns += k.total_ns;
+            if entry.example.is_empty() {
+                entry.example = k.example;
+            }
+        }
+        for (dir, c) in other.memcpy {
+            let entry = self.memcpy.entry(dir).or_default();
+            entry.count += c.count;
+            entry.bytes += c.bytes;
+            entry.time_ns += c.time_ns;
+        }
+    }
+
+    /// The sums divided by the number of analyses.
+    pub(crate) fn finish(mut self) -> Profile {
+        let n = self.analyses.max(1) as f64;
+        self.kernel_count /= n;
+        self.kernel_time_ns /= n;
+        for k in self.kernels.values_mut() {
             k.instances /= n;
             k.total_ns /= n;
         }
-        for c in p.memcpy.values_mut() {
+        for c in self.memcpy.values_mut() {
             c.count /= n;
             c.bytes /= n;
             c.time_ns /= n;
         }
-        p.launch_latency_ns = (latency_n > 0).then(|| latency / f64::from(latency_n));
-        p.gpu_utilization = (util_n > 0).then(|| util / f64::from(util_n));
-        p
+        let s = &self.sums;
+        self.launch_latency_ns = (s.latency_n > 0).then(|| s.latency / f64::from(s.latency_n));
+        self.gpu_utilization = (s.util_n > 0).then(|| s.util / f64::from(s.util_n));
+        self
     }
 }
 

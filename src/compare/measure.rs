@@ -3,11 +3,13 @@
 //! `results.json`, what each metric's batches say of its own noise, and the
 //! facets that describe how it was made.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
-use crate::store::{RunRecord, Store};
+use crate::store::{RecordedRun, Store};
 use crate::tasks::report::Statistic;
 
 /// Which way a metric improves.
@@ -78,32 +80,16 @@ pub(crate) const HEADLINE: [&[&str]; 2] = [
     &["time_ms.median", "tflops"],
 ];
 
-/// A run's value of one metric, and the sampling distribution its own
-/// batches give that value (the inner level of the bootstrap).
-#[derive(Debug, Clone, PartialEq)]
+/// A run's value of one metric, and how far its own batches say it could
+/// be off: the inner level of the bootstrap (see `stats`).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Value {
     pub value: f64,
-    pub inner: Inner,
-}
-
-/// How a run's value would vary over resamples of its batches.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Inner {
-    /// No per-batch samples: the value is taken as measured.
-    Exact,
-    /// A mean (or its inverse, a throughput): normal with this relative
-    /// standard error (`sd / √n / mean`).
-    Mean { rel_se: f64, inverse: bool },
-    /// A quantile `q` of `n` batches: the sorted batches at rank
-    /// `q·(n−1) ± 5·√(n·q·(1−q))` (`window`, starting at rank `first`), and
-    /// the quantile of all of them (`base`).
-    Quantile {
-        q: f64,
-        n: usize,
-        first: usize,
-        window: Vec<f64>,
-        base: f64,
-    },
+    /// The statistic's standard error over the run's batches, relative to
+    /// the value; 0 when the run kept no batches.
+    pub rel_se: f64,
+    /// A throughput: the inverse of a mean over the batches.
+    pub inverse: bool,
 }
 
 /// One recorded run, read for comparing.
@@ -113,12 +99,13 @@ pub(crate) struct Run {
     pub key: crate::hash::ContentHash,
     /// The node id without its `rep=N`: what pairs runs.
     pub config: String,
-    pub stage: String,
-    /// Metric path → value; metrics the run lacks are absent.
-    pub values: BTreeMap<String, Value>,
-    /// How it was made: key facets (`libtorch`, `gpu`, `driver`…), the
-    /// task's kind and version, its spec's fields, its inputs' hashes.
-    pub facets: BTreeMap<String, String>,
+    pub stage: Arc<str>,
+    /// The values of the metrics read, in their order; None where the run
+    /// lacks one.
+    pub values: Vec<Option<Value>>,
+    /// How it was made (the key's parts as JSON text, shared by the runs
+    /// that share it): facets are read from it only where two sides differ.
+    pub parts: Arc<str>,
     /// The run's verdict when it was not valid (`throttled…`).
     pub invalid: Option<String>,
 }
@@ -143,20 +130,16 @@ pub(crate) fn config_of(node_id: &str) -> String {
     }
 }
 
-/// Reads `results.json` of each run that has one (runs of analyses and
-/// reports have none and are left out). A results file whose object is
-/// gone or unreadable is an error naming the run.
+/// Reads `results.json` of each run that has one (analyses' runs are left
+/// out). A file that is gone or unreadable is an error naming the run.
 pub(crate) fn read_runs(
     store: &Store,
-    runs: &[RunRecord],
+    runs: &[RecordedRun],
     metrics: &[Metric],
 ) -> Result<Vec<Run>, String> {
     use rayon::prelude::*;
     runs.par_iter()
-        .filter_map(|run| {
-            let entry = run.outputs.iter().find(|o| o.name == "results.json")?;
-            Some((run, store.object_path(&entry.hash)))
-        })
+        .filter_map(|run| Some((run, store.object_path(&run.results?))))
         .map(|(run, path)| {
             let text = std::fs::read(&path).map_err(|e| {
                 format!(
@@ -165,104 +148,134 @@ pub(crate) fn read_runs(
                     path.display()
                 )
             })?;
-            let doc: Json = serde_json::from_slice(&text).map_err(|e| {
-                format!("{}: its results.json ({}) is not JSON: {e}", run.node_id, path.display())
+            let doc: HashMap<String, Box<RawValue>> = serde_json::from_slice(&text).map_err(|e| {
+                format!(
+                    "{}: its results.json ({}) is not a JSON object: {e}",
+                    run.node_id,
+                    path.display()
+                )
             })?;
-            Ok(read_run(run, &doc, metrics))
+            Ok(Run {
+                key: run.key,
+                config: config_of(&run.node_id),
+                stage: run.stage.clone(),
+                values: values_of(&doc, metrics),
+                parts: run.parts.clone(),
+                invalid: run.invalid.clone(),
+            })
         })
         .collect()
 }
 
-fn read_run(record: &RunRecord, doc: &Json, metrics: &[Metric]) -> Run {
-    let values = metrics
-        .iter()
-        .filter_map(|m| Some((m.path.clone(), value_of(doc, &m.path)?)))
-        .collect();
-    let env = record.env.value();
-    let invalid = env
-        .pointer("/validity/reason")
-        .and_then(Json::as_str)
-        .map(str::to_owned);
-    Run {
-        key: record.key,
-        config: config_of(&record.node_id),
-        stage: record.stage.clone(),
-        values,
-        facets: facets(&record.key_parts.value()),
-        invalid,
-    }
-}
-
-fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
-    path.split('.').try_fold(root, |at, key| match at {
-        Json::Object(map) => map.get(key),
+fn lookup<'a>(root: &'a Json, path: &[&str]) -> Option<&'a Json> {
+    path.iter().try_fold(root, |at, key| match at {
+        Json::Object(map) => map.get(*key),
         Json::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
         _ => None,
     })
 }
 
-/// The metric's value and, where the run kept its batches (`Vit`'s
-/// `latency_samples_ms`, a measuring command's `samples.<name>`), their
-/// sampling distribution.
-pub(super) fn value_of(doc: &Json, path: &str) -> Option<Value> {
-    let value = lookup(doc, path)?.as_f64().filter(|v| v.is_finite())?;
-    let samples = Statistic::for_metric(path).and_then(|stat| {
-        let head = path.split('.').next().unwrap_or(path);
-        let list = doc
-            .get("latency_samples_ms")
-            .or_else(|| doc.get("samples").and_then(|s| s.get(head)))?
-            .as_array()?;
-        let samples: Vec<f64> = list.iter().filter_map(Json::as_f64).collect();
-        (samples.len() >= 2).then_some((stat, samples))
-    });
-    let inner = match samples {
-        Some((stat, samples)) => inner_of(stat, samples),
-        None => Inner::Exact,
-    };
-    Some(Value { value, inner })
+/// Each metric's value, from a document parsed one level deep: only the
+/// fields the metrics name (and the batches, when one of them is a
+/// statistic of the batches) are parsed further.
+pub(super) fn values_of(
+    doc: &HashMap<String, Box<RawValue>>,
+    metrics: &[Metric],
+) -> Vec<Option<Value>> {
+    let mut heads: HashMap<&str, Option<Json>> = HashMap::new();
+    let mut sorted: Option<Option<Vec<f64>>> = None;
+    metrics
+        .iter()
+        .map(|m| {
+            let mut path = m.path.split('.');
+            let head = path.next().unwrap_or_default();
+            let rest: Vec<&str> = path.collect();
+            let parsed = heads.entry(head).or_insert_with(|| {
+                doc.get(head)
+                    .and_then(|raw| serde_json::from_str::<Json>(raw.get()).ok())
+            });
+            let value = lookup(parsed.as_ref()?, &rest)?
+                .as_f64()
+                .filter(|v| v.is_finite())?;
+            let stat = Statistic::for_metric(&m.path);
+            let batches = stat.and_then(|_| {
+                sorted
+                    .get_or_insert_with(|| batches_of(doc, head))
+                    .as_deref()
+            });
+            let (rel_se, inverse) = match (stat, batches) {
+                (Some(stat), Some(b)) => se_of(stat, b),
+                _ => (0.0, false),
+            };
+            Some(Value {
+                value,
+                rel_se,
+                inverse,
+            })
+        })
+        .collect()
 }
 
-fn inner_of(stat: Statistic, samples: Vec<f64>) -> Inner {
-    let n = samples.len() as f64;
-    let mean_se = |s: &[f64]| {
-        let mean = s.iter().sum::<f64>() / n;
-        let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        (mean != 0.0).then(|| (var / n).sqrt() / mean.abs())
+/// The run's batches, sorted: `Vit`'s `latency_samples_ms`, or a measuring
+/// command's `samples.<head>`.
+fn batches_of(doc: &HashMap<String, Box<RawValue>>, head: &str) -> Option<Vec<f64>> {
+    let list: Vec<f64> = match doc.get("latency_samples_ms") {
+        Some(raw) => serde_json::from_str(raw.get()).ok()?,
+        None => {
+            let samples: HashMap<String, Box<RawValue>> =
+                serde_json::from_str(doc.get("samples")?.get()).ok()?;
+            serde_json::from_str(samples.get(head)?.get()).ok()?
+        }
     };
-    let quantile = |q: f64, mut samples: Vec<f64>| {
-        samples.sort_by(f64::total_cmp);
-        let spread = 5.0 * (n * q * (1.0 - q)).sqrt() + 2.0;
+    let mut list: Vec<f64> = list.into_iter().filter(|v| v.is_finite()).collect();
+    list.sort_by(f64::total_cmp);
+    (list.len() >= 2).then_some(list)
+}
+
+/// The statistic's relative standard error over `sorted` batches: for a
+/// quantile q of n batches, half the spread between the batches √(n·q·(1−q))
+/// ranks (at least one) either side of its rank — the order-statistic
+/// interval of one standard deviation; for a mean, sd/√n.
+fn se_of(stat: Statistic, sorted: &[f64]) -> (f64, bool) {
+    let n = sorted.len() as f64;
+    let at = |rank: f64| {
+        let r = rank.clamp(0.0, n - 1.0);
+        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+        sorted[lo] + (sorted[hi] - sorted[lo]) * (r - lo as f64)
+    };
+    let quantile = |q: f64| {
+        let spread = (n * q * (1.0 - q)).sqrt().max(1.0);
         let center = q * (n - 1.0);
-        let first = (center - spread).floor().max(0.0) as usize;
-        let last = ((center + spread).ceil() as usize).min(samples.len() - 1);
-        let base = Statistic::Quantile(q).of(&mut samples);
-        Inner::Quantile {
-            q,
-            n: samples.len(),
-            first,
-            window: samples[first..=last].to_vec(),
-            base,
+        let base = at(center);
+        if base == 0.0 {
+            0.0
+        } else {
+            ((at(center + spread) - at(center - spread)) / 2.0 / base).abs()
+        }
+    };
+    let mean_se = || {
+        let mean = sorted.iter().sum::<f64>() / n;
+        let var = sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        if mean == 0.0 {
+            0.0
+        } else {
+            (var / n).sqrt() / mean.abs()
         }
     };
     match stat {
-        Statistic::Mean => mean_se(&samples).map_or(Inner::Exact, |rel_se| Inner::Mean {
-            rel_se,
-            inverse: false,
-        }),
-        Statistic::InverseMean => mean_se(&samples).map_or(Inner::Exact, |rel_se| Inner::Mean {
-            rel_se,
-            inverse: true,
-        }),
-        Statistic::Quantile(q) => quantile(q, samples),
-        Statistic::Min => quantile(0.0, samples),
-        Statistic::Max => quantile(1.0, samples),
+        Statistic::Mean => (mean_se(), false),
+        Statistic::InverseMean => (mean_se(), true),
+        Statistic::Quantile(q) => (quantile(q), false),
+        Statistic::Min => (quantile(0.0), false),
+        Statistic::Max => (quantile(1.0), false),
     }
 }
 
-/// The facets a pair's two sides may differ in, flattened to text.
-fn facets(parts: &Json) -> BTreeMap<String, String> {
+/// The facets a pair's two sides may differ in, flattened to text, from
+/// a run's key parts.
+pub(crate) fn facets(parts: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let Some(parts) = parts.get("parts") else {
+    let Ok(parts) = serde_json::from_str::<Json>(parts) else {
         return out;
     };
     if let Some(env) = parts.get("env").and_then(Json::as_object) {
@@ -298,9 +311,18 @@ fn text(v: &Json) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A document parsed one level deep, as `read_runs` parses it.
+    pub(crate) fn doc(value: &Json) -> HashMap<String, Box<RawValue>> {
+        serde_json::from_str(&value.to_string()).unwrap()
+    }
+
+    fn metric(path: &str) -> Metric {
+        Metric::parse(path).unwrap()
+    }
 
     #[test]
     fn a_config_is_the_node_id_without_its_repetition() {
@@ -312,57 +334,64 @@ mod tests {
 
     #[test]
     fn metrics_parse_with_their_direction() {
-        assert_eq!(
-            Metric::parse("throughput_images_per_s").unwrap().better,
-            Better::Higher
-        );
-        assert_eq!(
-            Metric::parse("latency_ms.p99").unwrap().better,
-            Better::Lower
-        );
-        assert_eq!(Metric::parse("score:higher").unwrap().path, "score");
+        assert_eq!(metric("throughput_images_per_s").better, Better::Higher);
+        assert_eq!(metric("latency_ms.p99").better, Better::Lower);
+        assert_eq!(metric("score:higher").path, "score");
         assert!(Metric::parse("a..b").is_err());
         assert!(Metric::parse("a:up").unwrap_err().contains("higher"));
     }
 
     #[test]
-    fn a_vit_run_gives_each_metric_its_batches_distribution() {
+    fn a_vit_run_gives_each_metric_its_batches_standard_error() {
+        // 101 batches, evenly 10.00 … 11.00 ms: the median's rank spread is
+        // √(101·¼) ≈ 5.02 ranks, 0.0502 ms either side of 10.5.
         let samples: Vec<f64> = (0..101).map(|i| 10.0 + f64::from(i) / 100.0).collect();
-        let doc = json!({
+        let d = doc(&json!({
             "throughput_images_per_s": 95.0,
             "latency_ms": {"median": 10.5, "p99": 10.99},
             "latency_samples_ms": samples,
-        });
-        let median = value_of(&doc, "latency_ms.median").unwrap();
-        let Inner::Quantile {
-            base,
-            n,
-            first,
-            window,
-            ..
-        } = &median.inner
-        else {
-            panic!("{median:?}")
-        };
-        assert_eq!((*n, *base), (101, 10.5));
-        assert!(*first > 0 && window.len() < 101);
-        let tp = value_of(&doc, "throughput_images_per_s").unwrap();
-        assert!(matches!(tp.inner, Inner::Mean { inverse: true, .. }));
-        assert_eq!(value_of(&doc, "missing"), None);
-        let bare = value_of(&json!({"time_ms": {"median": 3.0}}), "time_ms.median").unwrap();
-        assert_eq!(bare.inner, Inner::Exact);
+            "telemetry": {"huge": [1, 2, 3]},
+        }));
+        let ms = [
+            metric("latency_ms.median"),
+            metric("throughput_images_per_s"),
+            metric("missing"),
+            metric("latency_ms.nope"),
+        ];
+        let v = values_of(&d, &ms);
+        let median = v[0].unwrap();
+        assert_eq!(median.value, 10.5);
+        assert!((median.rel_se - 0.0502 / 10.5).abs() < 1e-4, "{median:?}");
+        let tp = v[1].unwrap();
+        assert!(tp.inverse && tp.rel_se > 0.0, "{tp:?}");
+        assert_eq!((v[2], v[3]), (None, None));
+        // Without batches the value stands alone.
+        let bare = values_of(
+            &doc(&json!({"time_ms": {"median": 3.0}})),
+            &[metric("time_ms.median")],
+        );
+        assert_eq!(bare[0].unwrap().rel_se, 0.0);
+        // A measuring command's samples under `samples.<name>`.
+        let cmd = values_of(
+            &doc(
+                &json!({"latency_ms": {"median": 2.0}, "samples": {"latency_ms": [1.0, 2.0, 3.0]}}),
+            ),
+            &[metric("latency_ms.median")],
+        );
+        assert!(cmd[0].unwrap().rel_se > 0.0);
     }
 
     #[test]
     fn facets_flatten_env_task_spec_and_inputs() {
-        let parts = json!({"parts": {"kind": "Vit", "version": 1,
+        let parts = json!({"kind": "Vit", "version": 1,
             "spec": {"Vit": {"samples": 48, "dtype": "f32"}},
             "inputs": {"model.py": "0123456789abcdef0123"},
-            "env": {"libtorch": "2.11.0", "gpu": "none"}}});
-        let f = facets(&parts);
+            "env": {"libtorch": "2.11.0", "gpu": "none"}});
+        let f = facets(&parts.to_string());
         assert_eq!(f["libtorch"], "2.11.0");
         assert_eq!(f["task"], "Vit v1");
         assert_eq!(f["spec.samples"], "48");
         assert_eq!(f["input model.py"], "0123456789ab");
+        assert!(facets("").is_empty());
     }
 }

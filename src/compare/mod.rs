@@ -16,11 +16,12 @@ pub(crate) mod pair;
 pub(crate) mod select;
 pub(crate) mod stats;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::store::RunRecord;
+use crate::store::RecordedRun;
 
 /// A whole comparison, as printed and as `--json` writes it.
 #[derive(Debug, Clone, Serialize)]
@@ -70,35 +71,42 @@ pub(crate) fn compare(
     options: &Options<'_>,
 ) -> Result<Comparison, String> {
     let targets = Targets::new(options.targets)?;
-    type Read = (
-        Vec<measure::Run>,
-        Vec<(String, crate::analysis::Metrics)>,
-        String,
-    );
+    let chosen = !options.metrics.is_empty();
+    let metrics: Vec<measure::Metric> = if chosen {
+        options.metrics.to_vec()
+    } else {
+        measure::HEADLINE
+            .iter()
+            .flat_map(|group| group.iter())
+            .filter_map(|h| measure::Metric::parse(h).ok())
+            .collect()
+    };
+    type Read = (Vec<measure::Run>, HashMap<String, kernels::Profile>, String);
     let read = |side: &select::Side| -> Result<Read, String> {
-        let (store, runs, description) = select::resolve(side, root)?;
-        let runs: Vec<RunRecord> = runs.into_iter().filter(|r| targets.keep(r)).collect();
+        let holding = if options.kernels {
+            crate::store::Holding::MeasurementsAndAnalyses
+        } else {
+            crate::store::Holding::Measurements
+        };
+        timing("resolving");
+        let (store, runs, description) = select::resolve(side, root, holding)?;
+        timing("resolved");
+        let runs: Vec<RecordedRun> = runs.into_iter().filter(|r| targets.keep(r)).collect();
         let analyses = if options.kernels {
             read_analyses(&store, &runs)?
         } else {
-            Vec::new()
-        };
-        let metrics = if options.metrics.is_empty() {
-            measure::HEADLINE
-                .iter()
-                .flat_map(|group| group.iter())
-                .filter_map(|h| measure::Metric::parse(h).ok())
-                .collect()
-        } else {
-            options.metrics.to_vec()
+            HashMap::new()
         };
         let measured = measure::read_runs(&store, &runs, &metrics)?;
         Ok((measured, analyses, description))
     };
     let (ra, ka, da) = read(a)?;
+    timing("side A read");
     let (rb, kb, db) = read(b)?;
-    let pairing = pair::pair(&ra, &rb, options.metrics, options.threshold);
-    let kernels = kernel_pairs(&ka, &kb);
+    timing("side B read");
+    let pairing = pair::pair(&ra, &rb, &metrics, chosen, options.threshold);
+    timing("paired");
+    let kernels = kernel_pairs(ka, kb);
     Ok(Comparison {
         a: SideInfo {
             name: a.text.clone(),
@@ -116,60 +124,61 @@ pub(crate) fn compare(
     })
 }
 
-/// The `metrics.json` of each run that has one (the analyses), by configuration.
+/// Each configuration's analyses (the runs with a `metrics.json`), read in
+/// parallel and summed into one kernel profile per configuration.
 fn read_analyses(
     store: &crate::store::Store,
-    runs: &[RunRecord],
-) -> Result<Vec<(String, crate::analysis::Metrics)>, String> {
+    runs: &[RecordedRun],
+) -> Result<HashMap<String, kernels::Profile>, String> {
     use rayon::prelude::*;
     runs.par_iter()
-        .filter_map(|run| {
-            let entry = run.outputs.iter().find(|o| o.name == "metrics.json")?;
-            Some((run, store.object_path(&entry.hash)))
+        .filter_map(|run| Some((run, store.object_path(&run.metrics?))))
+        .try_fold(
+            HashMap::new,
+            |mut acc: HashMap<String, kernels::Profile>, (run, path)| {
+                let text = std::fs::read(&path).map_err(|e| {
+                    format!(
+                        "{}: cannot read its metrics.json ({}): {e}",
+                        run.node_id,
+                        path.display()
+                    )
+                })?;
+                let metrics: crate::analysis::Metrics =
+                    serde_json::from_slice(&text).map_err(|e| {
+                        format!(
+                            "{}: its metrics.json ({}) does not read as an analysis: {e}",
+                            run.node_id,
+                            path.display()
+                        )
+                    })?;
+                acc.entry(measure::config_of(&run.node_id))
+                    .or_default()
+                    .add(&metrics);
+                Ok(acc)
+            },
+        )
+        .try_reduce(HashMap::new, |mut a, b| {
+            for (config, profile) in b {
+                a.entry(config).or_default().merge(profile);
+            }
+            Ok(a)
         })
-        .map(|(run, path)| {
-            let text = std::fs::read(&path).map_err(|e| {
-                format!(
-                    "{}: cannot read its metrics.json ({}): {e}",
-                    run.node_id,
-                    path.display()
-                )
-            })?;
-            let metrics = serde_json::from_slice(&text).map_err(|e| {
-                format!(
-                    "{}: its metrics.json ({}) does not read as an analysis: {e}",
-                    run.node_id,
-                    path.display()
-                )
-            })?;
-            Ok((measure::config_of(&run.node_id), metrics))
-        })
-        .collect()
 }
 
-fn by_config(
-    side: &[(String, crate::analysis::Metrics)],
-) -> std::collections::BTreeMap<&str, Vec<&crate::analysis::Metrics>> {
-    let mut by: std::collections::BTreeMap<&str, Vec<&crate::analysis::Metrics>> =
-        std::collections::BTreeMap::new();
-    for (config, m) in side {
-        by.entry(config.as_str()).or_default().push(m);
-    }
-    by
-}
-
-/// Pairs analyses by configuration and diffs each pair's kernels.
+/// Pairs analysed configurations and diffs each pair's kernels.
 fn kernel_pairs(
-    a: &[(String, crate::analysis::Metrics)],
-    b: &[(String, crate::analysis::Metrics)],
+    mut a: HashMap<String, kernels::Profile>,
+    mut b: HashMap<String, kernels::Profile>,
 ) -> Vec<KernelPair> {
-    let (ga, gb) = (by_config(a), by_config(b));
-    ga.iter()
-        .filter_map(|(config, ma)| {
-            let mb = gb.get(config)?;
+    let mut configs: Vec<String> = a.keys().filter(|c| b.contains_key(*c)).cloned().collect();
+    configs.sort();
+    configs
+        .into_iter()
+        .filter_map(|config| {
+            let (pa, pb) = (a.remove(&config)?, b.remove(&config)?);
             Some(KernelPair {
-                config: config.to_string(),
-                diff: kernels::diff(kernels::Profile::of(ma), kernels::Profile::of(mb)),
+                diff: kernels::diff(pa.finish(), pb.finish()),
+                config,
             })
         })
         .collect()
@@ -205,12 +214,12 @@ impl Targets {
         })
     }
 
-    pub(crate) fn keep(&self, run: &RunRecord) -> bool {
+    pub(crate) fn keep(&self, run: &RecordedRun) -> bool {
         if self.literal.is_empty() && self.set.is_none() {
             return true;
         }
         let config = measure::config_of(&run.node_id);
-        let names = [run.stage.as_str(), run.node_id.as_str(), config.as_str()];
+        let names = [&*run.stage, run.node_id.as_str(), config.as_str()];
         names.iter().any(|n| self.literal.iter().any(|t| t == n))
             || self
                 .set
@@ -234,4 +243,29 @@ pub(crate) fn parse_threshold(text: &str) -> Result<f64, String> {
         .ok_or_else(|| {
             format!("`--threshold {text}` is not a change between 0 and 100 % (`2%` or `0.02`)")
         })
+}
+
+/// Where a comparison's time and memory go, on stderr when
+/// `VITGRAPH_TIMINGS` is set.
+fn timing(what: &str) {
+    if std::env::var_os("VITGRAPH_TIMINGS").is_some() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let pick = |k: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(k))
+                .unwrap_or("")
+                .to_owned()
+        };
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let t = START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64();
+        eprintln!(
+            "timing: compare {what} at {t:.2} s ({}, {})",
+            pick("VmRSS"),
+            pick("VmHWM")
+        );
+    }
 }

@@ -8,23 +8,34 @@ use super::Comparison;
 /// The text table: a header naming both sides, a row per configuration and
 /// metric, the differing facets under each configuration, and a summary.
 /// `changed_only`: leave out the rows judged `same`.
+#[cfg(test)]
 pub(crate) fn text(c: &Comparison, changed_only: bool) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
+    let mut out = Vec::new();
+    let _ = write_text(&mut out, c, changed_only);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The text table, written to `out` as it goes.
+pub(crate) fn write_text(
+    out: &mut impl std::io::Write,
+    c: &Comparison,
+    changed_only: bool,
+) -> std::io::Result<()> {
+    writeln!(
         out,
         "A  {}: {}, {} runs",
         c.a.name, c.a.description, c.a.runs
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         "B  {}: {}, {} runs",
         c.b.name, c.b.description, c.b.runs
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         "B / A with its 95 % interval; a change within ±{} is `same` (--threshold)\n",
         percent(c.threshold)
-    );
+    )?;
     let header = [
         "configuration",
         "metric",
@@ -35,91 +46,89 @@ pub(crate) fn text(c: &Comparison, changed_only: bool) -> String {
         "p",
         "verdict",
     ];
-    let mut lines: Vec<[String; 8]> = Vec::new();
-    let mut notes: Vec<(usize, String)> = Vec::new();
-    let mut last_config = "";
-    for row in &c.pairing.rows {
-        if changed_only && row.verdict == Verdict::Same {
-            continue;
-        }
-        let first = row.config != last_config;
-        if first && !last_config.is_empty() {
-            if let Some(d) = differs_line(c, last_config) {
-                notes.push((lines.len(), d));
-            }
-        }
-        last_config = &row.config;
-        lines.push([
-            if first {
-                row.config.clone()
-            } else {
-                String::new()
-            },
-            row.metric.clone(),
-            side(row.a.as_ref()),
-            side(row.b.as_ref()),
-            row.ratio.map_or("—".into(), |r| format!("{r:.3}")),
-            interval(row),
-            row.p.map_or("—".into(), |p| format!("{p:.3}")),
-            verdict(row),
-        ]);
-    }
-    if let Some(d) = (!last_config.is_empty())
-        .then(|| differs_line(c, last_config))
-        .flatten()
-    {
-        notes.push((lines.len(), d));
-    }
+    let visible = || {
+        c.pairing
+            .rows
+            .iter()
+            .filter(move |r| !(changed_only && r.verdict == Verdict::Same))
+    };
+    // Two passes: the column widths, then the lines, written as they are
+    // made (a comparison of 100,000 configurations is 300,000 lines).
     let mut widths = header.map(str::len);
-    for line in &lines {
-        for (w, cell) in widths.iter_mut().zip(line) {
+    let mut last: Option<&Row> = None;
+    let mut any = false;
+    for row in visible() {
+        let first = last.is_none_or(|l| l.config != row.config);
+        for (w, cell) in widths.iter_mut().zip(cells(row, first)) {
             *w = (*w).max(cell.chars().count());
         }
+        last = Some(row);
+        any = true;
     }
     let render = |cells: &[String]| {
         let mut s = String::new();
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            let pad = w.saturating_sub(cell.chars().count());
-            if i + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(cell);
+            s.push_str(cell);
+            if i + 1 < cells.len() {
+                let pad = w.saturating_sub(cell.chars().count());
                 s.push_str(&" ".repeat(pad + 2));
             }
         }
         s.trim_end().to_owned()
     };
-    if !lines.is_empty() {
-        let _ = writeln!(out, "{}", render(&header.map(String::from)));
+    if any {
+        writeln!(out, "{}", render(&header.map(String::from)))?;
     }
-    let mut notes = notes.into_iter().peekable();
-    for (i, line) in lines.iter().enumerate() {
-        while let Some((_, note)) = notes.next_if(|(at, _)| *at == i) {
-            let _ = writeln!(out, "  {note}");
+    let mut last: Option<&Row> = None;
+    for row in visible() {
+        let first = last.is_none_or(|l| l.config != row.config);
+        if first {
+            if let Some(d) = last.and_then(differs_line) {
+                writeln!(out, "  {d}")?;
+            }
         }
-        let _ = writeln!(out, "{}", render(line));
+        writeln!(out, "{}", render(&cells(row, first)))?;
+        last = Some(row);
     }
-    for (_, note) in notes {
-        let _ = writeln!(out, "  {note}");
+    if let Some(d) = last.and_then(differs_line) {
+        writeln!(out, "  {d}")?;
     }
-    out.push_str(&summary(c));
+    write!(out, "{}", summary(c))?;
     if !c.kernels.is_empty() {
-        let _ = writeln!(
+        writeln!(
             out,
             "\nkernels: {} analysed configuration{} paired (B − A per analysis; the largest changes first)",
             c.kernels.len(),
             if c.kernels.len() == 1 { "" } else { "s" }
-        );
+        )?;
         for k in &c.kernels {
-            let _ = writeln!(out, "{}", k.config);
+            writeln!(out, "{}", k.config)?;
             if k.diff.a.kernel_count == 0.0 && k.diff.b.kernel_count == 0.0 {
-                let _ = writeln!(out, "  no GPU kernels on either side (a CPU run)");
+                writeln!(out, "  no GPU kernels on either side (a CPU run)")?;
             } else {
-                out.push_str(&super::kernels::text(&k.diff, 10));
+                write!(out, "{}", super::kernels::text(&k.diff, 10))?;
             }
         }
     }
-    out
+    Ok(())
+}
+
+/// A row's cells; the configuration only on its first row.
+fn cells(row: &Row, first: bool) -> [String; 8] {
+    [
+        if first {
+            row.config.to_string()
+        } else {
+            String::new()
+        },
+        row.metric.to_string(),
+        side(row.a.as_ref()),
+        side(row.b.as_ref()),
+        row.ratio.map_or("—".into(), |r| format!("{r:.3}")),
+        interval(row),
+        row.p.map_or("—".into(), |p| format!("{p:.3}")),
+        verdict(row),
+    ]
 }
 
 fn percent(fraction: f64) -> String {
@@ -181,8 +190,9 @@ fn verdict(row: &Row) -> String {
     }
 }
 
-fn differs_line(c: &Comparison, config: &str) -> Option<String> {
-    let row = c.pairing.rows.iter().find(|r| r.config == config)?;
+/// The facets that differ for a row's configuration (every row of a
+/// configuration carries the same list).
+fn differs_line(row: &Row) -> Option<String> {
     if row.differs.is_empty() {
         return None;
     }
@@ -198,7 +208,7 @@ fn summary(c: &Comparison) -> String {
     let rows = &c.pairing.rows;
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let configs = {
-        let mut seen: Vec<&str> = rows.iter().map(|r| r.config.as_str()).collect();
+        let mut seen: Vec<&str> = rows.iter().map(|r| &*r.config).collect();
         seen.dedup();
         seen.len()
     };

@@ -4,6 +4,7 @@
 //! that differ between the sides.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -58,9 +59,10 @@ pub(crate) struct Difference {
 /// One configuration and one metric.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Row {
-    pub config: String,
-    pub stage: String,
-    pub metric: String,
+    /// Shared by the rows of a configuration.
+    pub config: Arc<str>,
+    pub stage: Arc<str>,
+    pub metric: Arc<str>,
     pub better: Better,
     pub a: Option<SideValue>,
     pub b: Option<SideValue>,
@@ -75,7 +77,8 @@ pub(crate) struct Row {
     pub verdict: Verdict,
     /// Why a pair is not comparable.
     pub why: Option<String>,
-    pub differs: Vec<Difference>,
+    /// Shared by the rows of a configuration.
+    pub differs: Arc<[Difference]>,
 }
 
 /// Every pair of two run sets.
@@ -96,9 +99,17 @@ fn configs(runs: &[Run]) -> BTreeMap<&str, Vec<&Run>> {
     out
 }
 
-/// Pairs `a` with `b`. `metrics` empty: the headline metrics either side
-/// has. `threshold`: the smallest relative change called a change.
-pub(crate) fn pair(a: &[Run], b: &[Run], metrics: &[Metric], threshold: f64) -> Pairing {
+/// Pairs `a` with `b`, whose runs hold the values of `metrics` in that
+/// order. `chosen`: the metrics were named (`--metric`), so every pair is
+/// compared on all of them; otherwise on the first headline group either
+/// side has. `threshold`: the smallest relative change called a change.
+pub(crate) fn pair(
+    a: &[Run],
+    b: &[Run],
+    metrics: &[Metric],
+    chosen: bool,
+    threshold: f64,
+) -> Pairing {
     let (ca, cb) = (configs(a), configs(b));
     let only = |x: &BTreeMap<&str, Vec<&Run>>, y: &BTreeMap<&str, Vec<&Run>>| {
         x.keys()
@@ -106,14 +117,34 @@ pub(crate) fn pair(a: &[Run], b: &[Run], metrics: &[Metric], threshold: f64) -> 
             .map(|k| k.to_string())
             .collect()
     };
-    let mut rows = Vec::new();
-    for (config, ra) in &ca {
-        let Some(rb) = cb.get(config) else { continue };
-        let differs = differences(ra, rb);
-        for metric in metrics_of(ra, rb, metrics) {
-            rows.push(row(config, ra, rb, &metric, threshold, &differs));
-        }
-    }
+    use rayon::prelude::*;
+    let names: Vec<Arc<str>> = metrics.iter().map(|m| Arc::from(m.path.as_str())).collect();
+    let paired: Vec<(&&str, &Vec<&Run>, &Vec<&Run>)> = ca
+        .iter()
+        .filter_map(|(config, ra)| Some((config, ra, cb.get(config)?)))
+        .collect();
+    let rows = paired
+        .par_iter()
+        .flat_map_iter(|(config, ra, rb)| {
+            let differs: Arc<[Difference]> = differences(ra, rb).into();
+            let config: Arc<str> = Arc::from(**config);
+            metrics_of(ra, rb, metrics, chosen)
+                .into_iter()
+                .map(|i| {
+                    row(
+                        &config,
+                        ra,
+                        rb,
+                        &names[i],
+                        &metrics[i],
+                        i,
+                        threshold,
+                        &differs,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
     Pairing {
         rows,
         only_a: only(&ca, &cb),
@@ -121,39 +152,42 @@ pub(crate) fn pair(a: &[Run], b: &[Run], metrics: &[Metric], threshold: f64) -> 
     }
 }
 
-fn metrics_of(ra: &[&Run], rb: &[&Run], asked: &[Metric]) -> Vec<Metric> {
-    if !asked.is_empty() {
-        return asked.to_vec();
+/// The indexes (into the metrics read) a pair is compared on.
+fn metrics_of(ra: &[&Run], rb: &[&Run], metrics: &[Metric], chosen: bool) -> Vec<usize> {
+    if chosen {
+        return (0..metrics.len()).collect();
     }
-    let has = |m: &str| ra.iter().chain(rb).any(|r| r.values.contains_key(m));
+    let index = |m: &str| metrics.iter().position(|x| x.path == m);
+    let has = |i: usize| ra.iter().chain(rb).any(|r| r.values[i].is_some());
     HEADLINE
         .iter()
-        .find(|group| group.iter().any(|m| has(m)))
         .map(|group| {
             group
                 .iter()
-                .filter(|m| has(m))
-                .filter_map(|m| Metric::parse(m).ok())
-                .collect()
+                .filter_map(|m| index(m))
+                .filter(|i| has(*i))
+                .collect::<Vec<_>>()
         })
+        .find(|found| !found.is_empty())
         .unwrap_or_default()
 }
 
-fn values(runs: &[&Run], metric: &str) -> Vec<Value> {
-    runs.iter()
-        .filter_map(|r| r.values.get(metric).cloned())
-        .collect()
+fn values(runs: &[&Run], metric: usize) -> Vec<Value> {
+    runs.iter().filter_map(|r| r.values[metric]).collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn row(
-    config: &str,
+    config: &Arc<str>,
     ra: &[&Run],
     rb: &[&Run],
+    name: &Arc<str>,
     metric: &Metric,
+    index: usize,
     threshold: f64,
-    differs: &[Difference],
+    differs: &Arc<[Difference]>,
 ) -> Row {
-    let (va, vb) = (values(ra, &metric.path), values(rb, &metric.path));
+    let (va, vb) = (values(ra, index), values(rb, index));
     let side_value = |runs: &[&Run], v: &[Value]| {
         stats::side(v).map(|e: Estimate| SideValue {
             value: e.value,
@@ -171,9 +205,9 @@ fn row(
         (verdict, why) = (Verdict::Same, Some("the same runs on both sides".into()));
     }
     Row {
-        config: config.to_owned(),
+        config: config.clone(),
         stage: ra[0].stage.clone(),
-        metric: metric.path.clone(),
+        metric: name.clone(),
         better: metric.better,
         a: side_value(ra, &va),
         b: side_value(rb, &vb),
@@ -184,7 +218,7 @@ fn row(
         p: ratio.and_then(|r| r.p),
         verdict,
         why,
-        differs: differs.to_vec(),
+        differs: differs.clone(),
     }
 }
 
@@ -242,11 +276,15 @@ fn seed_of(config: &str, metric: &str) -> u64 {
     u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]))
 }
 
-fn facet_values<'a>(runs: &[&'a Run]) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
-    let mut facets: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for run in runs {
-        for (k, v) in &run.facets {
-            facets.entry(k.as_str()).or_default().insert(v.as_str());
+fn distinct_parts<'a>(runs: &[&'a Run]) -> BTreeSet<&'a str> {
+    runs.iter().map(|r| r.parts.as_ref()).collect()
+}
+
+fn facet_values(parts: &BTreeSet<&str>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut facets: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in parts {
+        for (k, v) in super::measure::facets(p) {
+            facets.entry(k).or_default().insert(v);
         }
     }
     facets
@@ -255,18 +293,22 @@ fn facet_values<'a>(runs: &[&'a Run]) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
 /// The facets whose values differ between the sides (a side's runs may
 /// hold several values of one facet: they are listed together).
 fn differences(ra: &[&Run], rb: &[&Run]) -> Vec<Difference> {
-    let (fa, fb) = (facet_values(ra), facet_values(rb));
-    let keys: BTreeSet<&str> = fa.keys().chain(fb.keys()).copied().collect();
-    let text = |s: Option<&BTreeSet<&str>>| {
+    let (pa, pb) = (distinct_parts(ra), distinct_parts(rb));
+    if pa == pb {
+        return Vec::new();
+    }
+    let (fa, fb) = (facet_values(&pa), facet_values(&pb));
+    let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let text = |s: Option<&BTreeSet<String>>| {
         s.map_or_else(
             || "—".to_owned(),
-            |s| s.iter().copied().collect::<Vec<_>>().join(" | "),
+            |s| s.iter().map(String::as_str).collect::<Vec<_>>().join(" | "),
         )
     };
     keys.into_iter()
-        .filter(|k| fa.get(k) != fb.get(k))
+        .filter(|k| fa.get(*k) != fb.get(*k))
         .map(|k| Difference {
-            facet: k.to_owned(),
+            facet: k.clone(),
             a: text(fa.get(k)),
             b: text(fb.get(k)),
         })

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::store::{RunRecord, Store};
+use crate::store::{Holding, RecordedRun, Store};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Selector {
@@ -109,7 +109,11 @@ impl Selector {
 }
 
 /// The store `side` reads, the runs it names, and a line describing them.
-pub(crate) fn resolve(side: &Side, here: &Path) -> Result<(Store, Vec<RunRecord>, String), String> {
+pub(crate) fn resolve(
+    side: &Side,
+    here: &Path,
+    holding: Holding,
+) -> Result<(Store, Vec<RecordedRun>, String), String> {
     let root = side.workspace.clone().unwrap_or_else(|| here.to_path_buf());
     let store = Store::open_existing(&root)
         .map_err(|e| format!("`{}`: {e}", side.text))?
@@ -123,12 +127,12 @@ pub(crate) fn resolve(side: &Side, here: &Path) -> Result<(Store, Vec<RunRecord>
     let err = |e: crate::store::StoreError| format!("`{}`: {e}", side.text);
     let (runs, what) = match &side.selector {
         Selector::Current => (
-            store.current_runs().map_err(err)?,
+            store.current_runs(holding).map_err(err)?,
             "current runs".to_owned(),
         ),
-        Selector::Build(n) => build(&store, *n, &side.text)?,
+        Selector::Build(n) => build(&store, *n, &side.text, holding)?,
         Selector::Baseline(name) => {
-            let runs = store.baseline_runs(name).map_err(err)?.ok_or_else(|| {
+            let runs = store.baseline_runs(name, holding).map_err(err)?.ok_or_else(|| {
                 let names: Vec<String> = store
                     .baselines()
                     .unwrap_or_default()
@@ -144,7 +148,7 @@ pub(crate) fn resolve(side: &Side, here: &Path) -> Result<(Store, Vec<RunRecord>
             (runs, format!("baseline {name}"))
         }
         Selector::Env(pairs) => {
-            let all = store.recorded_runs().map_err(err)?;
+            let all = store.recorded_runs(holding).map_err(err)?;
             let matching = all.into_iter().filter(|r| env_matches(r, pairs)).collect();
             (
                 latest_per_node(matching),
@@ -152,7 +156,7 @@ pub(crate) fn resolve(side: &Side, here: &Path) -> Result<(Store, Vec<RunRecord>
             )
         }
         Selector::Date(at) => {
-            let all = store.recorded_runs().map_err(err)?;
+            let all = store.recorded_runs(holding).map_err(err)?;
             let before = all.into_iter().filter(|r| r.started_at_ms < *at).collect();
             let when = crate::clock::utc(*at);
             (
@@ -169,7 +173,12 @@ pub(crate) fn resolve(side: &Side, here: &Path) -> Result<(Store, Vec<RunRecord>
     Ok((store, runs, format!("{what}{place}")))
 }
 
-fn build(store: &Store, n: i64, text: &str) -> Result<(Vec<RunRecord>, String), String> {
+fn build(
+    store: &Store,
+    n: i64,
+    text: &str,
+    holding: Holding,
+) -> Result<(Vec<RecordedRun>, String), String> {
     let builds = store.builds().map_err(|e| format!("`{text}`: {e}"))?;
     let index = if n > 0 {
         n - 1
@@ -185,7 +194,7 @@ fn build(store: &Store, n: i64, text: &str) -> Result<(Vec<RunRecord>, String), 
         ));
     };
     let runs = store
-        .build_runs(chosen)
+        .build_runs(chosen, holding)
         .map_err(|e| format!("`{text}`: {e}"))?;
     Ok((
         runs,
@@ -197,9 +206,9 @@ fn build(store: &Store, n: i64, text: &str) -> Result<(Vec<RunRecord>, String), 
     ))
 }
 
-fn env_matches(run: &RunRecord, pairs: &[(String, String)]) -> bool {
-    let parts = run.key_parts.value();
-    let env = parts.pointer("/parts/env");
+fn env_matches(run: &RecordedRun, pairs: &[(String, String)]) -> bool {
+    let parts: serde_json::Value = serde_json::from_str(&run.parts).unwrap_or_default();
+    let env = parts.get("env");
     pairs.iter().all(|(k, want)| {
         env.and_then(|e| e.get(k))
             .and_then(|v| v.as_str())
@@ -213,12 +222,12 @@ fn env_matches(run: &RunRecord, pairs: &[(String, String)]) -> bool {
 }
 
 /// The last run of each node, in the order given (oldest first).
-fn latest_per_node(runs: Vec<RunRecord>) -> Vec<RunRecord> {
-    let mut last: HashMap<String, RunRecord> = HashMap::new();
+fn latest_per_node(runs: Vec<RecordedRun>) -> Vec<RecordedRun> {
+    let mut last: HashMap<String, RecordedRun> = HashMap::new();
     for run in runs {
         last.insert(run.node_id.clone(), run);
     }
-    let mut out: Vec<RunRecord> = last.into_values().collect();
+    let mut out: Vec<RecordedRun> = last.into_values().collect();
     out.sort_by(|a, b| a.node_id.cmp(&b.node_id));
     out
 }

@@ -5,10 +5,11 @@
 //! its batches. One bootstrap draw of a side picks k of its runs with
 //! replacement (the outer level: the spread between processes) and, for
 //! each picked run, a value its own batches could have given (the inner
-//! level): for a quantile of n batches, the sorted batches at rank
-//! `q·(n−1) + z·√(n·q·(1−q))`, the order-statistic distribution a resample
-//! of the batches has, in its normal form; for a mean (or throughput, its
-//! inverse), `mean·(1 + z·se)`. The draw is the mean over the k picks. A
+//! level): the run's value times `1 + z·se`, z standard normal and se the
+//! statistic's relative standard error over the run's batches (for a
+//! quantile, from the order statistics one rank-deviation either side; for
+//! a mean, sd/√n; a throughput divides instead). The draw is the mean over
+//! the k picks. A
 //! percentile bootstrap over k = 3 runs is known to be too narrow (its
 //! spread is that of a normal with the runs' *population* deviation, where
 //! a t-distribution with k − 1 degrees of freedom applies), so each side's
@@ -24,7 +25,7 @@
 use crate::estimate::{t_quantile, Basis, Estimate};
 use crate::tasks::report::Rng;
 
-use super::measure::{Inner, Value};
+use super::measure::Value;
 
 /// Bootstrap draws per ratio.
 pub(crate) const RESAMPLES: usize = 2000;
@@ -69,44 +70,92 @@ fn within_interval(v: &Value) -> (f64, f64) {
     (a.min(b), a.max(b))
 }
 
-/// The value `v`'s batches give at `z` standard deviations from its centre.
+/// The value `v`'s batches give at `z` standard errors from its centre.
 fn draw(v: &Value, z: f64) -> f64 {
-    match &v.inner {
-        Inner::Exact => v.value,
-        Inner::Mean { rel_se, inverse } => {
-            let factor = (1.0 + z * rel_se).max(0.05);
-            if *inverse {
-                v.value / factor
-            } else {
-                v.value * factor
-            }
-        }
-        Inner::Quantile {
-            q,
-            n,
-            first,
-            window,
-            base,
-        } => {
-            let n = *n as f64;
-            let rank = q * (n - 1.0) + z * (n * q * (1.0 - q)).sqrt();
-            let local = (rank - *first as f64).clamp(0.0, (window.len() - 1) as f64);
-            let (lo, hi) = (local.floor() as usize, local.ceil() as usize);
-            let x = window[lo] + (window[hi] - window[lo]) * (local - lo as f64);
-            if *base == 0.0 {
-                v.value
-            } else {
-                v.value * x / base
-            }
-        }
+    let factor = (1.0 + z * v.rel_se).max(0.05);
+    if v.inverse {
+        v.value / factor
+    } else {
+        v.value * factor
     }
 }
 
-/// A standard normal deviate (Box–Muller).
+/// Entries of the standard normal's quantile table.
+const TABLE: usize = 4096;
+
+/// Φ⁻¹ at the midpoints of `TABLE` equal slices of (0, 1), by Acklam's
+/// rational approximation (relative error below 1.2e-9).
+fn normal_table() -> &'static [f64; TABLE + 1] {
+    static T: std::sync::OnceLock<[f64; TABLE + 1]> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = [0.0; TABLE + 1];
+        for (i, slot) in t.iter_mut().enumerate() {
+            *slot = inverse_normal((i as f64 + 0.5) / (TABLE as f64 + 1.0));
+        }
+        t
+    })
+}
+
+fn inverse_normal(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    if p < 0.024_25 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.024_25 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// A standard normal deviate: the quantile table at a uniform point,
+/// interpolated (one generator call and one lookup).
+#[cfg(test)]
 fn normal(rng: &mut Rng) -> f64 {
-    let u1 = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    let u2 = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    normal_of(rng.next_u64() as u32)
+}
+
+/// The normal deviate at the uniform point `u / 2³²`: 12 bits pick the
+/// table's slice, 20 interpolate within it.
+fn normal_of(u: u32) -> f64 {
+    let table = normal_table();
+    let i = (u >> 20) as usize;
+    let frac = f64::from(u & ((1 << 20) - 1)) / f64::from(1u32 << 20);
+    table[i] + (table[i + 1] - table[i]) * frac
 }
 
 struct SideDraw<'a> {
@@ -134,13 +183,23 @@ impl<'a> SideDraw<'a> {
     fn draw(&self, rng: &mut Rng) -> f64 {
         let k = self.values.len();
         let sum: f64 = (0..k)
-            .map(|_| draw(&self.values[rng.below(k)], normal(rng)))
+            .map(|_| {
+                // One generator call: the run from the high 32 bits, the
+                // normal deviate from the low 32.
+                let u = rng.next_u64();
+                let v = &self.values[(((u >> 32) * k as u64) >> 32) as usize];
+                if v.rel_se == 0.0 {
+                    v.value
+                } else {
+                    draw(v, normal_of(u as u32))
+                }
+            })
             .sum();
         self.mean + self.scale * (sum / k as f64 - self.mean)
     }
 
     fn has_noise(&self) -> bool {
-        self.values.len() >= 2 || self.values.iter().any(|v| v.inner != Inner::Exact)
+        self.values.len() >= 2 || self.values.iter().any(|v| v.rel_se > 0.0)
     }
 }
 
@@ -166,13 +225,7 @@ pub(crate) fn ratio(a: &[Value], b: &[Value], seed: u64) -> Option<Ratio> {
             .map(|_| db.draw(&mut rng) / da.draw(&mut rng))
             .filter(|r| r.is_finite() && *r > 0.0)
             .collect();
-        draws.sort_by(f64::total_cmp);
-        let at = |q: f64| draws[((draws.len() - 1) as f64 * q).round() as usize];
-        if draws.is_empty() {
-            (f64::NAN, f64::NAN)
-        } else {
-            (at(0.025), at(0.975))
-        }
+        percentiles(&mut draws)
     });
     let p = (a.len() >= 3 && b.len() >= 3).then(|| {
         let va: Vec<f64> = a.iter().map(|v| v.value).collect();
@@ -185,6 +238,23 @@ pub(crate) fn ratio(a: &[Value], b: &[Value], seed: u64) -> Option<Ratio> {
         basis,
         p,
     })
+}
+
+/// The 2.5th and 97.5th percentiles (nearest rank) of `draws`, by
+/// selection rather than a sort.
+fn percentiles(draws: &mut [f64]) -> (f64, f64) {
+    if draws.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let last = draws.len() - 1;
+    let (lo, hi) = (
+        (last as f64 * 0.025).round() as usize,
+        (last as f64 * 0.975).round() as usize,
+    );
+    let (_, high, _) = draws.select_nth_unstable_by(hi, f64::total_cmp);
+    let high = *high;
+    let (_, low, _) = draws[..hi].select_nth_unstable_by(lo, f64::total_cmp);
+    (*low, high)
 }
 
 /// Two-sided p-value of Mann–Whitney's U for `a` against `b`.

@@ -54,4 +54,5 @@ pub(crate) use record::{
     Attempt, AttemptId, AttemptStatus, DamageKind, NewRun, NodeState, OutputCheck, RawJson,
     RunRecord,
 };
+pub(crate) use runsets::{Holding, RecordedRun};
 pub(crate) use stat_cache::InputStamp;

@@ -28,7 +28,7 @@ const RUN_COLUMNS_WITHOUT_PARTS: &str =
     "r.key, '', r.env_hash, r.outputs, r.log, r.started_at_ms, r.duration_ms";
 
 /// Environment records by hash, each parsed once per query.
-pub(super) type EnvCache = HashMap<Vec<u8>, RawJson>;
+type EnvCache = HashMap<Vec<u8>, RawJson>;
 
 impl Store {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
@@ -294,7 +294,7 @@ impl Store {
     }
 
     /// Decodes `node_id, stage, RUN_COLUMNS`.
-    pub(super) fn decode_run(
+    fn decode_run(
         &self,
         conn: &Connection,
         row: &Row<'_>,

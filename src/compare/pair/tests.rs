@@ -1,10 +1,10 @@
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::json;
 
 use super::*;
 use crate::compare::gate::Condition;
-use crate::compare::measure::value_of;
+use crate::compare::measure::{tests::doc, values_of};
 use crate::compare::{output, Comparison, SideInfo};
 use crate::hash::ContentHash;
 use crate::tasks::report::Rng;
@@ -18,27 +18,29 @@ fn run(config: &str, rep: u32, level: f64, torch: &str, seed: u64) -> Run {
         .collect();
     let mut sorted = samples.clone();
     sorted.sort_by(f64::total_cmp);
-    let doc = json!({
+    let d = json!({
         "latency_ms": {"median": sorted[50]},
         "throughput_images_per_s": 1000.0 / (samples.iter().sum::<f64>() / 101.0),
         "latency_samples_ms": samples,
     });
-    let values = ["latency_ms.median", "throughput_images_per_s"]
-        .iter()
-        .map(|m| (m.to_string(), value_of(&doc, m).unwrap()))
-        .collect();
-    let facets = BTreeMap::from([
-        ("libtorch".to_owned(), torch.to_owned()),
-        ("task".to_owned(), "Vit v1".to_owned()),
-    ]);
+    let parts = json!({"kind": "Vit", "version": 1, "env": {"libtorch": torch}});
     Run {
         key: ContentHash::of_bytes(format!("{config}{rep}{level}{torch}{seed}").as_bytes()),
         config: config.to_owned(),
-        stage: config.split('[').next().unwrap().to_owned(),
-        values,
-        facets,
+        stage: Arc::from(config.split('[').next().unwrap()),
+        values: values_of(&doc(&d), &all()),
+        parts: Arc::from(parts.to_string()),
         invalid: None,
     }
+}
+
+/// Every headline metric, as `compare` reads them when none are named.
+fn all() -> Vec<Metric> {
+    HEADLINE
+        .iter()
+        .flat_map(|g| g.iter())
+        .map(|m| Metric::parse(m).unwrap())
+        .collect()
 }
 
 fn reps(config: &str, level: f64, torch: &str, seed: u64) -> Vec<Run> {
@@ -98,18 +100,18 @@ fn pairing_rules() {
     // A metric missing on one side.
     let mut bare = reps("w", 4.0, "2.10.0", 7);
     for r in &mut bare {
-        r.values.remove("throughput_images_per_s");
+        r.values[0] = None;
     }
     a.extend(reps("w", 4.0, "2.10.0", 17));
     b.extend(bare);
-    let pairing = pair(&a, &b, &[], 0.02);
+    let pairing = pair(&a, &b, &all(), false, 0.02);
     let c = comparison(&a, &b, pairing);
     insta::assert_snapshot!("pairing_rules", output::text(&c, false));
     let verdicts: Vec<(&str, &str, Verdict)> = c
         .pairing
         .rows
         .iter()
-        .map(|r| (r.config.as_str(), r.metric.as_str(), r.verdict))
+        .map(|r| (&*r.config, &*r.metric, r.verdict))
         .collect();
     assert!(verdicts.contains(&("s[model=y,batch=1]", "latency_ms.median", Verdict::Slower)));
     assert!(verdicts.contains(&("s[model=x,batch=1]", "latency_ms.median", Verdict::Same)));
@@ -120,10 +122,10 @@ fn pairing_rules() {
         .pairing
         .rows
         .iter()
-        .find(|r| r.config == "s[model=y,batch=1]")
+        .find(|r| &*r.config == "s[model=y,batch=1]")
         .unwrap();
     assert_eq!(
-        y.differs,
+        &*y.differs,
         [Difference {
             facet: "libtorch".into(),
             a: "2.10.0".into(),
@@ -137,7 +139,7 @@ fn pairing_rules() {
         .rows
         .iter()
         .filter(|r| gate.trips(r))
-        .map(|r| r.config.as_str())
+        .map(|r| &*r.config)
         .collect();
     assert_eq!(tripped, ["s[model=y,batch=1]"]);
     let gate = Condition::parse("throughput_images_per_s < -25%").unwrap();
@@ -163,17 +165,15 @@ fn noisy_side(rng: &mut Rng, config: &str, k: usize, between: f64, within: f64) 
                 .collect();
             let mut sorted = samples.clone();
             sorted.sort_by(f64::total_cmp);
-            let doc = json!({"latency_ms": {"median": (sorted[99] + sorted[100]) / 2.0},
+            let d = json!({"latency_ms": {"median": (sorted[99] + sorted[100]) / 2.0},
                              "latency_samples_ms": samples});
+            let metric = [Metric::parse("latency_ms.median").unwrap()];
             Run {
                 key: ContentHash::of_bytes(format!("{config}{rep}{level}").as_bytes()),
                 config: config.to_owned(),
-                stage: "s".into(),
-                values: BTreeMap::from([(
-                    "latency_ms.median".to_owned(),
-                    value_of(&doc, "latency_ms.median").unwrap(),
-                )]),
-                facets: BTreeMap::new(),
+                stage: Arc::from("s"),
+                values: values_of(&doc(&d), &metric),
+                parts: Arc::from(""),
                 invalid: None,
             }
         })
@@ -192,7 +192,7 @@ fn the_gate_rarely_fires_on_pure_noise() {
         b.extend(noisy_side(&mut rng, &config, 3, 0.03, 0.02));
     }
     let metric = Metric::parse("latency_ms.median").unwrap();
-    let pairing = pair(&a, &b, &[metric], 0.05);
+    let pairing = pair(&a, &b, &[metric], true, 0.05);
     let gates = [
         Condition::parse("latency_ms.median > +5%").unwrap(),
         Condition::parse("latency_ms.median < -5%").unwrap(),

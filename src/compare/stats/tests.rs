@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::compare::measure::value_of;
+use crate::compare::measure::{tests::doc, values_of, Metric};
 
 /// A run of `n` batches around `level` with relative within-run noise, as a
 /// `results.json` would give it: its median latency and the batches.
@@ -9,9 +9,10 @@ fn run(rng: &mut Rng, level: f64, within: f64, n: usize) -> Value {
     let mut samples: Vec<f64> = (0..n)
         .map(|_| level * (1.0 + within * normal(rng)).max(0.1))
         .collect();
-    let doc = json!({"latency_samples_ms": samples.clone(), "latency_ms": {
+    let d = json!({"latency_samples_ms": samples.clone(), "latency_ms": {
         "median": crate::tasks::report::Statistic::Quantile(0.5).of(&mut samples)}});
-    value_of(&doc, "latency_ms.median").expect("a median")
+    let m = [Metric::parse("latency_ms.median").unwrap()];
+    values_of(&doc(&d), &m)[0].expect("a median")
 }
 
 /// `k` runs of a configuration whose runs' levels spread by `between`.
@@ -87,7 +88,8 @@ fn a_clear_effect_is_seen_and_the_rank_test_agrees() {
 fn exact_values_without_batches_have_no_interval_with_one_run_each() {
     let exact = |v: f64| Value {
         value: v,
-        inner: Inner::Exact,
+        rel_se: 0.0,
+        inverse: false,
     };
     let r = ratio(&[exact(2.0)], &[exact(3.0)], 1).unwrap();
     assert_eq!((r.value, r.interval, r.p), (1.5, None, None));
@@ -95,6 +97,23 @@ fn exact_values_without_batches_have_no_interval_with_one_run_each() {
     assert!(ratio(&[exact(0.0)], &[exact(1.0)], 1).is_none());
     let r = ratio(&[exact(2.0), exact(2.2)], &[exact(3.0), exact(3.1)], 1).unwrap();
     assert!(r.interval.is_some());
+}
+
+#[test]
+fn the_normal_table_has_the_normal_quantiles() {
+    assert!((inverse_normal(0.975) - 1.959_964).abs() < 1e-5);
+    assert!((inverse_normal(0.5)).abs() < 1e-12);
+    assert!((inverse_normal(0.001) + 3.090_232).abs() < 1e-5);
+    let mut rng = Rng::new(5);
+    let draws: Vec<f64> = (0..200_000).map(|_| normal(&mut rng)).collect();
+    let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+    let var = draws.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / draws.len() as f64;
+    assert!(
+        mean.abs() < 0.01 && (var - 1.0).abs() < 0.01,
+        "{mean} {var}"
+    );
+    let mut d = vec![5.0, 1.0, 4.0, 2.0, 3.0];
+    assert_eq!(percentiles(&mut d), (1.0, 5.0));
 }
 
 #[test]
