@@ -390,3 +390,82 @@ fn an_analysis_of_a_real_trace_lists_its_top_kernels() {
     assert!(shown[1][0].as_str().unwrap().contains("gemm"), "{shown}");
     screenshot(&b, "top-kernels.png");
 }
+
+/// A measuring command whose level per implementation comes from
+/// `levels.json`, seeded per configuration and repetition.
+const LEVELLED: &str = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"impl": ["fast", "slow"]}, repeat: 3,
+                 task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py", "levels.json"], outputs: ["results.json"], measure: true)),
+})"#;
+
+const LEVELLED_BENCH: &str = r#"import json, random, statistics, sys
+impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+level = json.load(open("levels.json"))[impl]
+rng = random.Random(f"{impl}-{rep}")
+shift = level * (1 + 0.01 * rng.gauss(0, 1))
+samples = [shift * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(50)]
+with open(out, "w") as f:
+    json.dump({"latency_ms": {"median": statistics.median(samples)}, "samples": {"latency_ms": samples}}, f)
+"#;
+
+#[test]
+fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
+    let ws = Ws::with(LEVELLED);
+    std::fs::write(ws.path().join("bench.py"), LEVELLED_BENCH).unwrap();
+    std::fs::write(
+        ws.path().join("levels.json"),
+        r#"{"fast": 5.0, "slow": 8.0}"#,
+    )
+    .unwrap();
+    assert_eq!(ws.vitgraph(&["build", "-j", "1"]).0, 0);
+    assert_eq!(ws.vitgraph(&["baseline", "save", "main"]).0, 0);
+    std::fs::write(
+        ws.path().join("levels.json"),
+        r#"{"fast": 5.0, "slow": 9.6}"#,
+    )
+    .unwrap();
+    assert_eq!(ws.vitgraph(&["build", "-j", "1"]).0, 0);
+    let (code, err) = ws.vitgraph(&["report", "--compare", "baseline:main", "HEAD"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.path().join("out/report.html"));
+    sound(&b);
+    let sides =
+        b.js("return [...document.querySelectorAll('.compare-side')].map(p => p.textContent);");
+    assert_eq!(
+        sides,
+        json!([
+            "A: baseline:main — baseline main, 6 runs",
+            "B: HEAD — current runs, 6 runs"
+        ])
+    );
+    assert_eq!(
+        column(&b, "compare-table", "configuration"),
+        ["bench[impl=fast]", "bench[impl=slow]"]
+    );
+    let badges = b.js("return [...document.querySelectorAll('#compare-table .badge.verdict')].map(s => s.textContent);");
+    assert_eq!(badges, json!(["same", "slower"]));
+    let colour = b.js("return getComputedStyle(document.querySelector('#compare-table .badge.slower')).backgroundColor;");
+    assert_eq!(colour, json!("rgb(198, 40, 40)"));
+    // Each row's interval is drawn, its point right of 1 for the slower one.
+    let drawn = b.js("return [...document.querySelectorAll('#compare-table svg.ci')].map(s => [s.querySelector('.ci-point').getAttribute('cx') - s.querySelector('.ci-one').getAttribute('x1'), s.querySelector('.ci-bar') !== null]);");
+    let drawn = drawn.as_array().unwrap();
+    assert_eq!(drawn.len(), 2, "{drawn:?}");
+    assert!(
+        drawn[1][0].as_f64().unwrap() > 10.0 && drawn[1][1] == json!(true),
+        "{drawn:?}"
+    );
+    // The verdict filter leaves the slower row alone.
+    b.js("const s = document.querySelector('#comparison select[data-param=verdict]'); s.value = 'slower'; s.dispatchEvent(new Event('change')); return 1;");
+    assert_eq!(
+        column(&b, "compare-table", "configuration"),
+        ["bench[impl=slow]"]
+    );
+    let summary = b.js("return document.querySelector('.compare-summary').textContent;");
+    assert_eq!(
+        summary,
+        json!("2 configurations paired, 2 metrics: 0 faster, 1 slower, 1 same, 0 not comparable")
+    );
+    screenshot(&b, "comparison.png");
+}

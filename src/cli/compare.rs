@@ -57,10 +57,28 @@ pub enum BaselineCommand {
     Rm { name: String },
 }
 
-pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure> {
+/// Both sides parsed and compared; a side that names nothing is a usage error.
+fn run(
+    ws: &Workspace,
+    a: &str,
+    b: &str,
+    options: &compare::Options<'_>,
+) -> Result<compare::Comparison, Failure> {
     let side =
         |text: &str| Side::parse(text).map_err(|m| usage(m, "see `vitgraph compare --help`"));
-    let (a, b) = (side(&args.a)?, side(&args.b)?);
+    let (a, b) = (side(a)?, side(b)?);
+    compare::compare(&ws.root, &a, &b, options).map_err(|m| {
+        Failure::Report(
+            miette::miette!(
+                help = "`vitgraph compare --help` lists the forms of a side",
+                "{m}"
+            ),
+            exit::USAGE,
+        )
+    })
+}
+
+pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure> {
     let metrics = args
         .metrics
         .iter()
@@ -88,15 +106,7 @@ pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure>
         threshold,
         kernels: args.kernels,
     };
-    let comparison = compare::compare(&ws.root, &a, &b, &options).map_err(|m| {
-        Failure::Report(
-            miette::miette!(
-                help = "`vitgraph compare --help` lists the forms of a side",
-                "{m}"
-            ),
-            exit::USAGE,
-        )
-    })?;
+    let comparison = run(ws, &args.a, &args.b, &options)?;
     if args.json {
         println!(
             "{}",
@@ -213,4 +223,121 @@ pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, 
         }
     }
     Ok(exit::SUCCESS)
+}
+
+/// `vitgraph report --compare A B`: the comparison as the page draws it
+/// (kernel diffs included, the default threshold).
+pub(super) fn page_view(
+    ws: &Workspace,
+    targets: &[String],
+    a: &str,
+    b: &str,
+) -> Result<crate::page::CompareView, Failure> {
+    use crate::compare::output;
+    use crate::page::{CompareView, KernelDiffView, Table};
+    let options = compare::Options {
+        targets,
+        metrics: &[],
+        threshold: 0.02,
+        kernels: true,
+    };
+    let c = run(ws, a, b, &options)?;
+    let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.3}"));
+    let names = [
+        "verdict",
+        "metric",
+        "configuration",
+        "A",
+        "B",
+        "B / A",
+        "low",
+        "high",
+        "p",
+        "differs",
+    ];
+    let rows = c
+        .pairing
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                output::verdict(r),
+                r.metric.to_string(),
+                r.config.to_string(),
+                output::side(r.a.as_ref()),
+                output::side(r.b.as_ref()),
+                num(r.ratio),
+                num(r.ratio_low),
+                num(r.ratio_high),
+                num(r.p),
+                output::differs(r),
+            ]
+        })
+        .collect();
+    let kernels = c
+        .kernels
+        .iter()
+        .map(|k| {
+            let text = compare::kernels::text(&k.diff, 0);
+            let lines = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with('…') && !l.contains("A ms"))
+                .map(|l| l.trim().to_owned())
+                .collect();
+            let rows = k
+                .diff
+                .changes
+                .iter()
+                .take(20)
+                .map(|ch| {
+                    vec![
+                        ch.status.to_owned(),
+                        ch.name.clone(),
+                        format!("{:.3}", ch.a_total_ns / 1e6),
+                        format!("{:.3}", ch.b_total_ns / 1e6),
+                        format!("{:.0} → {:.0}", ch.a_instances, ch.b_instances),
+                        format!("{:.0}", ch.share_of_change * 100.0),
+                    ]
+                })
+                .collect();
+            KernelDiffView {
+                config: k.config.clone(),
+                lines,
+                table: Table {
+                    names: ["change", "kernel", "A ms", "B ms", "count A → B", "share %"]
+                        .map(String::from)
+                        .to_vec(),
+                    rows,
+                },
+            }
+        })
+        .collect();
+    Ok(CompareView {
+        sides: [("A", &c.a), ("B", &c.b)]
+            .iter()
+            .map(|(n, s)| format!("{n}: {} — {}, {} runs", s.name, s.description, s.runs))
+            .collect(),
+        method: format!(
+            "B / A with its 95 % hierarchical-bootstrap interval over runs and their batches; \
+             a change within ±{} % is `same`; p: Mann–Whitney over runs (3 or more a side).",
+            c.threshold * 100.0
+        ),
+        summary: output::summary(&c)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        intervals: c
+            .pairing
+            .rows
+            .iter()
+            .map(|r| (r.ratio, r.ratio_low, r.ratio_high))
+            .collect(),
+        threshold: c.threshold,
+        table: Table {
+            names: names.map(String::from).to_vec(),
+            rows,
+        },
+        kernels,
+    })
 }

@@ -34,6 +34,10 @@ pub struct ReportArgs {
     /// `12h`, `2d`), whichever build made it.
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
     pub since: Option<i64>,
+    /// Add a comparison of two sets of runs (the forms of `vitgraph compare`:
+    /// `baseline:main HEAD`, `build:-2 build:-1`) with its kernel diffs.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Option<Vec<String>>,
     #[command(flatten)]
     pub cluster: status::ClusterArgs,
 }
@@ -120,6 +124,14 @@ pub(super) fn report(
         study.reports = gather.reports(store, &selection)?;
     }
     study.nothing_built = states.is_empty();
+    if let Some(sides) = &args.compare {
+        study.compare = Some(super::compare::page_view(
+            ws,
+            &args.targets,
+            &sides[0],
+            &sides[1],
+        )?);
+    }
     t.lap("store");
     let html = page::render(&study);
     t.lap("render");

@@ -153,7 +153,8 @@ fn number(x: f64) -> String {
     }
 }
 
-fn side(v: Option<&SideValue>) -> String {
+/// A side's value as the table shows it: `56.24 ±1.9% n=5`.
+pub(crate) fn side(v: Option<&SideValue>) -> String {
     let Some(v) = v else { return "—".into() };
     let half = if v.value != 0.0 && v.high.is_finite() && v.low.is_finite() {
         format!(" ±{:.1}%", (v.high - v.low) / 2.0 / v.value.abs() * 100.0)
@@ -183,7 +184,8 @@ fn interval(row: &Row) -> String {
     }
 }
 
-fn verdict(row: &Row) -> String {
+/// `slower`, or `not comparable: B has no `x``.
+pub(crate) fn verdict(row: &Row) -> String {
     match (&row.why, row.verdict) {
         (Some(why), v) => format!("{}: {why}", v.as_str()),
         (None, v) => v.as_str().to_owned(),
@@ -193,18 +195,21 @@ fn verdict(row: &Row) -> String {
 /// The facets that differ for a row's configuration (every row of a
 /// configuration carries the same list).
 fn differs_line(row: &Row) -> Option<String> {
-    if row.differs.is_empty() {
-        return None;
-    }
+    (!row.differs.is_empty()).then(|| format!("differs: {}", differs(row)))
+}
+
+/// `libtorch 2.10.0 → 2.11.0; spec.samples 48 → 60`.
+pub(crate) fn differs(row: &Row) -> String {
     let parts: Vec<String> = row
         .differs
         .iter()
         .map(|d| format!("{} {} → {}", d.facet, d.a, d.b))
         .collect();
-    Some(format!("differs: {}", parts.join("; ")))
+    parts.join("; ")
 }
 
-fn summary(c: &Comparison) -> String {
+/// The closing lines: the verdict counts, the one-sided configurations.
+pub(crate) fn summary(c: &Comparison) -> String {
     let rows = &c.pairing.rows;
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let configs = {

@@ -38,6 +38,36 @@ pub(crate) struct Study {
     pub warnings: Vec<String>,
     /// Each configuration of a stage with a precision target.
     pub precision: Vec<PrecisionView>,
+    /// `vitgraph report --compare A B`: the comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare: Option<CompareView>,
+}
+
+/// A comparison of two sets of runs as the page draws it: a sortable table
+/// (`verdict` and `metric` filter it), each row's ratio interval drawn, the
+/// kernel diffs on demand.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct CompareView {
+    /// `A: baseline:main — baseline main, 27 runs`.
+    pub sides: Vec<String>,
+    /// The threshold and method, in a sentence.
+    pub method: String,
+    /// `6 configurations paired, …`, and the one-sided configurations.
+    pub summary: Vec<String>,
+    pub table: Table,
+    /// Per row: B / A, its interval's low and high end (None without one).
+    pub intervals: Vec<(Option<f64>, Option<f64>, Option<f64>)>,
+    pub threshold: f64,
+    pub kernels: Vec<KernelDiffView>,
+}
+
+/// One analysed configuration's kernel diff.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct KernelDiffView {
+    pub config: String,
+    /// Kernel time, launch latency, utilization and copies, one line each.
+    pub lines: Vec<String>,
+    pub table: Table,
 }
 
 /// Where one configuration of a stage with a precision target stands.
@@ -224,6 +254,7 @@ pub(crate) fn render(study: &Study) -> String {
 <section id=\"study\"><h2>Stages</h2><div id=\"stages\"></div></section>\
 <section id=\"graph\"><h2>Stage graph</h2>{graph}</section>\
 <section id=\"timeline\"><h2>Timeline</h2><div id=\"build-info\"></div>{timeline}</section>\
+{compare}\
 <section id=\"reports\"><h2>Reports</h2><div id=\"report-list\"></div></section>\
 <section id=\"nodes\"><h2>Nodes</h2><div id=\"node-browser\"></div></section>\
 </main>{plots}\
@@ -235,6 +266,11 @@ pub(crate) fn render(study: &Study) -> String {
             .as_ref()
             .map(|d| format!("<p class=\"lead\">{}</p>", escape(d)))
             .unwrap_or_default(),
+        compare = if study.compare.is_some() {
+            "<section id=\"comparison\"><h2>Comparison</h2><div id=\"compare-box\"></div></section>"
+        } else {
+            ""
+        },
         version = escape(&study.version),
         generated = escape(&study.generated),
         data = data.replace("</", "<\\/"),

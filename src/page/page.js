@@ -282,6 +282,54 @@
     });
   }
 
+  // ---- Comparison (`vitgraph report --compare A B`) ------------------------
+  // Each row's B / A interval drawn against 1 and the threshold band, on one
+  // scale for the whole table.
+  function intervalSvg(iv, lo, hi, thr) {
+    const [r, a, b] = iv;
+    const W = 120, H = 14, x = (v) => ((v - lo) / (hi - lo)) * W;
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "ci");
+    const add = (tag, at) => { const e = document.createElementNS(svg.namespaceURI, tag); for (const k in at) e.setAttribute(k, at[k]); svg.append(e); };
+    add("rect", { x: x(1 - thr), y: 0, width: Math.max(1, x(1 + thr) - x(1 - thr)), height: H, class: "ci-band" });
+    add("line", { x1: x(1), x2: x(1), y1: 0, y2: H, class: "ci-one" });
+    if (a !== null && b !== null) add("line", { x1: x(a), x2: x(b), y1: H / 2, y2: H / 2, class: "ci-bar" });
+    if (r !== null) add("circle", { cx: x(r), cy: H / 2, r: 3, class: "ci-point" });
+    return svg;
+  }
+  function comparison() {
+    const c = data.compare, box = $("compare-box");
+    if (!c || !box) return;
+    box.append(...c.sides.map((s) => el("p", { class: "meta compare-side" }, s)), el("p", { class: "meta" }, c.method));
+    const ends = c.intervals.flatMap(([r, a, b]) => [r, a, b]).filter((v) => v !== null);
+    const lo = Math.min(1 - 2 * c.threshold, ...ends), hi = Math.max(1 + 2 * c.threshold, ...ends);
+    const t = table(c.table, 2, "compare-table");
+    // Verdicts coloured; the interval drawn beside the ratio. A row is its
+    // metric and configuration.
+    const index = new Map(c.table.rows.map((r, i) => [r[1] + "\u0000" + r[2], i]));
+    for (const tr of t.querySelectorAll("tbody tr")) {
+      const cells = JSON.parse(tr.dataset.cells);
+      const verdict = cells[0].split(":")[0].replace(" ", "-");
+      tr.children[0].replaceChildren(el("span", { class: "badge verdict " + verdict }, cells[0]));
+      const i = index.get(cells[1] + "\u0000" + cells[2]);
+      if (i !== undefined) tr.children[5].append(" ", intervalSvg(c.intervals[i], lo, hi, c.threshold));
+    }
+    box.append(t, ...c.summary.map((l) => el("p", { class: "meta compare-summary" }, l)));
+    if (c.kernels.length) {
+      box.append(el("h3", {}, `Kernel diffs (${c.kernels.length} analysed configuration${c.kernels.length === 1 ? "" : "s"})`));
+      c.kernels.forEach((k, i) => {
+        const d = el("details", { class: "kernel-diff", id: "kernel-diff-" + i }, el("summary", {}, k.config + " — " + (k.lines[0] || "")));
+        d.addEventListener("toggle", () => {
+          if (!d.open || d.dataset.drawn) return;
+          d.dataset.drawn = "1";
+          d.append(el("ul", { class: "reasons" }, ...k.lines.slice(1).map((l) => el("li", {}, l))));
+          if (k.table.rows.length) d.append(table(k.table, 1, "kernel-table-" + i));
+        });
+        box.append(d);
+      });
+    }
+  }
+
   // ---- Nodes --------------------------------------------------------------
   function show(i) {
     const n = data.nodes[i], d = data.details[i];
@@ -400,6 +448,7 @@
 
   stages();
   timeline();
+  comparison();
   reports();
   nodes();
   document.body.dataset.ready = "1";
