@@ -226,6 +226,22 @@ fn failed_and_stale_nodes_show_as_such() {
     // A node of a few ms is still a mark.
     let narrowest = b.js("return Math.min(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
     assert!(narrowest.as_f64().unwrap() >= 3.0, "{narrowest}");
+    // A failed node's details: its attempt, the command it ran, the error.
+    b.js("[...document.querySelectorAll('#node-browser td.id')].find(td => td.textContent === 'flaky[model=vit1,batch=8]').click(); return 1;");
+    let attempt = b.js("return [document.querySelector('.attempt-line').textContent, document.querySelector('.attempt-command').textContent, document.querySelector('.attempt-error').textContent];");
+    let line = attempt[0].as_str().unwrap();
+    assert!(
+        line.starts_with("failed started 20") && line.contains("exit status 1"),
+        "{attempt}"
+    );
+    assert!(
+        attempt[1]
+            .as_str()
+            .unwrap()
+            .contains("(test 1 = 0 || test 8 != 8)"),
+        "{attempt}"
+    );
+    assert!(!attempt[2].as_str().unwrap().is_empty(), "{attempt}");
     screenshot(&b, "failed-and-stale.png");
 }
 

@@ -354,6 +354,9 @@ impl Gather<'_> {
                 let size = d.kernels.as_ref().map_or(0, |k| k.to_string().len());
                 measure_budget = measure_budget.saturating_sub(size);
             }
+            d.attempt = (self.states.get(&node.id))
+                .and_then(|s| s.last_attempt.as_ref())
+                .and_then(|a| super::page_parts::attempt_view(a, &node.task));
             if log_budget > 0 {
                 d.log = self.log_tail(i, run, state);
                 log_budget = log_budget.saturating_sub(d.log.as_ref().map_or(0, String::len));

@@ -215,6 +215,45 @@ pub(super) fn top_kernels(path: &Path) -> Option<serde_json::Value> {
     (!devices.is_empty()).then_some(Value::Array(devices))
 }
 
+/// A failed or interrupted last attempt as a node's details show it: its
+/// status, when it started, the error, the exit status or signal, and the
+/// command a `Command` ran. None for an attempt that ran or is running.
+pub(super) fn attempt_view(
+    attempt: &crate::store::Attempt,
+    task: &crate::tasks::TaskSpec,
+) -> Option<serde_json::Value> {
+    use crate::store::AttemptStatus;
+    if !matches!(
+        attempt.status,
+        AttemptStatus::Failed | AttemptStatus::Interrupted
+    ) {
+        return None;
+    }
+    let failure = attempt
+        .failure
+        .as_ref()
+        .map(|f| f.value())
+        .unwrap_or_default();
+    let error = failure
+        .get("error")
+        .and_then(|e| e.as_str())
+        .map(str::to_owned)
+        .or_else(|| attempt.message.clone());
+    let command = match task {
+        crate::tasks::TaskSpec::Command(c) => Some(c.run.clone()),
+        _ => None,
+    };
+    Some(serde_json::json!({
+        "status": attempt.status.as_str(),
+        "started": utc(attempt.started_at_ms),
+        "error": error,
+        "kind": failure.get("kind"),
+        "exit_code": failure.get("exit_code"),
+        "signal": failure.get("signal"),
+        "command": command,
+    }))
+}
+
 pub(super) fn link(from_dir: &Path, target: &Path) -> String {
     let from: Vec<Component> = from_dir.components().collect();
     let to: Vec<Component> = target.components().collect();

@@ -342,6 +342,14 @@
     if (d.reasons && d.reasons.length) row("stale because", el("ul", { class: "reasons" }, ...d.reasons.map((r) => el("li", {}, r))));
     row("params", Object.keys(d.params).length ? Object.entries(d.params).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ") : "(none)");
     row("current run", d.started ? `started ${new Date(d.started * 1000).toISOString().replace("T", " ").slice(0, 19)} UTC, took ${fmtMs(d.duration_ms)}` : "none");
+    if (d.attempt) {
+      const a = d.attempt;
+      const how = a.exit_code !== null && a.exit_code !== undefined ? `, exit status ${a.exit_code}` : (a.signal ? `, killed by signal ${a.signal}` : "");
+      const kind = how === "" && a.kind ? " · " + a.kind : "";
+      row("last attempt", el("span", { class: "attempt-line" }, el("span", { class: "badge failed" }, a.status), ` started ${a.started}${kind}${how}`));
+      if (a.command) row("command", el("code", { class: "attempt-command" }, a.command));
+      if (a.error) row("error", el("pre", { class: "log attempt-error" }, a.error));
+    }
     if (d.files && d.files.length) {
       row("files", el("ul", { class: "reasons" }, ...d.files.map(([name, size, href]) => el("li", {}, el("a", { href }, name), ` (${size} B)`))));
     }
