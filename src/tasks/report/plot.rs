@@ -283,6 +283,17 @@ fn range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
+/// Whether a column holds a ratio (its last path segment says `ratio` or
+/// `speedup`): its plot gets a reference line at 1.
+fn is_ratio(column: &str) -> bool {
+    let last = column
+        .rsplit('.')
+        .next()
+        .unwrap_or(column)
+        .to_ascii_lowercase();
+    last.contains("ratio") || last.contains("speedup")
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     plot: &Plot,
@@ -338,9 +349,16 @@ fn draw<DB: DrawingBackend>(
     let bar_ends = series
         .iter()
         .flat_map(|s| s.bars.iter().flat_map(|b| [b.1, b.2]));
+    // A ratio's axis always shows 1, where "no change" lies.
+    let ratio = is_ratio(&plot.y) && !series.is_empty();
     let (xr, yr) = (
         range(points().map(|p| p.0)),
-        range(points().map(|p| p.1).chain(bar_ends)),
+        range(
+            points()
+                .map(|p| p.1)
+                .chain(bar_ends)
+                .chain(ratio.then_some(1.0)),
+        ),
     );
     // A sparse sweep (batch 1, 8, 32) is ticked at its own values.
     let x_ticks = sparse_ticks(points().map(|p| p.0))
@@ -389,6 +407,14 @@ fn draw<DB: DrawingBackend>(
         .axis_style(BLACK.stroke_width(scale))
         .draw()
         .map_err(err)?;
+    if ratio {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(xr.start, 1.0), (xr.end, 1.0)],
+                BLACK.mix(0.55).stroke_width(px(2)),
+            )))
+            .map_err(err)?;
+    }
     for line in series {
         let i = labels.iter().position(|l| *l == line.label).unwrap_or(0);
         let color = COLORS[i % COLORS.len()];
@@ -751,6 +777,42 @@ mod tests {
         let second = [s("m=1"), s("m=3")];
         let labels = colour_indices([&first[..], &second[..]]);
         assert_eq!(labels, ["m=2", "m=1", "m=3"]);
+    }
+
+    #[test]
+    fn a_ratio_plot_has_a_line_at_one() {
+        assert!(is_ratio("speedup") && is_ratio("latency_ms.median.ratio") && is_ratio("ratio"));
+        assert!(!is_ratio("latency_ms.median") && !is_ratio("ratio_of.x"));
+        let svg_of = |y: &str| {
+            let plot: Plot = ron::from_str(&format!(r#"Plot(x: "n", y: "{y}")"#)).unwrap();
+            let series = vec![Series {
+                label: String::new(),
+                points: vec![(64.0, 1.4), (128.0, 1.8)],
+                few: Vec::new(),
+                bars: Vec::new(),
+            }];
+            register_font();
+            let mut svg = String::new();
+            draw(
+                SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(),
+                &plot,
+                &series,
+                &[String::new()],
+                1,
+            )
+            .unwrap();
+            svg
+        };
+        // The grey reference line across the plot (the axis reaches down to
+        // 1, below the data's 1.4).
+        let line = r##"opacity="0.55" stroke="#000000" stroke-width="2" points="96,"##;
+        let ratio = svg_of("speedup");
+        assert!(ratio.contains(line), "{ratio}");
+        assert!(
+            ratio.contains("\n1\n") || ratio.contains("\n1.0\n"),
+            "no tick at 1: {ratio}"
+        );
+        assert!(!svg_of("t").contains(line));
     }
 
     #[test]
