@@ -413,6 +413,9 @@ const LEVELLED: &str = r#"Pipeline(stages: {
   "bench": Stage(matrix: {"impl": ["fast", "slow"]}, repeat: 3,
                  task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
                                inputs: ["bench.py", "levels.json"], outputs: ["results.json"], measure: true)),
+  "summary": Stage(needs: ["bench"],
+                   task: Report(title: "Bench", sources: ["bench"], columns: ["latency_ms.median"],
+                                compare: Some(Compare(param: "impl", baseline: "slow", metric: "latency_ms.median")))),
 })"#;
 
 const LEVELLED_BENCH: &str = r#"import json, random, statistics, sys
@@ -477,6 +480,18 @@ fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
     assert_eq!(
         column(&b, "compare-table", "configuration"),
         ["bench[impl=slow]"]
+    );
+    // The findings box: the report's comparison in one sentence.
+    let finding =
+        b.js("return [...document.querySelectorAll('#findings li')].map(l => l.textContent);");
+    let finding = finding.as_array().unwrap();
+    assert_eq!(finding.len(), 1, "{finding:?}");
+    let text = finding[0].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            "Bench: latency_ms.median at impl = fast is 0.52× its value at impl = slow ["
+        ) && text.ends_with("— lower."),
+        "{text}"
     );
     let summary = b.js("return document.querySelector('.compare-summary').textContent;");
     assert_eq!(

@@ -579,6 +579,10 @@ impl Gather<'_> {
                 title: spec.title.clone(),
                 table,
                 compare: read("compare.csv").map(|t| parse_csv(&t)),
+                compare_of: spec
+                    .compare
+                    .as_ref()
+                    .map(|c| [c.param.clone(), c.baseline.to_string(), c.metric.clone()]),
                 plots,
                 env_lines: md.map(|md| environment_lines(&md)).unwrap_or_default(),
                 params: lead,

@@ -194,6 +194,9 @@ pub(crate) struct ReportView {
     pub title: String,
     pub table: Option<Table>,
     pub compare: Option<Table>,
+    /// What the comparison compares: `[param, baseline value, metric]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare_of: Option<[String; 3]>,
     /// Inline SVG documents.
     #[serde(skip)]
     pub plots: Vec<(String, String)>,
@@ -254,6 +257,7 @@ pub(crate) fn render(study: &Study) -> String {
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{CSS}</style></head><body>\
 <header><h1>{title}</h1>{lead}<p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\
+<div id=\"findings\"></div>\
 <main>\
 <section id=\"study\"><h2>Stages</h2><div id=\"stages\"></div></section>\
 <section id=\"graph\"><h2>Stage graph</h2>{graph}</section>\

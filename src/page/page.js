@@ -282,6 +282,35 @@
     });
   }
 
+  // ---- Findings: each report's comparisons, one sentence each ----------------
+  function findings() {
+    const box = $("findings");
+    const items = [];
+    for (const r of data.reports) {
+      if (!r.compare || !r.compare_of) continue;
+      const [param, base, metric] = r.compare_of;
+      const t = r.compare, col = (n) => t.names.indexOf(n);
+      const at = col("baseline"), p = col(param);
+      for (const row of t.rows) {
+        const ratio = parseFloat(row[col("ratio")]), lo = parseFloat(row[col("ci95_low")]), hi = parseFloat(row[col("ci95_high")]);
+        if (!isFinite(ratio)) continue;
+        const others = t.names.slice(0, at).map((n, j) => [n, row[j]]).filter(([n]) => n !== param).map(([n, v]) => `${n}=${v}`).join(", ");
+        const holdsOne = isFinite(lo) && isFinite(hi) && lo <= 1 && 1 <= hi;
+        const verdict = !isFinite(lo) ? "no interval" : holdsOne ? "no difference shown (the interval holds 1)" : ratio > 1 ? "higher" : "lower";
+        const interval = isFinite(lo) ? ` [${lo.toFixed(2)}, ${hi.toFixed(2)}]` : "";
+        items.push(el("li", { class: holdsOne ? "finding same" : "finding" },
+          el("strong", {}, r.title + ": "),
+          r.stale.length ? el("span", { class: "badge stale", title: "the report is stale: see it under Reports" }, "stale") : null,
+          r.stale.length ? " " : null,
+          `${others ? others + ": " : ""}${metric} at ${param} = ${p >= 0 ? row[p] : "?"} is ${ratio.toFixed(2)}× its value at ${param} = ${base}${interval} — ${verdict}.`));
+      }
+    }
+    if (!items.length) return;
+    box.append(el("section", { id: "findings-box" }, el("h2", {}, "Findings"),
+      el("p", { class: "meta" }, "Each report's comparisons, with their 95 % intervals."),
+      el("ul", { class: "findings" }, ...items)));
+  }
+
   // ---- Comparison (`vitgraph report --compare A B`) ------------------------
   // Each row's B / A interval drawn against 1 and the threshold band, on one
   // scale for the whole table.
@@ -454,6 +483,7 @@
     draw();
   }
 
+  findings();
   stages();
   timeline();
   comparison();
