@@ -140,21 +140,57 @@ impl Profile {
     }
 }
 
-/// `void ns::kernel<4, F<float>>(int, float*)` → `ns::kernel`.
+/// `void ns::kernel<4, F<float>>(int, float*)` → `ns::kernel`. A mangled
+/// name (`_ZN2at6native…`, as CUPTI records them) is demangled first. A
+/// template argument that names a kernel configuration (an identifier with
+/// `_` and a digit: cutlass's `Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>`)
+/// is kept, since the wrapper alone names nothing.
 pub(crate) fn normalize(name: &str) -> String {
+    let demangled = name
+        .starts_with("_Z")
+        .then(|| {
+            let options = cpp_demangle::DemangleOptions::new()
+                .no_params()
+                .no_return_type();
+            cpp_demangle::Symbol::new(name.as_bytes())
+                .ok()?
+                .demangle(&options)
+                .ok()
+        })
+        .flatten();
+    // `(anonymous namespace)` is part of the name, not its parameter list.
+    const ANON: &str = "(anonymous namespace)";
+    let name = demangled.as_deref().unwrap_or(name).replace(ANON, "\u{1}");
     let mut out = String::with_capacity(name.len());
     let mut depth = 0usize;
+    let mut argument = String::new();
     for c in name.chars() {
         match c {
-            '<' => depth += 1,
-            '>' if depth > 0 => depth -= 1,
+            '<' => {
+                depth += 1;
+                if depth == 1 {
+                    argument.clear();
+                }
+            }
+            '>' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 && names_a_configuration(&argument) {
+                    out.push('<');
+                    out.push_str(argument.trim());
+                    out.push('>');
+                }
+            }
             // The parameter list ends the name (a lambda's `(` inside a
             // template argument is skipped with the argument).
             '(' if depth == 0 => break,
             _ if depth == 0 => out.push(c),
             // Inside a template argument list (a `<` never closed leaves
             // the rest out, which still matches its twin).
-            _ => {}
+            _ => {
+                if depth == 1 {
+                    argument.push(c);
+                }
+            }
         }
     }
     let trimmed = out.trim();
@@ -162,7 +198,16 @@ pub(crate) fn normalize(name: &str) -> String {
         .strip_prefix("void ")
         .unwrap_or(trimmed)
         .trim()
-        .to_owned()
+        .replace('\u{1}', ANON)
+}
+
+/// A lone template argument like `cutlass_80_simt_sgemm_64x64_8x5_tn_align1`.
+fn names_a_configuration(argument: &str) -> bool {
+    let a = argument.trim();
+    !a.contains(',')
+        && a.contains('_')
+        && a.bytes().any(|b| b.is_ascii_digit())
+        && a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// One kernel's change.
@@ -178,7 +223,9 @@ pub(crate) struct KernelChange {
     pub b_total_ns: f64,
     /// B − A, ns per analysis.
     pub delta_ns: f64,
-    /// This kernel's share of the whole change in kernel time (signed).
+    /// This kernel's signed share of all kernels' changes: B − A over the
+    /// sum of every kernel's |B − A| (the shares' magnitudes add to 1, also
+    /// when changes cancel out).
     pub share_of_change: f64,
 }
 
@@ -192,7 +239,6 @@ pub(crate) struct KernelDiff {
 }
 
 pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
-    let total_delta = b.kernel_time_ns - a.kernel_time_ns;
     let names: std::collections::BTreeSet<&String> =
         a.kernels.keys().chain(b.kernels.keys()).collect();
     let empty = KernelTotals::default();
@@ -223,11 +269,7 @@ pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
                 a_total_ns: ka.total_ns,
                 b_total_ns: kb.total_ns,
                 delta_ns,
-                share_of_change: if total_delta == 0.0 {
-                    0.0
-                } else {
-                    delta_ns / total_delta
-                },
+                share_of_change: 0.0,
             })
         })
         .collect();
@@ -237,6 +279,12 @@ pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
             .total_cmp(&x.delta_ns.abs())
             .then(x.name.cmp(&y.name))
     });
+    let moved: f64 = changes.iter().map(|c| c.delta_ns.abs()).sum();
+    if moved > 0.0 {
+        for c in &mut changes {
+            c.share_of_change = c.delta_ns / moved;
+        }
+    }
     KernelDiff { a, b, changes }
 }
 

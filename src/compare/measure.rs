@@ -95,8 +95,10 @@ pub(crate) struct Value {
 /// One recorded run, read for comparing.
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
-    /// The run's key: two sides holding the same keys hold the same runs.
-    pub key: crate::hash::ContentHash,
+    /// Its `results.json` object: two sides holding the same objects hold
+    /// the same measurements (a run measured again under the same key has
+    /// another).
+    pub measurement: crate::hash::ContentHash,
     /// The node id without its `rep=N`: what pairs runs.
     pub config: String,
     pub stage: Arc<str>,
@@ -139,8 +141,9 @@ pub(crate) fn read_runs(
 ) -> Result<Vec<Run>, String> {
     use rayon::prelude::*;
     runs.par_iter()
-        .filter_map(|run| Some((run, store.object_path(&run.results?))))
-        .map(|(run, path)| {
+        .filter_map(|run| Some((run, run.results?)))
+        .map(|(run, measurement)| {
+            let path = store.object_path(&measurement);
             let text = std::fs::read(&path).map_err(|e| {
                 format!(
                     "{}: cannot read its results.json ({}): {e}; `vitgraph verify` checks the store",
@@ -156,7 +159,7 @@ pub(crate) fn read_runs(
                 )
             })?;
             Ok(Run {
-                key: run.key,
+                measurement,
                 config: config_of(&run.node_id),
                 stage: run.stage.clone(),
                 values: values_of(&doc, metrics),

@@ -260,9 +260,11 @@ fn judge(
     (verdict, None)
 }
 
+/// Both sides hold the very same measurements (the same `results.json`
+/// objects): nothing was measured in between.
 fn same_runs(ra: &[&Run], rb: &[&Run]) -> bool {
-    let keys = |runs: &[&Run]| runs.iter().map(|r| r.key).collect::<BTreeSet<_>>();
-    keys(ra) == keys(rb)
+    let measured = |runs: &[&Run]| runs.iter().map(|r| r.measurement).collect::<BTreeSet<_>>();
+    measured(ra) == measured(rb)
 }
 
 /// A seed per configuration and metric: the same comparison draws the same

@@ -30,7 +30,6 @@ pub struct RecordedRun {
     pub node_id: String,
     /// Shared by the runs of a stage.
     pub stage: Arc<str>,
-    pub key: ContentHash,
     /// The key's parts (task kind and version, spec, inputs, environment
     /// facets) as JSON text, without the upstream manifests; shared by the
     /// runs whose parts are equal (the repetitions of a configuration).
@@ -44,8 +43,7 @@ pub struct RecordedRun {
 
 /// The columns `run_set` reads (`r`: a runs or baselines row, `e`: its
 /// environment).
-const COLUMNS: &str =
-    "r.stage, r.key, json_remove(json_extract(r.key_parts, '$.parts'), '$.upstream'),
+const COLUMNS: &str = "r.stage, json_remove(json_extract(r.key_parts, '$.parts'), '$.upstream'),
      json_extract(e.json, '$.validity.reason'), r.started_at_ms, r.outputs";
 
 /// Which runs a run set holds: measurements (a `results.json`), and
@@ -226,21 +224,20 @@ impl Store {
             s
         };
         while let Some(row) = rows.next().map_err(db)? {
-            let outputs: Vec<u8> = row.get(6).map_err(db)?;
+            let outputs: Vec<u8> = row.get(5).map_err(db)?;
             let outputs =
                 decode_outputs(&outputs).ok_or_else(|| self.damaged("an output list".into()))?;
             let find = |name: &str| outputs.iter().find(|o| o.name == name).map(|o| o.hash);
             runs.push(RecordedRun {
                 node_id: row.get(0).map_err(db)?,
                 stage: share(row.get(1).map_err(db)?),
-                key: self.hash_column(row.get(2).map_err(db)?)?,
                 parts: share(
-                    row.get::<_, Option<String>>(3)
+                    row.get::<_, Option<String>>(2)
                         .map_err(db)?
                         .unwrap_or_default(),
                 ),
-                invalid: row.get(4).map_err(db)?,
-                started_at_ms: row.get(5).map_err(db)?,
+                invalid: row.get(3).map_err(db)?,
+                started_at_ms: row.get(4).map_err(db)?,
                 results: find("results.json"),
                 metrics: find("metrics.json"),
             });
@@ -277,7 +274,7 @@ mod tests {
             .unwrap();
         let ids: Vec<&str> = saved.iter().map(|r| r.node_id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
-        assert_eq!(saved[0].key, key("k1"));
+        assert_eq!(saved[0].results, Some(first.outputs[0].hash));
         let listed = store.baselines().unwrap();
         assert_eq!((listed[0].name.as_str(), listed[0].runs), ("main", 2));
         assert!(store

@@ -25,7 +25,7 @@ fn run(config: &str, rep: u32, level: f64, torch: &str, seed: u64) -> Run {
     });
     let parts = json!({"kind": "Vit", "version": 1, "env": {"libtorch": torch}});
     Run {
-        key: ContentHash::of_bytes(format!("{config}{rep}{level}{torch}{seed}").as_bytes()),
+        measurement: ContentHash::of_bytes(format!("{config}{rep}{level}{torch}{seed}").as_bytes()),
         config: config.to_owned(),
         stage: Arc::from(config.split('[').next().unwrap()),
         values: values_of(&doc(&d), &all()),
@@ -169,7 +169,7 @@ fn noisy_side(rng: &mut Rng, config: &str, k: usize, between: f64, within: f64) 
                              "latency_samples_ms": samples});
             let metric = [Metric::parse("latency_ms.median").unwrap()];
             Run {
-                key: ContentHash::of_bytes(format!("{config}{rep}{level}").as_bytes()),
+                measurement: ContentHash::of_bytes(format!("{config}{rep}{level}").as_bytes()),
                 config: config.to_owned(),
                 stage: Arc::from("s"),
                 values: values_of(&doc(&d), &metric),
