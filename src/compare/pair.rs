@@ -202,7 +202,10 @@ fn row(
     let ratio = stats::ratio(&va, &vb, seed);
     let (mut verdict, mut why) = judge(&va, &vb, ratio.as_ref(), metric, threshold);
     if same_runs(ra, rb) {
-        (verdict, why) = (Verdict::Same, Some("the same runs on both sides".into()));
+        (verdict, why) = (
+            Verdict::Same,
+            Some("the same measurements on both sides".into()),
+        );
     }
     Row {
         config: config.clone(),

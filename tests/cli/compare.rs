@@ -9,15 +9,7 @@ use super::harness::{Run, Ws};
 /// each process shifted by ±1 % and each sample by ±2 %, seeded by
 /// configuration, repetition and `BENCH_SALT`: the same build measures the
 /// same numbers.
-const BENCH: &str = r#"import json, os, random, statistics, sys
-impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-level = json.load(open("levels.json"))[impl]
-rng = random.Random(f"{impl}-{rep}-{os.environ.get('BENCH_SALT', '')}")
-shift = level * (1 + 0.01 * rng.gauss(0, 1))
-samples = [shift * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(50)]
-with open(out, "w") as f:
-    json.dump({"latency_ms": {"median": statistics.median(samples)}, "samples": {"latency_ms": samples}}, f)
-"#;
+const BENCH: &str = include_str!("../common/levelled_bench.py");
 
 const PIPELINE: &str = r#"Pipeline(stages: {
   "bench": Stage(matrix: {"impl": ["fast", "slow"]}, repeat: 3,
@@ -114,7 +106,7 @@ fn a_slower_build_is_named_and_gated_and_the_same_runs_are_said_to_be_the_same()
     let r = ws.run(&["compare", "build:-1", "HEAD", "--csv"]);
     ok(&r);
     assert!(
-        r.stdout().contains("the same runs on both sides"),
+        r.stdout().contains("the same measurements on both sides"),
         "{}",
         r.stdout()
     );
