@@ -134,7 +134,7 @@ def make_workspace(root, vitgraph, n, reps, samples, pool):
             results[build].append(write_object(root, json.dumps(results_doc(rng, level, samples)).encode()))
     metrics = [write_object(root, json.dumps(metrics_doc(rng, 40)).encode()) for _ in range(min(pool, 100))]
     db = sqlite3.connect(os.path.join(root, "cache", "state.sqlite"))
-    # Sample its shape from the real document to check the probe's field set.
+    # The environment record of the seed build's run, shared by every run.
     probe = db.execute("SELECT json FROM envs LIMIT 1").fetchone()
     env_json = probe[0] if probe else '{"host": "bench"}'
     env_hash = os.urandom(32)

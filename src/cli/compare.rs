@@ -278,12 +278,7 @@ pub(super) fn page_view(
         .kernels
         .iter()
         .map(|k| {
-            let text = compare::kernels::text(&k.diff, 0);
-            let lines = text
-                .lines()
-                .filter(|l| !l.trim_start().starts_with('…') && !l.contains("A ms"))
-                .map(|l| l.trim().to_owned())
-                .collect();
+            let lines = compare::kernels::summary_lines(&k.diff);
             let rows = k
                 .diff
                 .changes

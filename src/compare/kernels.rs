@@ -288,31 +288,30 @@ pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
     KernelDiff { a, b, changes }
 }
 
-/// The diff as text: the side figures, then the `top` largest changes.
-pub(crate) fn text(d: &KernelDiff, top: usize) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
+/// The side figures, a line each: kernel time and count, launch latency
+/// and utilization, each copy direction that changed.
+pub(crate) fn summary_lines(d: &KernelDiff) -> Vec<String> {
     let ms = |ns: f64| format!("{:.3} ms", ns / 1e6);
     let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("—".to_owned(), f);
-    let _ = writeln!(
-        s,
-        "  kernel time   {} → {} ({:+.1} %), kernels {:.0} → {:.0} (per analysis; {} and {} analyses)",
-        ms(d.a.kernel_time_ns),
-        ms(d.b.kernel_time_ns),
-        pct(d.a.kernel_time_ns, d.b.kernel_time_ns),
-        d.a.kernel_count,
-        d.b.kernel_count,
-        d.a.analyses,
-        d.b.analyses
-    );
-    let _ = writeln!(
-        s,
-        "  launch latency (median) {} → {}, GPU utilization {} → {}",
-        opt(d.a.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
-        opt(d.b.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
-        opt(d.a.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
-        opt(d.b.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
-    );
+    let mut lines = vec![
+        format!(
+            "kernel time   {} → {} ({:+.1} %), kernels {:.0} → {:.0} (per analysis; {} and {} analyses)",
+            ms(d.a.kernel_time_ns),
+            ms(d.b.kernel_time_ns),
+            pct(d.a.kernel_time_ns, d.b.kernel_time_ns),
+            d.a.kernel_count,
+            d.b.kernel_count,
+            d.a.analyses,
+            d.b.analyses
+        ),
+        format!(
+            "launch latency (median) {} → {}, GPU utilization {} → {}",
+            opt(d.a.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
+            opt(d.b.launch_latency_ns, &|v| format!("{:.1} µs", v / 1e3)),
+            opt(d.a.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
+            opt(d.b.gpu_utilization, &|v| format!("{:.1} %", v * 100.0)),
+        ),
+    ];
     let dirs: std::collections::BTreeSet<&String> =
         d.a.memcpy.keys().chain(d.b.memcpy.keys()).collect();
     for dir in dirs {
@@ -321,17 +320,26 @@ pub(crate) fn text(d: &KernelDiff, top: usize) -> String {
             d.b.memcpy.get(dir).cloned().unwrap_or_default(),
         );
         if ca != cb {
-            let _ = writeln!(
-                s,
-                "  memcpy {dir}: {:.0} → {:.0} copies, {:.1} → {:.1} MB, {} → {}",
+            lines.push(format!(
+                "memcpy {dir}: {:.0} → {:.0} copies, {:.1} → {:.1} MB, {} → {}",
                 ca.count,
                 cb.count,
                 ca.bytes / 1e6,
                 cb.bytes / 1e6,
                 ms(ca.time_ns),
                 ms(cb.time_ns)
-            );
+            ));
         }
+    }
+    lines
+}
+
+/// The diff as text: the side figures, then the `top` largest changes.
+pub(crate) fn text(d: &KernelDiff, top: usize) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for line in summary_lines(d) {
+        let _ = writeln!(s, "  {line}");
     }
     if d.changes.is_empty() {
         let _ = writeln!(s, "  no kernel differs");

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
 use crate::store::{RecordedRun, Store};
-use crate::tasks::report::Statistic;
+use crate::tasks::report::{lookup, Statistic};
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -170,14 +170,6 @@ pub(crate) fn read_runs(
         .collect()
 }
 
-fn lookup<'a>(root: &'a Json, path: &[&str]) -> Option<&'a Json> {
-    path.iter().try_fold(root, |at, key| match at {
-        Json::Object(map) => map.get(*key),
-        Json::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
-        _ => None,
-    })
-}
-
 /// Each metric's value, from a document parsed one level deep: only the
 /// fields the metrics name (and the batches, when one of them is a
 /// statistic of the batches) are parsed further.
@@ -192,14 +184,18 @@ pub(super) fn values_of(
         .map(|m| {
             let mut path = m.path.split('.');
             let head = path.next().unwrap_or_default();
-            let rest: Vec<&str> = path.collect();
+            let rest = path.collect::<Vec<_>>().join(".");
             let parsed = heads.entry(head).or_insert_with(|| {
                 doc.get(head)
                     .and_then(|raw| serde_json::from_str::<Json>(raw.get()).ok())
             });
-            let value = lookup(parsed.as_ref()?, &rest)?
-                .as_f64()
-                .filter(|v| v.is_finite())?;
+            let parsed = parsed.as_ref()?;
+            let found = if rest.is_empty() {
+                Some(parsed)
+            } else {
+                lookup(parsed, &rest)
+            };
+            let value = found?.as_f64().filter(|v| v.is_finite())?;
             let stat = Statistic::for_metric(&m.path);
             let batches = stat.and_then(|_| {
                 sorted

@@ -147,7 +147,7 @@ fn shape(node: &UpstreamNode, path: &Path, detail: &str) -> TaskError {
 
 /// Looks a dotted path up in a JSON value: object keys by name, list entries
 /// by index (`latency_ms.median_ci95.0`).
-pub(super) fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
+pub(crate) fn lookup<'a>(root: &'a Json, path: &str) -> Option<&'a Json> {
     path.split('.').try_fold(root, |at, key| match at {
         Json::Object(map) => map.get(key),
         Json::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),

@@ -25,5 +25,6 @@ mod write;
 mod zigzag;
 
 pub use bootstrap::{ratio_interval, Rng, Statistic};
+pub(crate) use load::lookup;
 pub use run::run;
 pub use spec::{Compare, Plot, ReportSpec, VERSION};
