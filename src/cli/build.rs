@@ -293,6 +293,7 @@ fn dry_run(
     let ev = Evaluator {
         root,
         store,
+        observer: None,
         states: &states,
         env,
         accept_invalid: false,

@@ -101,6 +101,7 @@ pub(super) fn planned(
     let ev = Evaluator {
         root: &ws.root,
         store: store.as_ref(),
+        observer: None,
         states: &states,
         env,
         accept_invalid: false,
@@ -109,7 +110,7 @@ pub(super) fn planned(
     t.lap("plan");
     if let Some(s) = &store {
         // The hashes it computed save the next command hashing again.
-        let _ = s.flush_stat_cache();
+        let _ = s.hasher().flush();
     }
     t.lap("flush stat cache");
     Ok((graph, selection, evals, states, store))

@@ -19,7 +19,7 @@ use super::noop::Scope;
 use super::plan::{EnvProbe, Evaluation, Evaluator, JudgeError, Verdict};
 use crate::graph::{Graph, NodeIdx};
 use crate::hash::ContentHash;
-use crate::store::{NodeState, Store, StoreError};
+use crate::store::{NodeState, Observer, Store, StoreError};
 
 /// What a build's start and end read of its builder.
 pub(super) struct Ctx<'a> {
@@ -45,7 +45,7 @@ pub(super) struct Ctx<'a> {
 pub(crate) struct Incremental {
     pub dirty: HashSet<NodeIdx>,
     pub generation: i64,
-    pub facts: crate::store::FileFacts,
+    pub facts: super::facts::FileFacts,
     pub scope: super::noop::Scope,
     pub complete: bool,
 }
@@ -88,9 +88,9 @@ enum Refresh {
 
 /// Loads the states the build judges with, and judges what it can up front.
 pub(super) fn start(b: &Ctx<'_>, selection: &[NodeIdx]) -> Result<Start, StoreError> {
-    if b.noop.is_some() && b.incremental.is_none() {
-        b.store.observe_files();
-        b.store.note_listings(&b.graph.listings);
+    if let (Some(snapshot), None) = (b.noop, b.incremental) {
+        snapshot.log().start();
+        snapshot.log().note_listings(&b.graph.listings);
     }
     // An incremental build whose store has not moved since the snapshot
     // reads the states of the dirty nodes and their direct upstream only.
@@ -154,6 +154,7 @@ fn plan_up_front(
     let ev = Evaluator {
         root: b.root,
         store: Some(b.store),
+        observer: b.noop.map(|s| s.log() as &dyn Observer),
         states,
         env: b.env,
         accept_invalid: b.accept_invalid,
@@ -189,7 +190,7 @@ fn after_full(
     if b.graph.judged_in_full() {
         return None;
     }
-    let facts = b.store.observed_files_lenient()?;
+    let facts = snapshot.log().take(b.store.racy_window_ns(), true)?;
     let generation = generation?;
     let scope = if selection.len() == b.graph.nodes.len() {
         Scope::Whole
@@ -260,7 +261,7 @@ fn load_reached(
                 .collect::<Vec<_>>()
         })
         .collect();
-    store.preload_stat_cache_for(&files)?;
+    store.hasher().preload_for(&files)?;
     let read = store.read(|r| {
         if r.generation()? != Some(inc.generation) {
             return Ok(None);
@@ -280,7 +281,7 @@ fn load_reached(
     });
     if !matches!(read, Ok(Some(_))) {
         // The full plan that follows looks at every file.
-        store.unload_stat_cache();
+        store.hasher().unload();
     }
     read
 }
@@ -303,6 +304,7 @@ pub(crate) fn judge_reached(
     let ev = Evaluator {
         root,
         store: Some(store),
+        observer: None,
         states: &loaded.states,
         env,
         accept_invalid,
@@ -313,7 +315,7 @@ pub(crate) fn judge_reached(
     dirty.sort_unstable();
     let evals = super::plan::plan_with(&ev, graph, &dirty, &known)?;
     // The hashes it computed save the next command hashing again.
-    let _ = store.flush_stat_cache();
+    let _ = store.hasher().flush();
     Ok(Some(evals))
 }
 
@@ -357,7 +359,7 @@ pub(super) fn refresh_snapshot(
         .iter()
         .map(|&i| b.graph.nodes[i].id.as_str())
         .collect();
-    b.store.observe_files();
+    snapshot.log().start();
     let read = b.store.read(|r| {
         let generation = r.generation()?;
         let own = r.own_generation();
@@ -372,6 +374,7 @@ pub(super) fn refresh_snapshot(
     let ev = Evaluator {
         root: b.root,
         store: Some(b.store),
+        observer: Some(snapshot.log()),
         states: &states,
         env: b.env,
         accept_invalid: b.accept_invalid,
@@ -379,9 +382,9 @@ pub(super) fn refresh_snapshot(
     let Ok(evals) = super::plan::plan_with(&ev, b.graph, &dirty, known) else {
         return;
     };
-    let _ = b.store.flush_stat_cache();
+    let _ = b.store.hasher().flush();
     if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
-        if let Some(files) = b.store.observed_files_lenient() {
+        if let Some(files) = snapshot.log().take(b.store.racy_window_ns(), true) {
             snapshot.capture(
                 generation,
                 inc.facts.updated_with(&files),

@@ -347,7 +347,7 @@ impl JobCtx {
             if path.is_dir() {
                 continue;
             }
-            match self.store.input_stamp_if(path, hash) {
+            match self.store.hasher().input_stamp_if(path, hash) {
                 Ok(Some(stamp)) => stamps.push((path.clone(), stamp)),
                 Ok(None) => {
                     return Err(NodeFailure::new(
@@ -368,7 +368,7 @@ impl JobCtx {
     fn changed_input(&self, stamps: &[(PathBuf, crate::store::InputStamp)]) -> Option<String> {
         stamps
             .iter()
-            .find(|(path, stamp)| self.store.input_stamp(path) != *stamp)
+            .find(|(path, stamp)| self.store.hasher().input_stamp(path) != *stamp)
             .map(|(path, _)| self.rel(path))
     }
 

@@ -11,12 +11,14 @@
 //! - [`failure`]: why a node failed, as a value;
 //! - [`env`]: the environment fingerprint seen by keys;
 //! - [`noop`]: the no-op snapshot that lets an up-to-date workspace skip planning;
+//!   [`facts`]: the files a plan judged, which the snapshot checks with one `stat` each;
 //! - [`validity`]: a run whose telemetry says it is invalid is measured again;
 //! - [`session`]: what a command judges: the snapshot, incremental judging or the full plan.
 
 pub(crate) mod env;
 pub(crate) mod events;
 pub(crate) mod executor;
+pub(crate) mod facts;
 pub(crate) mod failure;
 #[cfg(test)]
 mod fake;

@@ -20,7 +20,7 @@
 //! 4. one `stat` per input and per output file the plan judged: each must
 //!    still have the stat it had, or still be absent. The plan only vouches
 //!    for files whose mtime was a racy window older than the moment they were
-//!    looked at, so any write since then changes the stat (see `store::observe`).
+//!    looked at, so any write since then changes the stat (see `facts`).
 //!
 //! If all hold, the plan would find every node fresh again for the same
 //! reasons, and the command reports that; otherwise it runs the full plan
@@ -35,10 +35,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::facts::{FactLog, FileFacts};
 use super::plan::EnvProbe;
 use crate::codec::take;
 use crate::graph::Graph;
-use crate::store::{FileFacts, Store};
+use crate::store::Store;
 
 const MAGIC: &[u8; 8] = b"VGNOOP03";
 
@@ -145,6 +146,8 @@ impl Vouched {
 /// check it; only `build` writes it.
 pub(crate) struct NoopSnapshot {
     token: Token,
+    /// What this command's plan judged, told by the store's hasher.
+    log: FactLog,
     captured: Mutex<Option<(i64, FileFacts, Scope)>>,
 }
 
@@ -154,6 +157,7 @@ impl NoopSnapshot {
     pub(crate) fn for_workspace(sources: &dyn Sources) -> Option<NoopSnapshot> {
         Some(NoopSnapshot {
             token: token(sources)?,
+            log: FactLog::default(),
             captured: Mutex::new(None),
         })
     }
@@ -167,6 +171,11 @@ impl NoopSnapshot {
     /// What the snapshot says about the workspace now.
     pub(crate) fn check(&self, store: &Store, env: &dyn EnvProbe) -> Snapshot {
         check(store, self.token, env)
+    }
+
+    /// The log the plan's judging notes its files in.
+    pub(crate) fn log(&self) -> &FactLog {
+        &self.log
     }
 
     /// A plan found every node of `scope` fresh having read the states at
@@ -468,9 +477,9 @@ mod tests {
         let env = super::super::env::HostEnv::new();
         assert_eq!(check(&store, token, &env), Snapshot::Miss, "none written");
         let graph = Graph::default();
-        let facts_store = Store::open(dir.path()).unwrap();
-        facts_store.observe_files();
-        let files = facts_store.observed_files().unwrap();
+        let log = FactLog::default();
+        log.start();
+        let files = log.take(store.racy_window_ns(), false).unwrap();
         let generation = store.generation().unwrap().unwrap();
         write(
             &store,

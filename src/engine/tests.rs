@@ -219,6 +219,7 @@ impl Bench {
         let ev = Evaluator {
             root: self.root(),
             store: Some(&store),
+            observer: None,
             states: &states,
             env: &self.env,
             accept_invalid: false,
@@ -692,6 +693,7 @@ fn key_of(b: &Bench, id: &str) -> (crate::hash::ContentHash, super::key::KeyPart
     let ev = Evaluator {
         root: b.root(),
         store: Some(&store),
+        observer: None,
         states: &states,
         env: &b.env,
         accept_invalid: false,

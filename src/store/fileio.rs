@@ -15,7 +15,7 @@ pub(crate) const LARGE_FILE: u64 = 1 << 20;
 
 /// The parts of a file's stat that change when its content may have changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Stat {
+pub struct Stat {
     pub size: u64,
     pub mtime_ns: i64,
     pub ctime_ns: i64,
@@ -23,7 +23,7 @@ pub(crate) struct Stat {
 }
 
 impl Stat {
-    pub(super) fn of(meta: &Metadata) -> Stat {
+    pub(crate) fn of(meta: &Metadata) -> Stat {
         Stat {
             size: meta.size(),
             mtime_ns: meta

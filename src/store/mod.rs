@@ -9,7 +9,9 @@
 //! - `verify` and `gc` look after the objects (`maintenance`);
 //! - the process groups of running tasks are noted, so the next command ends
 //!   what a killed build left (`groups`);
-//! - what a plan looked at is noted for the no-op snapshot (`observe`);
+//! - the hasher ([`Store::hasher`]) judges files through the stat cache and
+//!   tells an [`Observer`] what it judged (`hasher`, `stat_cache`);
+//! - reads in one transaction and the change counter (`observe`);
 //! - sets of runs (a build's, the current ones, saved baselines) for
 //!   `vitgraph compare` (`runsets`);
 //! - the expanded graph is kept in `cache/graph.bin` (`graph_file`).
@@ -21,6 +23,7 @@ mod error;
 mod fileio;
 pub(crate) mod graph_file;
 mod groups;
+mod hasher;
 mod history;
 mod jobs;
 mod lock;
@@ -43,11 +46,13 @@ mod test_support;
 pub(crate) use batch::StagedRun;
 pub(crate) use error::StoreError;
 pub(crate) use fileio::now_ns;
+pub(crate) use fileio::Stat;
 pub(crate) use groups::TaskGroups;
+pub(crate) use hasher::{Hasher, InputStamp, Observer};
 pub(crate) use history::TimelineEntry;
 pub(crate) use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub(crate) use lock::KeyLock;
-pub(crate) use memo::FileFacts;
+pub(crate) use memo::Probe;
 pub(crate) use objects::Materialized;
 pub(crate) use open::Store;
 pub(crate) use record::{
@@ -55,4 +60,3 @@ pub(crate) use record::{
     RunRecord,
 };
 pub(crate) use runsets::{Holding, RecordedRun};
-pub(crate) use stat_cache::InputStamp;

@@ -676,7 +676,7 @@ mod tests {
             "editing out/ never touches objects"
         );
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Modified("v.txt".into())
         );
     }

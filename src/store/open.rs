@@ -11,7 +11,6 @@ use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
-use super::memo::Observations;
 use super::memo::StatCache;
 use super::owner::{Liveness, Owner};
 use super::schema;
@@ -28,8 +27,6 @@ pub struct Store {
     pub(super) db_path: PathBuf,
     pub(super) db: Mutex<Connection>,
     pub(super) stats: Mutex<StatCache>,
-    /// Files judged while observing (see `observe`).
-    pub(super) observed: Mutex<Observations>,
     pub(super) owner: Owner,
     pub(super) read_only: bool,
     /// Files whose ctime is this close to when their stat was recorded are
@@ -103,7 +100,6 @@ impl Store {
             cache,
             db: Mutex::new(conn),
             stats: Mutex::new(StatCache::default()),
-            observed: Mutex::new(Observations::default()),
             owner: Owner::current(),
             read_only,
             racy_window_ns: AtomicI64::new(crate::clock::racy_window_ns()),
@@ -285,6 +281,12 @@ impl Store {
         tx.commit().map_err(|e| self.db_err(e))
     }
 
+    /// Files whose ctime is this close to when their stat was recorded are
+    /// hashed again (see `stat_cache`).
+    pub fn racy_window_ns(&self) -> i64 {
+        self.racy_window_ns.load(Ordering::Relaxed)
+    }
+
     /// Sets the racy-timestamp window (tests use a short one instead of sleeping a second).
     #[cfg(test)]
     pub(crate) fn set_racy_window_ns(&self, ns: i64) {
@@ -296,7 +298,7 @@ impl Drop for Store {
     /// A safety net for a command that ends without `flush_stat_cache` (an
     /// error path): what was learned is kept. Errors here only cost re-hashing.
     fn drop(&mut self) {
-        let _ = self.flush_stat_cache();
+        let _ = self.hasher().flush();
     }
 }
 

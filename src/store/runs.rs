@@ -541,6 +541,7 @@ mod tests {
         for (id, state) in &states {
             let run = state.latest_success.as_ref().unwrap();
             let check = store
+                .hasher()
                 .check_outputs(run, &dir.path().join("out/rq2_runs").join(id))
                 .unwrap();
             assert_eq!(check, OutputCheck::Missing("summary.json".into()));

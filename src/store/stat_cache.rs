@@ -3,7 +3,8 @@
 //! materialized outputs (`check_outputs`) alike, keyed by the path relative to
 //! the workspace root. The whole table is loaded into memory on first use, so a
 //! lookup is a `stat` plus a HashMap probe; new entries are written back in one
-//! transaction by `flush_stat_cache`.
+//! transaction by `Hasher::flush`. The hasher (`hasher`) is the role that
+//! uses it; this file keeps the memory and its table.
 //!
 //! A write that lands in the same timestamp tick as the stat we recorded leaves
 //! the stat unchanged ("racy" files, as git calls them). So an entry is trusted
@@ -15,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -24,140 +24,15 @@ use rusqlite::{params, TransactionBehavior};
 
 use super::error::StoreError;
 use super::fileio::{hash_contents, now_ns, Stat};
-use super::memo::Probe;
 pub(crate) use super::memo::{Entry, StatCache};
 use super::open::Store;
-use super::record::{OutputCheck, RunRecord};
+use super::record::RunRecord;
 use super::runs::point_node_at;
 use crate::hash::ContentHash;
 
-/// What an input's stat said at one moment (absent: None), with its link
-/// count: a task that hard-links its input moves the input's ctime without
-/// touching its content, so a ctime that moved counts as a change only when
-/// the link count did not.
-#[derive(Clone, Copy, Debug)]
-pub struct InputStamp(Option<(Stat, u64)>);
-
-impl PartialEq for InputStamp {
-    fn eq(&self, other: &InputStamp) -> bool {
-        match (self.0, other.0) {
-            (None, None) => true,
-            (Some((a, la)), Some((b, lb))) => {
-                let content = (a.size, a.mtime_ns, a.inode) == (b.size, b.mtime_ns, b.inode);
-                content && (a.ctime_ns == b.ctime_ns || la != lb)
-            }
-            _ => false,
-        }
-    }
-}
-
-fn stamp_of(meta: &fs::Metadata) -> (Stat, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (Stat::of(meta), meta.nlink())
-}
-
+/// The stat cache's memory, shared by the roles that learn stats (the
+/// hasher, and `materialize`, which knows what it wrote).
 impl Store {
-    /// Content hash of a workspace file through the stat cache; `Ok(None)` if
-    /// it does not exist. Large files are hashed with mmap and blake3's rayon mode.
-    pub fn hash_file(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
-        let recorded_ns = now_ns();
-        let meta = match fs::metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.note(&self.stat_key(path), Probe::Follow, None, recorded_ns);
-                return Ok(None);
-            }
-            Err(e) => return Err(StoreError::io("read metadata of", path, e)),
-        };
-        if !meta.is_file() {
-            return Err(StoreError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        let stat = Stat::of(&meta);
-        let key = self.stat_key(path);
-        self.note(&key, Probe::Follow, Some(stat), recorded_ns);
-        if let Some(hash) = self.trusted_hash(&key, &stat)? {
-            return Ok(Some(hash));
-        }
-        let hash = self.hash_uncached(path, stat.size)?;
-        self.remember(
-            key,
-            Entry {
-                stat,
-                hash,
-                recorded_ns,
-            },
-            true,
-        );
-        Ok(Some(hash))
-    }
-
-    /// Writes the entries learned since the last flush, in one transaction.
-    pub fn flush_stat_cache(&self) -> Result<(), StoreError> {
-        // Nothing loaded, nothing noted: nothing to write (and no reason to load it).
-        let dirty = std::mem::take(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()).dirty);
-        if dirty.is_empty() || self.read_only {
-            return Ok(());
-        }
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
-        for (path, entry) in &dirty {
-            upsert_stat(&tx, path, entry).map_err(|e| self.db_err(e))?;
-        }
-        tx.commit().map_err(|e| self.db_err(e))
-    }
-
-    /// Whether `dest` holds `run`'s outputs: a `stat` per file, hashing only
-    /// the files whose stat differs from the one recorded when they were
-    /// materialized (or last checked).
-    pub fn check_outputs(&self, run: &RunRecord, dest: &Path) -> Result<OutputCheck, StoreError> {
-        for output in &run.outputs {
-            let path = dest.join(&output.name);
-            let recorded_ns = now_ns();
-            let meta = match fs::symlink_metadata(&path) {
-                Ok(meta) => meta,
-                // A file where a folder of the path belongs (`out/` is a
-                // view vitgraph rewrites): the output is not there.
-                Err(e)
-                    if e.kind() == io::ErrorKind::NotFound
-                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
-                {
-                    return Ok(OutputCheck::Missing(output.name.clone()))
-                }
-                Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
-            };
-            if !meta.is_file() {
-                return Ok(OutputCheck::Modified(output.name.clone()));
-            }
-            let stat = Stat::of(&meta);
-            let key = self.stat_key(&path);
-            self.note(&key, Probe::NoFollow, Some(stat), recorded_ns);
-            let hash = match self.trusted_hash(&key, &stat)? {
-                Some(hash) => hash,
-                None => {
-                    let hash = self.hash_uncached(&path, stat.size)?;
-                    self.remember(
-                        key,
-                        Entry {
-                            stat,
-                            hash,
-                            recorded_ns,
-                        },
-                        true,
-                    );
-                    hash
-                }
-            };
-            if hash != output.hash {
-                return Ok(OutputCheck::Modified(output.name.clone()));
-            }
-        }
-        Ok(OutputCheck::Intact)
-    }
-
     /// Records the stat of each file `materialize` just wrote, and makes the
     /// run the node's current one, in one transaction.
     pub(super) fn record_materialized(
@@ -204,36 +79,6 @@ impl Store {
         relative.to_string_lossy().into_owned()
     }
 
-    /// The stat of an input file whose content is still `expected` (the hash
-    /// its node's key was computed with), to compare with its stat after the
-    /// task ran ([`Store::input_stamp`]); None when it changed or is gone.
-    /// A zero hash stands for an input that was absent: it must still be.
-    pub fn input_stamp_if(
-        &self,
-        path: &Path,
-        expected: &ContentHash,
-    ) -> Result<Option<InputStamp>, StoreError> {
-        let meta = match fs::metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok((expected.0 == [0; 32]).then_some(InputStamp(None)))
-            }
-            Err(e) => return Err(StoreError::io("read metadata of", path, e)),
-        };
-        let stat = Stat::of(&meta);
-        let hash = match self.trusted_hash(&self.stat_key(path), &stat)? {
-            Some(hash) => hash,
-            None => self.hash_uncached(path, stat.size)?,
-        };
-        Ok((hash == *expected).then_some(InputStamp(Some(stamp_of(&meta)))))
-    }
-
-    /// An input's stat now, to compare with [`Store::input_stamp_if`]'s: a
-    /// write since, even one reverted with its old mtime, moves its ctime.
-    pub fn input_stamp(&self, path: &Path) -> InputStamp {
-        InputStamp(fs::metadata(path).ok().map(|m| stamp_of(&m)))
-    }
-
     /// The path a stat key names.
     pub(super) fn stat_key_path(&self, key: &str) -> PathBuf {
         self.root.join(key)
@@ -244,7 +89,11 @@ impl Store {
         hash_contents(path, size).map_err(|e| StoreError::io("read", path, e))
     }
 
-    fn trusted_hash(&self, key: &str, stat: &Stat) -> Result<Option<ContentHash>, StoreError> {
+    pub(super) fn trusted_hash(
+        &self,
+        key: &str,
+        stat: &Stat,
+    ) -> Result<Option<ContentHash>, StoreError> {
         let window = self.racy_window_ns.load(Ordering::Relaxed);
         let cache = self.stat_cache()?;
         Ok(cache.entries.get(key).and_then(|entry| {
@@ -281,34 +130,15 @@ impl Store {
         Ok(cache)
     }
 
-    /// Loads only the entries of `keys` (when nothing is loaded yet): for a
-    /// command that will look at those files alone, such as an incremental
-    /// build. A file outside them is then hashed rather than looked up, which
-    /// costs time but is never wrong.
-    pub fn preload_stat_cache_for(&self, keys: &[String]) -> Result<(), StoreError> {
-        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        if !cache.loaded {
-            let keys = serde_json::to_string(keys).unwrap_or_default();
-            cache.entries = self.load_stat_rows_of(Some(&keys))?;
-            cache.loaded = true;
-        }
-        Ok(())
-    }
-
-    /// Drops the loaded entries (after [`Store::preload_stat_cache_for`], when
-    /// the command turns out to look at every file): the next use loads all.
-    pub fn unload_stat_cache(&self) {
-        let mut cache = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        cache.entries.clear();
-        cache.loaded = false;
-    }
-
     fn load_stat_rows(&self) -> Result<HashMap<String, Entry>, StoreError> {
         self.load_stat_rows_of(None)
     }
 
     /// Every row, or those whose path is in the JSON array `keys`.
-    fn load_stat_rows_of(&self, keys: Option<&str>) -> Result<HashMap<String, Entry>, StoreError> {
+    pub(super) fn load_stat_rows_of(
+        &self,
+        keys: Option<&str>,
+    ) -> Result<HashMap<String, Entry>, StoreError> {
         let conn = self.conn();
         let sql = match keys {
             None => {
@@ -414,30 +244,30 @@ mod tests {
             .unwrap();
         write(&dest.join("extra.txt"), "extra files are ignored");
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
 
         // Same size, same moment: only the racy rule or the hash can see it.
         fs::write(dest.join("a.txt"), "ALPHA").unwrap();
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Modified("a.txt".into())
         );
         fs::write(dest.join("a.txt"), "alpha").unwrap();
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
 
         fs::remove_file(dest.join("sub/b.txt")).unwrap();
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Missing("sub/b.txt".into())
         );
         fs::create_dir(dest.join("sub/b.txt")).unwrap();
         assert_eq!(
-            store.check_outputs(&run, &dest).unwrap(),
+            store.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Modified("sub/b.txt".into())
         );
     }
@@ -456,7 +286,7 @@ mod tests {
         fresh.set_racy_window_ns(WINDOW_NS);
         fresh.load_states().unwrap();
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 0);
@@ -470,12 +300,12 @@ mod tests {
             .set_modified(touched)
             .unwrap();
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 1);
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 1);
@@ -488,18 +318,18 @@ mod tests {
             .set_modified(now)
             .unwrap();
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 2);
         settle(&dest.join("a.txt"));
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 3);
         assert_eq!(
-            fresh.check_outputs(&run, &dest).unwrap(),
+            fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
         );
         assert_eq!(fresh.hashes_computed(), 3);
@@ -517,7 +347,7 @@ mod tests {
             .unwrap();
         let before = store.hashes_computed();
         assert_eq!(
-            store.check_outputs(&new, &dest).unwrap(),
+            store.hasher().check_outputs(&new, &dest).unwrap(),
             OutputCheck::Modified("v.txt".into())
         );
         assert_eq!(store.hashes_computed(), before);
@@ -530,33 +360,36 @@ mod tests {
         let input = dir.path().join("inputs/model.cfg");
         write(&input, "depth=6");
         assert_eq!(
-            store.hash_file(&dir.path().join("inputs/none")).unwrap(),
+            store
+                .hasher()
+                .hash_file(&dir.path().join("inputs/none"))
+                .unwrap(),
             None
         );
-        let first = store.hash_file(&input).unwrap().unwrap();
+        let first = store.hasher().hash_file(&input).unwrap().unwrap();
         assert_eq!(first, ContentHash::of_bytes(b"depth=6"));
         // Still racy (written a moment ago): hashed again, then trusted.
         settle(&input);
-        store.hash_file(&input).unwrap();
+        store.hasher().hash_file(&input).unwrap();
         let hashed = store.hashes_computed();
-        assert_eq!(store.hash_file(&input).unwrap(), Some(first));
+        assert_eq!(store.hasher().hash_file(&input).unwrap(), Some(first));
         assert_eq!(store.hashes_computed(), hashed, "unchanged stat: no hash");
 
         // Same size, written right away: must not be served from the cache.
         fs::write(&input, "depth=8").unwrap();
         assert_eq!(
-            store.hash_file(&input).unwrap(),
+            store.hasher().hash_file(&input).unwrap(),
             Some(ContentHash::of_bytes(b"depth=8"))
         );
 
         // Persisted: a new handle trusts the flushed entry.
         settle(&input);
-        store.hash_file(&input).unwrap();
-        store.flush_stat_cache().unwrap();
+        store.hasher().hash_file(&input).unwrap();
+        store.hasher().flush().unwrap();
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
         assert_eq!(
-            fresh.hash_file(&input).unwrap(),
+            fresh.hasher().hash_file(&input).unwrap(),
             Some(ContentHash::of_bytes(b"depth=8"))
         );
         assert_eq!(fresh.hashes_computed(), 0);
@@ -565,13 +398,13 @@ mod tests {
     #[test]
     fn hash_file_rejects_directories_and_handles_large_files() {
         let (dir, store) = workspace();
-        let err = store.hash_file(dir.path()).unwrap_err();
+        let err = store.hasher().hash_file(dir.path()).unwrap_err();
         assert!(matches!(err, super::StoreError::NotAFile { .. }));
         let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
         let path = dir.path().join("big.bin");
         fs::write(&path, &big).unwrap();
         assert_eq!(
-            store.hash_file(&path).unwrap(),
+            store.hasher().hash_file(&path).unwrap(),
             Some(ContentHash::of_bytes(&big))
         );
     }

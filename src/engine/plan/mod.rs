@@ -13,12 +13,13 @@ use serde::Serialize;
 
 mod diff;
 mod gated;
+mod inputs;
 
 use super::failure::{FailureKind, NodeFailure};
 use super::key::{KeyParts, RecordedParts};
 use crate::graph::{Graph, Node, NodeIdx};
 use crate::hash::ContentHash;
-use crate::store::{AttemptStatus, NodeState, OutputCheck, RunRecord, Store, StoreError};
+use crate::store::{AttemptStatus, NodeState, Observer, OutputCheck, RunRecord, Store, StoreError};
 use diff::diff_parts;
 use gated::gated;
 pub(crate) use gated::imprecise;
@@ -220,6 +221,8 @@ pub enum JudgeError {
 pub(crate) struct Evaluator<'a> {
     pub root: &'a Path,
     pub store: Option<&'a Store>,
+    /// Told of every file judged (the no-op snapshot's fact log), if any.
+    pub observer: Option<&'a dyn Observer>,
     pub states: &'a HashMap<String, NodeState>,
     pub env: &'a dyn EnvProbe,
     /// `--accept-invalid`: an invalid run is kept as it is.
@@ -265,49 +268,6 @@ impl<'a> Evaluator<'a> {
             env,
             repetition: node.rep.filter(|&r| r > 1),
         })
-    }
-
-    /// Hash of a file, or of a directory's files and names; None if absent.
-    /// A file (the common case) costs one `stat`.
-    fn hash_input(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
-        match self.hash_file(path) {
-            Err(StoreError::NotAFile { .. }) if path.is_dir() => self.hash_dir(path),
-            Ok(None) if self.store.is_none() && path.is_dir() => self.hash_dir(path),
-            other => other,
-        }
-    }
-
-    fn hash_dir(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
-        // A stat cannot vouch for a tree: no no-op snapshot (see `noop`).
-        if let Some(store) = self.store {
-            store.observation_unusable();
-        }
-        let mut h = blake3::Hasher::new();
-        for entry in walkdir::WalkDir::new(path)
-            .sort_by_file_name()
-            .into_iter()
-            .flatten()
-        {
-            if entry.file_type().is_file() {
-                let rel = entry.path().strip_prefix(path).unwrap_or(entry.path());
-                h.update(rel.to_string_lossy().as_bytes());
-                h.update(&[0]);
-                if let Some(fh) = self.hash_file(entry.path())? {
-                    h.update(&fh.0);
-                }
-            }
-        }
-        Ok(Some(ContentHash(*h.finalize().as_bytes())))
-    }
-
-    fn hash_file(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
-        match self.store {
-            Some(s) => s.hash_file(path),
-            None => match std::fs::read(path) {
-                Ok(bytes) => Ok(Some(ContentHash::of_bytes(&bytes))),
-                Err(_) => Ok(None),
-            },
-        }
     }
 
     /// Judges `node`. `upstream` holds each upstream node's manifest hash, or
@@ -432,11 +392,11 @@ impl<'a> Evaluator<'a> {
     }
 
     fn check_outputs(&self, node: &Node, run: &RunRecord) -> Result<Option<Reason>, StoreError> {
-        let Some(store) = self.store else {
+        let Some(hasher) = self.hasher() else {
             return Ok(None);
         };
         let dest = self.root.join(node.out_rel());
-        Ok(match store.check_outputs(run, &dest)? {
+        Ok(match hasher.check_outputs(run, &dest)? {
             OutputCheck::Intact => None,
             OutputCheck::Missing(f) => {
                 let mut detail = rel_display(&node.out_rel().join(&f));

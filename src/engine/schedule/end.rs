@@ -234,7 +234,7 @@ impl Build<'_, '_> {
 
     /// Flushes what the build learned and reports how it ended.
     pub(super) fn wrap_up(mut self, reporter: &mut dyn Reporter, t0: Instant) -> BuildStatus {
-        let _ = self.b.store.flush_stat_cache();
+        let _ = self.b.store.hasher().flush();
         let c = &self.counts;
         if !self.interrupted && c.failed == 0 && c.skipped == 0 {
             let plan = std::mem::take(&mut self.snapshot);

@@ -387,21 +387,11 @@ impl<'b, 'a> Build<'b, 'a> {
         if self.gates && self.follows_unneeded(i, reporter) {
             return false;
         }
-        // A repetition not needed is no one's upstream.
-        let upstream: Vec<(String, Option<ContentHash>)> = deps
-            .iter()
-            .filter(|d| !matches!(self.done.get(d), Some(Done::Unneeded)))
-            .map(|&d| {
-                let h = match self.done.get(&d) {
-                    Some(Done::Ok(manifest)) => Some(*manifest),
-                    _ => None,
-                };
-                (b.graph.nodes[d].id.clone(), h)
-            })
-            .collect();
+        let upstream = self.upstream_of(&deps);
         let ev = Evaluator {
             root: &b.root,
             store: Some(&b.store),
+            observer: None,
             states: &self.states,
             env: b.env,
             accept_invalid: b.options.accept_invalid,
@@ -423,6 +413,21 @@ impl<'b, 'a> Build<'b, 'a> {
             evaluation
         };
         self.decide(i, evaluation, reporter)
+    }
+
+    /// The ids and manifests (None: not known yet) a node's key reads of its
+    /// upstream. A repetition not needed is no one's upstream.
+    fn upstream_of(&self, deps: &[NodeIdx]) -> Vec<(String, Option<ContentHash>)> {
+        deps.iter()
+            .filter(|d| !matches!(self.done.get(d), Some(Done::Unneeded)))
+            .map(|&d| {
+                let h = match self.done.get(&d) {
+                    Some(Done::Ok(manifest)) => Some(*manifest),
+                    _ => None,
+                };
+                (self.b.graph.nodes[d].id.clone(), h)
+            })
+            .collect()
     }
 
     /// Acts on a node's verdict: done (fresh), restored, refused, or queued
