@@ -287,7 +287,7 @@ fn dry_run(
 ) -> Result<i32, Failure> {
     use super::reasons::{counted, grouped};
     let states = match store {
-        Some(s) => s.load_states()?,
+        Some(s) => s.reader().load_states()?,
         None => Default::default(),
     };
     let ev = Evaluator {

@@ -182,7 +182,9 @@ pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, 
                     "use letters, digits, `-`, `_` or `.` (`main`, `torch-2.10`)",
                 ));
             }
-            let current = store.current_runs(crate::store::Holding::MeasurementsAndAnalyses)?;
+            let current = store
+                .reader()
+                .current_runs(crate::store::Holding::MeasurementsAndAnalyses)?;
             let wanted = compare::Targets::new(&targets).map_err(|m| usage(m, ""))?;
             let ids: Vec<&str> = current
                 .iter()
@@ -195,11 +197,11 @@ pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, 
                     "build them first, or check the names with `vitgraph ls`",
                 ));
             }
-            let saved = store.save_baseline(&name, &ids)?;
+            let saved = store.journal().save_baseline(&name, &ids)?;
             println!("saved baseline `{name}`: {saved} runs (compare with `vitgraph compare baseline:{name} HEAD`)");
         }
         BaselineCommand::List => {
-            let all = store.baselines()?;
+            let all = store.reader().baselines()?;
             if all.is_empty() {
                 println!("no baselines (`vitgraph baseline save NAME` saves the current runs)");
             }
@@ -213,7 +215,7 @@ pub(super) fn baseline(ws: &Workspace, command: BaselineCommand) -> Result<i32, 
             }
         }
         BaselineCommand::Rm { name } => {
-            if !store.remove_baseline(&name)? {
+            if !store.journal().remove_baseline(&name)? {
                 return Err(usage(
                     format!("no baseline `{name}`"),
                     "`vitgraph baseline list` lists them",

@@ -150,7 +150,7 @@ pub(super) fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Re
         println!("  {o}");
     }
     if let Some(store) = crate::store::Store::open_existing(&ws.root)? {
-        let states = store.load_states()?;
+        let states = store.reader().load_states()?;
         if let Some(state) = states.get(&n.id) {
             if let Some(run) = &state.latest_success {
                 println!(

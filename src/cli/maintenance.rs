@@ -73,7 +73,7 @@ pub(super) fn gc(ws: &Workspace) -> Result<i32, Failure> {
         println!("nothing to collect: no store yet");
         return Ok(exit::SUCCESS);
     };
-    let stats = store.gc()?;
+    let stats = store.objects().gc()?;
     println!(
         "removed {} objects, freed {} bytes",
         stats.objects_removed, stats.bytes_freed
@@ -102,7 +102,7 @@ pub(super) fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
         println!("nothing to verify: no store yet");
         return Ok(exit::SUCCESS);
     };
-    if let Some(problem) = store.check_database()? {
+    if let Some(problem) = store.objects().check_database()? {
         println!(
             "damaged: {} (SQLite's check: {problem})",
             store.database_path().display()
@@ -110,7 +110,7 @@ pub(super) fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
         println!("move `cache/state.sqlite` and its `-wal` and `-shm` files aside and rebuild; objects in `cache/objects/` are kept and re-used");
         return Ok(exit::NODE_FAILED);
     }
-    let damage = store.verify()?;
+    let damage = store.objects().verify()?;
     if damage.is_empty() {
         println!("store verified: no damage");
         return Ok(exit::SUCCESS);
@@ -136,7 +136,7 @@ pub(super) fn verify(ws: &Workspace, args: VerifyArgs) -> Result<i32, Failure> {
             "run `vitgraph verify --repair` as a user who can write `cache/`",
         ));
     }
-    let repair = store.repair(damage)?;
+    let repair = store.objects().repair(damage)?;
     for (object, from) in &repair.repaired {
         println!("repaired: {object} from {from}");
     }

@@ -263,7 +263,7 @@ impl Gather<'_> {
         }
         study.edges = edges.into_iter().collect();
         let key_parts = match self.store {
-            Some(s) => s.current_key_parts()?,
+            Some(s) => s.reader().current_key_parts()?,
             None => HashMap::new(),
         };
         let mut envs: HashMap<String, usize> = HashMap::new();
@@ -386,9 +386,9 @@ impl Gather<'_> {
         let node = &self.graph.nodes[i];
         let store = self.store?;
         let path = if state == "failed" || run.is_none() {
-            store.log_path(&node.stage, &node.dir_name())
+            store.journal().log_path(&node.stage, &node.dir_name())
         } else {
-            store.object_path(&run?.log?)
+            store.objects().path(&run?.log?)
         };
         let (bytes, cut) = crate::logs::tail_bytes(&path, LOG_TAIL as u64).ok()?;
         if bytes.is_empty() {
@@ -412,7 +412,7 @@ impl Gather<'_> {
         which: Option<usize>,
         index: &HashMap<&str, usize>,
     ) -> Result<Option<BuildView>, Failure> {
-        let builds = store.builds()?;
+        let builds = store.reader().builds()?;
         let Some(chosen) = (match which {
             Some(n) => builds.iter().find(|b| b.number == n),
             None => builds.last(),
@@ -429,7 +429,7 @@ impl Gather<'_> {
             }
             return Ok(None);
         };
-        let entries = self.bars(store.build_attempts(chosen)?, index);
+        let entries = self.bars(store.reader().build_attempts(chosen)?, index);
         let end = entries
             .iter()
             .map(|b| b.end_ms)
@@ -454,8 +454,8 @@ impl Gather<'_> {
         since_ms: i64,
         index: &HashMap<&str, usize>,
     ) -> Result<Option<BuildView>, Failure> {
-        let builds = store.builds()?;
-        let entries = self.bars(store.attempts_since(since_ms)?, index);
+        let builds = store.reader().builds()?;
+        let entries = self.bars(store.reader().attempts_since(since_ms)?, index);
         let end = entries.iter().map(|b| b.end_ms).max().unwrap_or(since_ms);
         let start = entries.iter().map(|b| b.start_ms).min().unwrap_or(since_ms);
         Ok(Some(BuildView {
@@ -521,7 +521,7 @@ impl Gather<'_> {
             };
             let read = |name: &str| -> Option<String> {
                 let o = run.outputs.iter().find(|o| o.name == name)?;
-                std::fs::read_to_string(store.object_path(&o.hash)).ok()
+                std::fs::read_to_string(store.objects().path(&o.hash)).ok()
             };
             let table = read("table.csv").map(|t| parse_csv(&t));
             // Param columns lead the table: those the source nodes carry.
@@ -541,7 +541,7 @@ impl Gather<'_> {
                 .iter()
                 .filter(|o| o.name.starts_with("plots/") && o.name.ends_with(".svg"))
                 .filter_map(|o| {
-                    let svg = std::fs::read_to_string(store.object_path(&o.hash)).ok()?;
+                    let svg = std::fs::read_to_string(store.objects().path(&o.hash)).ok()?;
                     Some((o.name.trim_start_matches("plots/").to_string(), svg))
                 })
                 .collect();

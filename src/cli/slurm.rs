@@ -48,7 +48,7 @@ pub(super) fn cluster<'a>(
         return Err(usage(format!("`--{field}`: {message}"), help));
     }
     let lock =
-        match store.lock_driver()? {
+        match store.journal().lock_driver()? {
             Ok(lock) => lock,
             Err(who) => return Err(usage(
                 format!("another vitgraph build drives this workspace's cluster jobs ({who})"),
@@ -87,13 +87,13 @@ pub(super) fn cluster<'a>(
     });
     // Jobs a driver that ended left behind (the lock says none runs now):
     // the finished ones are recorded before planning, the others adopted.
-    let left = store.live_jobs()?;
+    let left = store.reader().live_jobs()?;
     if !left.is_empty() {
         let c = crate::slurm::collect::collect_finished(store, &left)?;
         note_collected(&c, args.json);
     }
     let mut live: HashMap<String, LiveJob> = HashMap::new();
-    for job in store.live_jobs()? {
+    for job in store.reader().live_jobs()? {
         live.insert(job.node_id.clone(), job);
     }
     // The cluster's lane is the second one; a node runs there when it is placed there.
@@ -163,16 +163,16 @@ pub(super) fn jobs_for_status(ws: &Workspace, quiet: bool) -> Result<Vec<JobStat
     let Some(store) = Store::open_existing(&ws.root)? else {
         return Ok(Vec::new());
     };
-    let mut live = store.live_jobs()?;
+    let mut live = store.reader().live_jobs()?;
     if live.is_empty() {
         return Ok(Vec::new());
     }
     if !store.is_read_only() {
         // While a driver runs, it records its jobs itself.
-        if let Ok(Ok(_lock)) = store.lock_driver() {
+        if let Ok(Ok(_lock)) = store.journal().lock_driver() {
             let c = crate::slurm::collect::collect_finished(&store, &live)?;
             note_collected(&c, quiet);
-            live = store.live_jobs()?;
+            live = store.reader().live_jobs()?;
         }
     }
     let states = if crate::slurm::cmd::available("squeue") {

@@ -88,7 +88,7 @@ pub(super) fn planned(
     let store = Store::open_existing(&ws.root)?;
     t.lap("open store");
     let states = match &store {
-        Some(s) => s.load_states()?,
+        Some(s) => s.reader().load_states()?,
         None => HashMap::new(),
     };
     t.lap("load states");
@@ -432,7 +432,7 @@ fn print_stages(
 
 /// The key parts recorded with a run, fetched from the store.
 fn store_parts(store: &Store, run: &crate::store::RunRecord) -> Option<RecordedParts> {
-    store.key_parts(run).ok()?.parse()
+    store.reader().key_parts(run).ok()?.parse()
 }
 
 pub(super) fn explain(

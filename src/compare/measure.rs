@@ -143,7 +143,7 @@ pub(crate) fn read_runs(
     runs.par_iter()
         .filter_map(|run| Some((run, run.results?)))
         .map(|(run, measurement)| {
-            let path = store.object_path(&measurement);
+            let path = store.objects().path(&measurement);
             let text = std::fs::read(&path).map_err(|e| {
                 format!(
                     "{}: cannot read its results.json ({}): {e}; `vitgraph verify` checks the store",

@@ -132,7 +132,7 @@ fn read_analyses(
 ) -> Result<HashMap<String, kernels::Profile>, String> {
     use rayon::prelude::*;
     runs.par_iter()
-        .filter_map(|run| Some((run, store.object_path(&run.metrics?))))
+        .filter_map(|run| Some((run, store.objects().path(&run.metrics?))))
         .try_fold(
             HashMap::new,
             |mut acc: HashMap<String, kernels::Profile>, (run, path)| {

@@ -127,14 +127,14 @@ pub(crate) fn resolve(
     let err = |e: crate::store::StoreError| format!("`{}`: {e}", side.text);
     let (runs, what) = match &side.selector {
         Selector::Current => (
-            store.current_runs(holding).map_err(err)?,
+            store.reader().current_runs(holding).map_err(err)?,
             "current runs".to_owned(),
         ),
         Selector::Build(n) => build(&store, *n, &side.text, holding)?,
         Selector::Baseline(name) => {
-            let runs = store.baseline_runs(name, holding).map_err(err)?.ok_or_else(|| {
+            let runs = store.reader().baseline_runs(name, holding).map_err(err)?.ok_or_else(|| {
                 let names: Vec<String> = store
-                    .baselines()
+                    .reader().baselines()
                     .unwrap_or_default()
                     .into_iter()
                     .map(|b| b.name)
@@ -148,7 +148,7 @@ pub(crate) fn resolve(
             (runs, format!("baseline {name}"))
         }
         Selector::Env(pairs) => {
-            let all = store.recorded_runs(holding).map_err(err)?;
+            let all = store.reader().recorded_runs(holding).map_err(err)?;
             let matching = all.into_iter().filter(|r| env_matches(r, pairs)).collect();
             (
                 latest_per_node(matching),
@@ -156,7 +156,7 @@ pub(crate) fn resolve(
             )
         }
         Selector::Date(at) => {
-            let all = store.recorded_runs(holding).map_err(err)?;
+            let all = store.reader().recorded_runs(holding).map_err(err)?;
             let before = all.into_iter().filter(|r| r.started_at_ms < *at).collect();
             let when = crate::clock::utc(*at);
             (
@@ -179,7 +179,10 @@ fn build(
     text: &str,
     holding: Holding,
 ) -> Result<(Vec<RecordedRun>, String), String> {
-    let builds = store.builds().map_err(|e| format!("`{text}`: {e}"))?;
+    let builds = store
+        .reader()
+        .builds()
+        .map_err(|e| format!("`{text}`: {e}"))?;
     let index = if n > 0 {
         n - 1
     } else {
@@ -194,6 +197,7 @@ fn build(
         ));
     };
     let runs = store
+        .reader()
         .build_runs(chosen, holding)
         .map_err(|e| format!("`{text}`: {e}"))?;
     Ok((

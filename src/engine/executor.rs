@@ -67,7 +67,7 @@ pub(crate) trait Executor: Send + Sync {
     ) -> Result<WorkDir, StoreError> {
         let _ = attempt;
         Ok(WorkDir {
-            staging: store.new_staging_dir()?,
+            staging: store.objects().new_staging_dir()?,
             log: log.to_path_buf(),
             shared: false,
         })
@@ -157,7 +157,7 @@ impl Local {
     /// that a later command ends what they leave if vitgraph is killed.
     pub(crate) fn noting_groups(store: &crate::store::Store) -> Local {
         Local {
-            groups: Some(Arc::new(store.task_groups())),
+            groups: Some(Arc::new(store.journal().task_groups())),
             ..Local::default()
         }
     }

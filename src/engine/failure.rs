@@ -208,7 +208,10 @@ pub(crate) fn settle(
         crate::store::AttemptStatus::Failed
     };
     let detail = crate::store::RawJson(serde_json::to_string(&failure).unwrap_or_default());
-    match store.end_attempt(attempt, status, Some(&failure.message), Some(&detail)) {
+    match store
+        .journal()
+        .end_attempt(attempt, status, Some(&failure.message), Some(&detail))
+    {
         Ok(()) => failure,
         Err(e) => failure.also(&e),
     }

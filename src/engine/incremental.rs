@@ -101,11 +101,11 @@ pub(super) fn start(b: &Ctx<'_>, selection: &[NodeIdx]) -> Result<Start, StoreEr
     let (states, mut manifests, generation) = match partial {
         Some(l) => (l.states, l.manifests, Some(l.generation)),
         None => {
-            let (states, generation) = b.store.load_states_at()?;
+            let (states, generation) = b.store.reader().load_states_at()?;
             (states, HashMap::new(), generation)
         }
     };
-    let own_at_load = b.store.own_generation();
+    let own_at_load = b.store.reader().own_generation();
     let incremental = b
         .incremental
         .filter(|inc| generation == Some(inc.generation));

@@ -143,6 +143,7 @@ impl JobCtx {
             None
         } else {
             self.store
+                .reader()
                 .run_for_key(&self.key)
                 .map_err(|e| NodeFailure::store(&e))?
         };
@@ -151,7 +152,7 @@ impl JobCtx {
             let (store, dest) = (self.store.clone(), self.dest.clone());
             let (node_id, stage) = (self.node_id.clone(), self.stage.clone());
             let placed = tokio::task::spawn_blocking(move || {
-                store.materialize(&node_id, &stage, &run, &dest)
+                store.objects().materialize(&node_id, &stage, &run, &dest)
             })
             .await;
             match placed {
@@ -174,7 +175,7 @@ impl JobCtx {
     /// The key lock, waited for while another process holds it.
     async fn lock(&self) -> Result<crate::store::KeyLock, NodeFailure> {
         loop {
-            match self.store.try_lock_key(&self.key) {
+            match self.store.journal().try_lock_key(&self.key) {
                 Ok(Some(lock)) => return Ok(lock),
                 Ok(None) => {}
                 Err(e) => return Err(NodeFailure::store(&e)),
@@ -333,7 +334,7 @@ impl JobCtx {
         let result = recorder.record(staged, materialized).await;
         if work.shared && result.is_ok() {
             // Its outputs and log are in the store now.
-            let _ = std::fs::remove_dir_all(store.job_dir(attempt));
+            let _ = std::fs::remove_dir_all(store.journal().job_dir(attempt));
         }
         (result.map(Ran::Built), ms(record_start))
     }
@@ -389,6 +390,7 @@ impl JobCtx {
         let attempt = match adopt {
             Some(live) => live.attempt,
             None => store
+                .journal()
                 .begin_attempt_in(&self.node_id, &self.key, self.slot.as_deref())
                 .map_err(|e| NodeFailure::store(&e))?,
         };

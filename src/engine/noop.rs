@@ -345,7 +345,7 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
     let generation = i64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
     let dev = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
     let ino = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
-    if database_identity(store)? != (dev, ino) || store.generation().ok()?? != generation {
+    if database_identity(store)? != (dev, ino) || store.reader().generation().ok()?? != generation {
         return None;
     }
     let mut facets = [None, None];
@@ -480,7 +480,7 @@ mod tests {
         let log = FactLog::default();
         log.start();
         let files = log.take(store.racy_window_ns(), false).unwrap();
-        let generation = store.generation().unwrap().unwrap();
+        let generation = store.reader().generation().unwrap().unwrap();
         write(
             &store,
             token,

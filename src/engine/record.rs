@@ -41,7 +41,7 @@ pub(crate) fn stage(
     // A run measured invalid carries its verdict in its record; the run it
     // replaces says how many times in a row the key was.
     let before = if f.replace && f.measures {
-        store.run_for_key(&f.key)?
+        store.reader().run_for_key(&f.key)?
     } else {
         None
     };
@@ -61,8 +61,8 @@ pub(crate) fn stage(
         log: Some(f.log),
         replace: f.replace,
     };
-    let staged = store.stage_run(f.attempt, new, f.staging)?;
-    let materialized = store.materialize_files(&staged.run, f.dest)?;
+    let staged = store.objects().stage_run(f.attempt, new, f.staging)?;
+    let materialized = store.objects().materialize_files(&staged.run, f.dest)?;
     Ok((staged, materialized))
 }
 

@@ -77,7 +77,7 @@ impl Recorder {
                         .into_iter()
                         .map(|i| ((i.staged, i.materialized), i.reply))
                         .unzip();
-                    match store.commit_batch(batch) {
+                    match store.objects().commit_batch(batch) {
                         Ok(runs) => {
                             for (run, reply) in runs.into_iter().zip(replies) {
                                 let _ = reply.send(Ok(run));

@@ -215,7 +215,7 @@ impl Bench {
     /// Every node's evaluation, as `status` plans them.
     fn plan(&self) -> HashMap<usize, super::plan::Evaluation> {
         let store = self.store();
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         let ev = Evaluator {
             root: self.root(),
             store: Some(&store),
@@ -689,7 +689,7 @@ fn run_node_refuses_a_node_whose_upstream_is_not_built() {
 /// The key `id` would be built with now (its upstream built).
 fn key_of(b: &Bench, id: &str) -> (crate::hash::ContentHash, super::key::KeyParts) {
     let store = b.store();
-    let states = store.load_states().unwrap();
+    let states = store.reader().load_states().unwrap();
     let ev = Evaluator {
         root: b.root(),
         store: Some(&store),
@@ -710,8 +710,8 @@ fn record_elsewhere(
     parts: &super::key::KeyParts,
 ) {
     let store = Store::open(root).unwrap();
-    let attempt = store.begin_attempt(id, &key).unwrap();
-    let staging = store.new_staging_dir().unwrap();
+    let attempt = store.journal().begin_attempt(id, &key).unwrap();
+    let staging = store.objects().new_staging_dir().unwrap();
     std::fs::write(staging.join("v.txt"), "from elsewhere").unwrap();
     let recorded = super::key::RecordedParts {
         parts: parts.clone(),
@@ -730,10 +730,13 @@ fn record_elsewhere(
         log: None,
         replace: false,
     };
-    let staged = store.stage_run(attempt, new, &staging).unwrap();
+    let staged = store.objects().stage_run(attempt, new, &staging).unwrap();
     let dest: PathBuf = root.join("out/gen/i=0");
-    let m = store.materialize_files(&staged.run, &dest).unwrap();
-    store.commit_batch(vec![(staged, m)]).unwrap();
+    let m = store
+        .objects()
+        .materialize_files(&staged.run, &dest)
+        .unwrap();
+    store.objects().commit_batch(vec![(staged, m)]).unwrap();
 }
 
 #[test]
@@ -741,7 +744,7 @@ fn a_node_another_process_is_building_waits_and_reuses_its_run() {
     let b = chain();
     let (key, parts) = key_of(&b, "gen[i=0]");
     let other = b.store();
-    let lock = other.lock_key(&key).unwrap();
+    let lock = other.journal().lock_key(&key).unwrap();
     let root = b.root().to_path_buf();
     // The other process records the run once this build has started the
     // node (and so waits for the lock), however long that takes.
@@ -776,7 +779,7 @@ fn sigint_while_waiting_for_a_key_lock_starts_nothing() {
     let b = chain();
     let (key, _) = key_of(&b, "gen[i=0]");
     let other = b.store();
-    let lock = other.lock_key(&key).unwrap();
+    let lock = other.journal().lock_key(&key).unwrap();
     let worker = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(80));
         drop(lock);

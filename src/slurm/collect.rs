@@ -25,7 +25,7 @@ pub struct Collected {
 pub fn collect_finished(store: &Store, live: &[LiveJob]) -> Result<Collected, StoreError> {
     let mut out = Collected::default();
     for job in live {
-        let dir = store.job_dir(job.attempt);
+        let dir = store.journal().job_dir(job.attempt);
         let Some(outcome) = read_outcome(&dir) else {
             continue;
         };
@@ -101,6 +101,6 @@ fn record_run(
         }
         Err(e) => return Err(e),
     };
-    store.commit_batch(vec![(staged, materialized)])?;
+    store.objects().commit_batch(vec![(staged, materialized)])?;
     Ok(None)
 }

@@ -230,7 +230,7 @@ impl Executor for SlurmExecutor {
             {
                 Some(rec) => st.flights.push(Flight {
                     probe: self.probe_of(&job),
-                    dir: self.0.cfg.store.job_dir(AttemptId(job.attempt)),
+                    dir: self.0.cfg.store.journal().job_dir(AttemptId(job.attempt)),
                     unconfirmed: rec.job_id.is_none().then(|| Unconfirmed {
                         manifest: rec.manifest.clone(),
                         index: rec.index,
@@ -267,7 +267,7 @@ impl Executor for SlurmExecutor {
         attempt: AttemptId,
         _log: &Path,
     ) -> Result<WorkDir, crate::store::StoreError> {
-        let dir = store.job_dir(attempt);
+        let dir = store.journal().job_dir(attempt);
         Ok(WorkDir {
             staging: dir.join("out"),
             log: dir.join("task.log"),

@@ -123,6 +123,7 @@ pub fn ensure(
             continue;
         }
         let fresh = store
+            .reader()
             .env_probe(&sig)
             .map_err(|e| e.to_string())?
             .is_some_and(|p| now_ms() - p.probed_at_ms < MAX_AGE_MS);
@@ -130,7 +131,7 @@ pub fn ensure(
             todo.insert(sig, sel.clone());
         }
     }
-    let dir = store.jobs_dir().join("probes");
+    let dir = store.journal().jobs_dir().join("probes");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     let results: Vec<Result<EnvProbeRecord, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = todo
@@ -152,7 +153,10 @@ pub fn ensure(
     let mut failed = HashMap::new();
     for ((sig, _), r) in todo.iter().zip(results) {
         match r {
-            Ok(probe) => store.record_env_probe(&probe).map_err(|e| e.to_string())?,
+            Ok(probe) => store
+                .journal()
+                .record_env_probe(&probe)
+                .map_err(|e| e.to_string())?,
             Err(why) => {
                 failed.insert(sig.clone(), why);
             }
@@ -267,7 +271,7 @@ impl<'a> ClusterEnv<'a> {
                 if probes.contains_key(sig) {
                     continue;
                 }
-                if let Some(p) = store.env_probe(sig)? {
+                if let Some(p) = store.reader().env_probe(sig)? {
                     let facets = p.facets.parse().unwrap_or_default();
                     probes.insert(sig.clone(), (facets, p));
                 }

@@ -143,7 +143,10 @@ impl SlurmExecutor {
             st.batches
         };
         let first = jobs.first().map_or(0, |q| q.job.attempt);
-        let batch_dir = store.jobs_dir().join(format!("batch-{first}-{batch}"));
+        let batch_dir = store
+            .journal()
+            .jobs_dir()
+            .join(format!("batch-{first}-{batch}"));
         let manifest = batch_dir.join("manifest");
         let prepared = self.prepare(&jobs, &manifest);
         if let Err(f) = prepared {
@@ -208,7 +211,7 @@ impl SlurmExecutor {
         let mut lines = String::new();
         let mut journal = Vec::with_capacity(jobs.len());
         for (index, q) in jobs.iter().enumerate() {
-            let dir = store.job_dir(AttemptId(q.job.attempt));
+            let dir = store.journal().job_dir(AttemptId(q.job.attempt));
             let file = dir.join(JOB_FILE);
             let body = serde_json::to_vec_pretty(&q.job).unwrap_or_default();
             crate::atomic::write(&file, &body).map_err(|e| io(&file, e))?;
@@ -229,6 +232,7 @@ impl SlurmExecutor {
         }
         crate::atomic::write_durable(manifest, lines.as_bytes()).map_err(|e| io(manifest, e))?;
         store
+            .journal()
             .record_jobs(&journal)
             .map_err(|e| NodeFailure::store(&e))
     }
@@ -310,7 +314,7 @@ impl SlurmExecutor {
                 )
             })
             .collect();
-        let journaled = store.record_jobs(&journal);
+        let journaled = store.journal().record_jobs(&journal);
         let mut st = self.state();
         for (index, q) in jobs.into_iter().enumerate() {
             let job_id = format!("{id}_{index}");
@@ -332,7 +336,7 @@ impl SlurmExecutor {
                 continue;
             }
             st.flights.push(Flight {
-                dir: store.job_dir(AttemptId(q.job.attempt)),
+                dir: store.journal().job_dir(AttemptId(q.job.attempt)),
                 job_id: Some(job_id),
                 log: Some(batch_dir.join(format!("slurm-{id}_{index}.log"))),
                 last_state: None,

@@ -63,8 +63,8 @@ impl Bench {
     /// directory under `cache/jobs/`.
     fn job(&self, node: &str, stage: &str, gpus: u32) -> Job {
         let key = ContentHash::of_bytes(node.as_bytes());
-        let attempt = self.store.begin_attempt(node, &key).unwrap();
-        let dir = self.store.job_dir(attempt);
+        let attempt = self.store.journal().begin_attempt(node, &key).unwrap();
+        let dir = self.store.journal().job_dir(attempt);
         std::fs::create_dir_all(&dir).unwrap();
         Job {
             node: node.into(),
@@ -133,7 +133,7 @@ async fn a_sweep_goes_out_as_one_array_and_every_job_finishes() {
     assert!(sbatch[0].contains("slurm-job"));
     // Each job's id is journaled with its attempt (the engine then records
     // the run and ends the attempt).
-    let live = b.store.live_jobs().unwrap();
+    let live = b.store.reader().live_jobs().unwrap();
     assert_eq!(live.len(), 5);
     for (i, l) in live.iter().enumerate() {
         let rec: JobRecord = serde_json::from_str(&l.job.0).unwrap();
@@ -413,7 +413,7 @@ async fn detach_submits_and_leaves_the_jobs_to_a_later_build() {
     }
     assert_eq!(b.fake.calls_of("sbatch").len(), 1);
     assert_eq!(
-        b.store.live_jobs().unwrap().len(),
+        b.store.reader().live_jobs().unwrap().len(),
         2,
         "journaled with their ids"
     );
@@ -423,7 +423,10 @@ async fn detach_submits_and_leaves_the_jobs_to_a_later_build() {
 async fn an_adopted_job_is_waited_for_not_submitted_again() {
     let b = bench();
     let mut job = b.job("gen[i=0]", "gen", 0);
-    let dir = b.store.job_dir(crate::store::AttemptId(job.attempt));
+    let dir = b
+        .store
+        .journal()
+        .job_dir(crate::store::AttemptId(job.attempt));
     std::fs::write(
         dir.join(super::job::JOB_FILE),
         serde_json::to_vec(&job).unwrap(),
@@ -454,7 +457,10 @@ async fn an_adopted_job_is_waited_for_not_submitted_again() {
 /// A job whose driver ended between its journal entry and `sbatch`'s answer.
 fn unconfirmed(b: &Bench, node: &str, manifest: &str) -> Job {
     let mut job = b.job(node, "gen", 0);
-    let dir = b.store.job_dir(crate::store::AttemptId(job.attempt));
+    let dir = b
+        .store
+        .journal()
+        .job_dir(crate::store::AttemptId(job.attempt));
     std::fs::write(
         dir.join(super::job::JOB_FILE),
         serde_json::to_vec(&job).unwrap(),
@@ -479,7 +485,10 @@ fn unconfirmed(b: &Bench, node: &str, manifest: &str) -> Job {
 async fn an_unconfirmed_submission_is_found_in_the_queue_by_its_comment() {
     let b = bench();
     let job = unconfirmed(&b, "gen[i=0]", "/ws/cache/jobs/batch-1-1/manifest");
-    let dir = b.store.job_dir(crate::store::AttemptId(job.attempt));
+    let dir = b
+        .store
+        .journal()
+        .job_dir(crate::store::AttemptId(job.attempt));
     b.fake.queue_task(
         "88_0",
         dir,

@@ -114,7 +114,7 @@ impl SlurmExecutor {
         }
         drop(st);
         if !journal.is_empty() {
-            let _ = self.0.cfg.store.record_jobs(&journal);
+            let _ = self.0.cfg.store.journal().record_jobs(&journal);
         }
     }
 
@@ -134,7 +134,7 @@ impl SlurmExecutor {
                             .is_some_and(|x| x.kind == FailureKind::Key)
                         {
                             // The probe no longer matches its nodes.
-                            let _ = self.0.cfg.store.forget_env_probe(sig);
+                            let _ = self.0.cfg.store.journal().forget_env_probe(sig);
                         }
                     }
                     let result = match outcome {

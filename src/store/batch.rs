@@ -34,6 +34,7 @@ use super::owner::{Liveness, Owner};
 use super::record::{
     decode_outputs, encode_outputs, AttemptId, NewRun, OutputEntry, RawJson, RunRecord,
 };
+use super::roles::Objects;
 use super::stat_cache::{upsert_stat, Entry};
 use crate::hash::ContentHash;
 
@@ -65,7 +66,7 @@ impl StagedRun {
     }
 }
 
-impl Store {
+impl Objects<'_> {
     /// Checks the declared outputs, hashes them and moves them into `objects/`
     /// (not flushed). Fails naming a missing or non-file output.
     pub fn stage_run(
@@ -79,7 +80,7 @@ impl Store {
         let existing = if new.replace {
             None
         } else {
-            self.run_for_key(&new.key)?
+            self.reader().run_for_key(&new.key)?
         };
         if let Some(mut existing) = existing {
             existing.node_id = new.node_id.to_string();
@@ -129,6 +130,83 @@ impl Store {
         Ok(staged)
     }
 
+    /// Copies a run's outputs into `dest` (replacing it atomically) without
+    /// touching the database; the stats are recorded by [`Store::commit_batch`].
+    pub fn materialize_files(
+        &self,
+        run: &RunRecord,
+        dest: &Path,
+    ) -> Result<Materialized, StoreError> {
+        self.place(run, dest)?;
+        let recorded_ns = now_ns();
+        let mut stats = Vec::with_capacity(run.outputs.len());
+        for output in &run.outputs {
+            let path = dest.join(&output.name);
+            let meta = fs::symlink_metadata(&path).ctx("read metadata of", &path)?;
+            stats.push((
+                self.stat_key(&path),
+                Entry {
+                    stat: Stat::of(&meta),
+                    hash: output.hash,
+                    recorded_ns,
+                },
+            ));
+        }
+        Ok(Materialized { stats })
+    }
+
+    /// Makes the staged objects durable (one `syncfs`) and records every run
+    /// of the batch in one transaction; then removes their staging
+    /// directories. Returns the recorded runs in order.
+    pub fn commit_batch(
+        &self,
+        batch: Vec<(StagedRun, Materialized)>,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.sync_filesystem()?;
+        let mut recorded = Vec::with_capacity(batch.len());
+        {
+            let mut conn = self.conn();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
+            for (staged, materialized) in &batch {
+                tx.prepare_cached("DELETE FROM staged_runs WHERE attempt = ?1")
+                    .and_then(|mut stmt| stmt.execute([staged.attempt.0]))
+                    .map_err(|e| self.db_err(e))?;
+                let run = if staged.adopt {
+                    super::runs::point_node_at(
+                        &tx,
+                        &staged.run.node_id,
+                        &staged.run.stage,
+                        &staged.run.key,
+                    )
+                    .map_err(|e| self.db_err(e))?;
+                    super::runs::mark_succeeded(&tx, staged.attempt).map_err(|e| self.db_err(e))?;
+                    staged.run.clone()
+                } else {
+                    self.insert_run(&tx, staged.attempt, &staged.run, staged.replace)?
+                };
+                for (key, entry) in &materialized.stats {
+                    upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
+                }
+                recorded.push(run);
+            }
+            tx.commit().map_err(|e| self.db_err(e))?;
+        }
+        for (staged, materialized) in batch {
+            for (key, entry) in materialized.stats {
+                self.remember(key, entry, false);
+            }
+            let _ = remove_tree(&staged.staging);
+        }
+        Ok(recorded)
+    }
+}
+
+impl Store {
     /// Notes a staged run in `staged_runs`, so the next process can record it
     /// should this one die before its commit.
     fn note_staged(&self, staged: &StagedRun) -> Result<(), StoreError> {
@@ -277,87 +355,12 @@ impl Store {
 
     /// Whether the object named `hash` exists and its bytes hash to it.
     fn object_is_intact(&self, hash: &ContentHash) -> bool {
-        let path = self.object_path(hash);
+        let path = self.objects().path(hash);
         let Ok(meta) = fs::metadata(&path) else {
             return false;
         };
         self.hash_uncached(&path, meta.len())
             .is_ok_and(|h| h == *hash)
-    }
-
-    /// Copies a run's outputs into `dest` (replacing it atomically) without
-    /// touching the database; the stats are recorded by [`Store::commit_batch`].
-    pub fn materialize_files(
-        &self,
-        run: &RunRecord,
-        dest: &Path,
-    ) -> Result<Materialized, StoreError> {
-        self.place(run, dest)?;
-        let recorded_ns = now_ns();
-        let mut stats = Vec::with_capacity(run.outputs.len());
-        for output in &run.outputs {
-            let path = dest.join(&output.name);
-            let meta = fs::symlink_metadata(&path).ctx("read metadata of", &path)?;
-            stats.push((
-                self.stat_key(&path),
-                Entry {
-                    stat: Stat::of(&meta),
-                    hash: output.hash,
-                    recorded_ns,
-                },
-            ));
-        }
-        Ok(Materialized { stats })
-    }
-
-    /// Makes the staged objects durable (one `syncfs`) and records every run
-    /// of the batch in one transaction; then removes their staging
-    /// directories. Returns the recorded runs in order.
-    pub fn commit_batch(
-        &self,
-        batch: Vec<(StagedRun, Materialized)>,
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.sync_filesystem()?;
-        let mut recorded = Vec::with_capacity(batch.len());
-        {
-            let mut conn = self.conn();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| self.db_err(e))?;
-            for (staged, materialized) in &batch {
-                tx.prepare_cached("DELETE FROM staged_runs WHERE attempt = ?1")
-                    .and_then(|mut stmt| stmt.execute([staged.attempt.0]))
-                    .map_err(|e| self.db_err(e))?;
-                let run = if staged.adopt {
-                    super::runs::point_node_at(
-                        &tx,
-                        &staged.run.node_id,
-                        &staged.run.stage,
-                        &staged.run.key,
-                    )
-                    .map_err(|e| self.db_err(e))?;
-                    super::runs::mark_succeeded(&tx, staged.attempt).map_err(|e| self.db_err(e))?;
-                    staged.run.clone()
-                } else {
-                    self.insert_run(&tx, staged.attempt, &staged.run, staged.replace)?
-                };
-                for (key, entry) in &materialized.stats {
-                    upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
-                }
-                recorded.push(run);
-            }
-            tx.commit().map_err(|e| self.db_err(e))?;
-        }
-        for (staged, materialized) in batch {
-            for (key, entry) in materialized.stats {
-                self.remember(key, entry, false);
-            }
-            let _ = remove_tree(&staged.staging);
-        }
-        Ok(recorded)
     }
 
     /// Flushes the file system holding the store (objects, their directories).
@@ -374,5 +377,27 @@ impl Store {
             ));
         }
         Ok(())
+    }
+}
+
+impl Objects<'_> {
+    /// A fresh, empty staging directory for one attempt:
+    /// `cache/staging/<host>/<pid>-<start>-<seq>/`. The owner is in the name so
+    /// that leftovers of a dead process can be told from a live one's.
+    pub fn new_staging_dir(&self) -> Result<PathBuf, StoreError> {
+        let host_dir = self.staging_host_dir();
+        fs::create_dir_all(&host_dir).ctx("create directory", &host_dir)?;
+        loop {
+            let seq = self
+                .staging_seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = host_dir.join(format!("{}{seq}", self.owner.staging_prefix()));
+            match fs::create_dir(&dir) {
+                Ok(()) => return Ok(dir),
+                // Another handle in this process used the same number.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(StoreError::io("create staging directory", &dir, e)),
+            }
+        }
     }
 }

@@ -24,6 +24,7 @@ use std::sync::Mutex;
 
 use super::open::Store;
 use super::owner::{process_start, Liveness, Owner};
+use super::roles::Journal;
 
 /// The task groups one process started (see the module's comment).
 pub struct TaskGroups {
@@ -65,7 +66,7 @@ impl Drop for TaskGroups {
     }
 }
 
-impl Store {
+impl Journal<'_> {
     /// Where this process notes the groups of the tasks it starts.
     pub fn task_groups(&self) -> TaskGroups {
         TaskGroups {
@@ -74,10 +75,6 @@ impl Store {
                 .join(format!("{}0", self.owner.staging_prefix())),
             file: Mutex::new(None),
         }
-    }
-
-    fn tasks_dir(&self) -> PathBuf {
-        self.cache.join("tasks").join(&self.owner.host)
     }
 
     /// Kills what is left of the task groups of this host's dead builds and
@@ -108,6 +105,12 @@ impl Store {
             let _ = fs::remove_file(f);
         }
         killed
+    }
+}
+
+impl Store {
+    fn tasks_dir(&self) -> PathBuf {
+        self.cache.join("tasks").join(&self.owner.host)
     }
 }
 
@@ -223,11 +226,11 @@ mod tests {
         )
         .unwrap();
         // The notes of this (live) process stay untouched.
-        let mine = store.task_groups();
+        let mine = store.journal().task_groups();
         mine.add(other.id() as i32);
 
         assert_eq!(
-            store.end_dead_task_groups(),
+            store.journal().end_dead_task_groups(),
             2,
             "the task and its grandchild"
         );

@@ -6,6 +6,7 @@ use rusqlite::Row;
 
 use super::error::StoreError;
 use super::open::Store;
+use super::roles::Reader;
 
 /// One past (or running) build: the attempts of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub struct TimelineEntry {
     pub job: Option<String>,
 }
 
-impl Store {
+impl Reader<'_> {
     /// Every build, oldest first.
     pub fn builds(&self) -> Result<Vec<BuildSummary>, StoreError> {
         let conn = self.conn();
@@ -101,7 +102,9 @@ impl Store {
             rusqlite::params![build.host, build.pid, build.pid_start],
         )
     }
+}
 
+impl Store {
     fn timeline(
         &self,
         filter: &str,
@@ -153,20 +156,22 @@ mod tests {
             .begin_attempt_as(&earlier, "old", &ContentHash([1; 32]), Some("cpu:0"))
             .unwrap();
         let a = store
+            .journal()
             .begin_attempt_in("a", &ContentHash([2; 32]), Some("cpu:1"))
             .unwrap();
-        store.commit_failure(a, "boom").unwrap();
+        store.journal().commit_failure(a, "boom").unwrap();
         store
+            .journal()
             .begin_attempt_in("b", &ContentHash([3; 32]), Some("gpu:0"))
             .unwrap();
-        let builds = store.builds().unwrap();
+        let builds = store.reader().builds().unwrap();
         assert_eq!(builds.len(), 2);
         assert_eq!(
             (builds[0].number, builds[0].pid, builds[0].attempts),
             (1, 1, 1)
         );
         assert_eq!((builds[1].number, builds[1].attempts), (2, 2));
-        let latest = store.build_attempts(&builds[1]).unwrap();
+        let latest = store.reader().build_attempts(&builds[1]).unwrap();
         let seen: Vec<(&str, &str, Option<&str>)> = latest
             .iter()
             .map(|e| (e.node_id.as_str(), e.status.as_str(), e.slot.as_deref()))
@@ -180,8 +185,8 @@ mod tests {
         );
         assert!(latest[0].finished_at_ms.is_some() && latest[1].finished_at_ms.is_none());
         // Since a moment: every build's attempts from then on.
-        let all = store.attempts_since(0).unwrap();
+        let all = store.reader().attempts_since(0).unwrap();
         assert_eq!(all.len(), 3);
-        assert!(store.attempts_since(i64::MAX).unwrap().is_empty());
+        assert!(store.reader().attempts_since(i64::MAX).unwrap().is_empty());
     }
 }

@@ -14,6 +14,7 @@ use super::error::StoreError;
 use super::fileio::remove_tree;
 use super::open::Store;
 use super::record::{AttemptId, RawJson};
+use super::roles::{Journal, Reader};
 use crate::hash::ContentHash;
 
 /// The first attempt of an array's directory `batch-<first attempt>-<n>`.
@@ -54,7 +55,7 @@ pub struct DriverLock {
     _file: std::fs::File,
 }
 
-impl Store {
+impl Journal<'_> {
     /// Takes the workspace's driver lock (`cache/driver.lock`): Ok(Err(who))
     /// naming the driver that holds it when another one does.
     pub fn lock_driver(&self) -> Result<Result<DriverLock, String>, StoreError> {
@@ -88,27 +89,6 @@ impl Store {
         Ok(Ok(DriverLock { _file: file }))
     }
 
-    /// The probe of `signature`, if one was recorded.
-    pub fn env_probe(&self, signature: &str) -> Result<Option<EnvProbeRecord>, StoreError> {
-        use rusqlite::OptionalExtension;
-        let conn = self.conn();
-        conn.prepare_cached(
-            "SELECT facets, record, probed_at_ms FROM env_probes WHERE signature = ?1",
-        )
-        .and_then(|mut s| {
-            s.query_row([signature], |r| {
-                Ok(EnvProbeRecord {
-                    signature: signature.to_string(),
-                    facets: RawJson(r.get(0)?),
-                    record: RawJson(r.get(1)?),
-                    probed_at_ms: r.get(2)?,
-                })
-            })
-            .optional()
-        })
-        .map_err(|e| self.db_err(e))
-    }
-
     /// Records (or replaces) a probe.
     pub fn record_env_probe(&self, p: &EnvProbeRecord) -> Result<(), StoreError> {
         self.conn()
@@ -139,6 +119,74 @@ impl Store {
         self.cache.join("jobs")
     }
 
+    /// Records (or updates) the jobs of several attempts in one transaction.
+    pub fn record_jobs(&self, jobs: &[(AttemptId, RawJson)]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+        for (attempt, job) in jobs {
+            let changed = tx
+                .prepare_cached("UPDATE attempts SET job = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![attempt.0, job.0]))
+                .map_err(|e| self.db_err(e))?;
+            if changed == 0 {
+                return Err(StoreError::UnknownAttempt {
+                    id: attempt.0,
+                    path: self.db_path.clone(),
+                });
+            }
+        }
+        tx.commit().map_err(|e| self.db_err(e))
+    }
+}
+
+impl Reader<'_> {
+    /// The probe of `signature`, if one was recorded.
+    pub fn env_probe(&self, signature: &str) -> Result<Option<EnvProbeRecord>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let conn = self.conn();
+        conn.prepare_cached(
+            "SELECT facets, record, probed_at_ms FROM env_probes WHERE signature = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([signature], |r| {
+                Ok(EnvProbeRecord {
+                    signature: signature.to_string(),
+                    facets: RawJson(r.get(0)?),
+                    record: RawJson(r.get(1)?),
+                    probed_at_ms: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(|e| self.db_err(e))
+    }
+
+    /// Every running attempt with a cluster job, oldest first.
+    pub fn live_jobs(&self) -> Result<Vec<LiveJob>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, node_id, key, started_at_ms, job FROM attempts
+                 WHERE status = 'running' AND job IS NOT NULL ORDER BY id",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let db = |e| self.db_err(e);
+            out.push(LiveJob {
+                attempt: AttemptId(row.get(0).map_err(db)?),
+                node_id: row.get(1).map_err(db)?,
+                key: self.hash_column(row.get(2).map_err(db)?)?,
+                started_at_ms: row.get(3).map_err(db)?,
+                job: RawJson(row.get(4).map_err(db)?),
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
     /// Removes the job directories under `cache/jobs/` that no attempt needs
     /// any more (for `gc`): an attempt's directory once the attempt succeeded
     /// or was forgotten, an array's directory (manifest and SLURM logs) once
@@ -166,7 +214,7 @@ impl Store {
             }
             (keep, newest)
         };
-        let dir = self.jobs_dir();
+        let dir = self.journal().jobs_dir();
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Ok(0);
         };
@@ -195,48 +243,15 @@ impl Store {
         }
         Ok(removed)
     }
+}
 
-    /// Records (or updates) the jobs of several attempts in one transaction.
-    pub fn record_jobs(&self, jobs: &[(AttemptId, RawJson)]) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.db_err(e))?;
-        for (attempt, job) in jobs {
-            let changed = tx
-                .prepare_cached("UPDATE attempts SET job = ?2 WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![attempt.0, job.0]))
-                .map_err(|e| self.db_err(e))?;
-            if changed == 0 {
-                return Err(StoreError::UnknownAttempt {
-                    id: attempt.0,
-                    path: self.db_path.clone(),
-                });
-            }
-        }
-        tx.commit().map_err(|e| self.db_err(e))
-    }
-
-    /// Every running attempt with a cluster job, oldest first.
-    pub fn live_jobs(&self) -> Result<Vec<LiveJob>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT id, node_id, key, started_at_ms, job FROM attempts
-                 WHERE status = 'running' AND job IS NOT NULL ORDER BY id",
-            )
-            .map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.db_err(e))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
-            let db = |e| self.db_err(e);
-            out.push(LiveJob {
-                attempt: AttemptId(row.get(0).map_err(db)?),
-                node_id: row.get(1).map_err(db)?,
-                key: self.hash_column(row.get(2).map_err(db)?)?,
-                started_at_ms: row.get(3).map_err(db)?,
-                job: RawJson(row.get(4).map_err(db)?),
-            });
-        }
-        Ok(out)
+impl Journal<'_> {
+    /// The log of a node's latest attempt: `cache/logs/<stage>/<name>.log`.
+    pub fn log_path(&self, stage: &str, name: &str) -> std::path::PathBuf {
+        self.cache
+            .join("logs")
+            .join(stage)
+            .join(format!("{name}.log"))
     }
 }
 
@@ -254,22 +269,24 @@ mod tests {
         let with_job = store.begin_attempt_as(&dead, "a", &key, None).unwrap();
         store.begin_attempt_as(&dead, "b", &key, None).unwrap();
         store
+            .journal()
             .record_jobs(&[(with_job, RawJson(r#"{"job_id":"12_3"}"#.into()))])
             .unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
-        let live = store.live_jobs().unwrap();
+        let live = store.reader().live_jobs().unwrap();
         assert_eq!(live.len(), 1, "the attempt with a job is still running");
         assert_eq!(live[0].node_id, "a");
         assert_eq!(live[0].job.0, r#"{"job_id":"12_3"}"#);
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         let b = states["b"].last_attempt.as_ref().unwrap();
         assert_eq!(b.status, crate::store::AttemptStatus::Interrupted);
         assert_eq!(
-            store.job_dir(with_job),
+            store.journal().job_dir(with_job),
             store.cache_dir().join("jobs").join(with_job.0.to_string())
         );
         assert!(store
+            .journal()
             .record_jobs(&[(AttemptId(999), RawJson("{}".into()))])
             .is_err());
     }
@@ -278,27 +295,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let key = ContentHash([4; 32]);
-        let ok = store.begin_attempt("a", &key).unwrap();
+        let ok = store.journal().begin_attempt("a", &key).unwrap();
         store
+            .journal()
             .end_attempt(ok, crate::store::AttemptStatus::Succeeded, None, None)
             .unwrap();
-        let failed = store.begin_attempt("b", &key).unwrap();
-        store.commit_failure(failed, "exit 3").unwrap();
-        let running = store.begin_attempt("c", &key).unwrap();
+        let failed = store.journal().begin_attempt("b", &key).unwrap();
+        store.journal().commit_failure(failed, "exit 3").unwrap();
+        let running = store.journal().begin_attempt("c", &key).unwrap();
         for a in [ok, failed, running] {
-            std::fs::create_dir_all(store.job_dir(a)).unwrap();
-            std::fs::write(store.job_dir(a).join("task.log"), "log").unwrap();
+            std::fs::create_dir_all(store.journal().job_dir(a)).unwrap();
+            std::fs::write(store.journal().job_dir(a).join("task.log"), "log").unwrap();
         }
         // A job directory of an attempt the database does not know yet (a
         // driver starting a job while gc runs) stays.
-        let future = store.job_dir(AttemptId(running.0 + 1));
+        let future = store.journal().job_dir(AttemptId(running.0 + 1));
         std::fs::create_dir_all(&future).unwrap();
         let batch = |first: i64, dirs: &[AttemptId]| {
-            let b = store.jobs_dir().join(format!("batch-{first}-1"));
+            let b = store.journal().jobs_dir().join(format!("batch-{first}-1"));
             std::fs::create_dir_all(&b).unwrap();
             let lines: Vec<String> = dirs
                 .iter()
-                .map(|a| store.job_dir(*a).display().to_string())
+                .map(|a| store.journal().job_dir(*a).display().to_string())
                 .collect();
             std::fs::write(b.join("manifest"), lines.join("\n")).unwrap();
             std::fs::write(b.join("slurm-1_0.log"), "slurm").unwrap();
@@ -307,17 +325,17 @@ mod tests {
         let done_batch = batch(ok.0, &[ok]);
         let failed_batch = batch(failed.0, &[ok, failed]);
         assert_eq!(store.remove_finished_job_dirs().unwrap(), 2);
-        assert!(!store.job_dir(ok).exists());
+        assert!(!store.journal().job_dir(ok).exists());
         assert!(
             !done_batch.exists(),
             "none of its attempts' directories is left"
         );
-        assert!(store.job_dir(failed).join("task.log").exists());
+        assert!(store.journal().job_dir(failed).join("task.log").exists());
         assert!(
             failed_batch.join("slurm-1_0.log").exists(),
             "its failed attempt names this log"
         );
-        assert!(store.job_dir(running).exists());
+        assert!(store.journal().job_dir(running).exists());
         assert!(future.exists());
         assert_eq!(batch_first_attempt("batch-17-3"), Some(17));
         assert_eq!(batch_first_attempt("probes"), None);

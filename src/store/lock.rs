@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{IoContext, StoreError};
 use super::open::Store;
+use super::roles::Journal;
 use crate::hash::ContentHash;
 
 /// An exclusive lock on one node key, released on drop.
@@ -32,7 +33,7 @@ pub(super) struct StoreLock {
     _file: File,
 }
 
-impl Store {
+impl Journal<'_> {
     /// Exclusive lock for a node key across processes; blocks until held.
     pub fn lock_key(&self, key: &ContentHash) -> Result<KeyLock, StoreError> {
         let path = self.key_lock_path(key);
@@ -48,7 +49,9 @@ impl Store {
         let path = self.key_lock_path(key);
         Ok(acquire(&path, libc::LOCK_EX, false)?.map(|file| KeyLock { _file: file, path }))
     }
+}
 
+impl Store {
     fn key_lock_path(&self, key: &ContentHash) -> PathBuf {
         self.cache
             .join("locks")
@@ -124,15 +127,19 @@ mod tests {
     fn a_key_lock_excludes_a_second_holder_until_dropped() {
         let (dir, store) = workspace();
         let other = Store::open(dir.path()).unwrap();
-        let held = store.lock_key(&key("k")).unwrap();
-        assert!(other.try_lock_key(&key("k")).unwrap().is_none());
+        let held = store.journal().lock_key(&key("k")).unwrap();
+        assert!(other.journal().try_lock_key(&key("k")).unwrap().is_none());
         assert!(
-            store.try_lock_key(&key("k")).unwrap().is_none(),
+            store.journal().try_lock_key(&key("k")).unwrap().is_none(),
             "threads of one process are excluded too"
         );
-        assert!(other.try_lock_key(&key("another")).unwrap().is_some());
+        assert!(other
+            .journal()
+            .try_lock_key(&key("another"))
+            .unwrap()
+            .is_some());
         drop(held);
-        assert!(other.try_lock_key(&key("k")).unwrap().is_some());
+        assert!(other.journal().try_lock_key(&key("k")).unwrap().is_some());
     }
 
     #[test]
@@ -140,12 +147,12 @@ mod tests {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::Arc;
         let (dir, store) = workspace();
-        let held = store.lock_key(&key("k")).unwrap();
+        let held = store.journal().lock_key(&key("k")).unwrap();
         let released = Arc::new(AtomicBool::new(false));
         let (root, flag) = (dir.path().to_path_buf(), released.clone());
         let waiter = std::thread::spawn(move || {
             let other = Store::open(&root).unwrap();
-            let _lock = other.lock_key(&key("k")).unwrap();
+            let _lock = other.journal().lock_key(&key("k")).unwrap();
             flag.load(Ordering::SeqCst)
         });
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -160,11 +167,16 @@ mod tests {
     #[test]
     fn removing_an_unheld_lock_file_keeps_exclusion() {
         let (_dir, store) = workspace();
-        let path = store.lock_key(&key("k")).unwrap().path().to_path_buf();
+        let path = store
+            .journal()
+            .lock_key(&key("k"))
+            .unwrap()
+            .path()
+            .to_path_buf();
         assert!(super::remove_if_unheld(&path));
-        let held = store.lock_key(&key("k")).unwrap();
+        let held = store.journal().lock_key(&key("k")).unwrap();
         assert!(!super::remove_if_unheld(&path), "a held lock file is kept");
-        assert!(store.try_lock_key(&key("k")).unwrap().is_none());
+        assert!(store.journal().try_lock_key(&key("k")).unwrap().is_none());
         drop(held);
     }
 }

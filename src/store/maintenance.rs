@@ -13,10 +13,11 @@ use super::fileio::{hash_contents, remove_tree};
 use super::lock::remove_if_unheld;
 use super::open::Store;
 use super::record::{Damage, DamageKind, GcStats, Repair};
+use super::roles::Objects;
 use super::runs::object_references;
 use crate::hash::ContentHash;
 
-impl Store {
+impl Objects<'_> {
     /// Re-hashes every object. Reports objects whose content no longer matches
     /// their name, objects a run refers to that are missing, and unreadable
     /// ones, each with the node ids whose runs refer to it; sorted by path.
@@ -42,7 +43,7 @@ impl Store {
         }
         for (hash, runs) in refs {
             if !seen.contains(&hash) {
-                let object = self.object_path(&hash).display().to_string();
+                let object = self.path(&hash).display().to_string();
                 damage.push(Damage {
                     object,
                     named: hash,
@@ -84,7 +85,7 @@ impl Store {
         let scratch = self.new_staging_dir()?;
         let mut repair = Repair::default();
         for d in damage {
-            let object = self.object_path(&d.named);
+            let object = self.path(&d.named);
             if !matches!(d.kind, DamageKind::Missing) {
                 self.quarantine(&object, &d.named)?;
             }
@@ -133,7 +134,9 @@ impl Store {
         stats.job_dirs_removed = self.remove_finished_job_dirs()?;
         Ok(stats)
     }
+}
 
+impl Store {
     /// Every file under `objects/`, with the hash its path names. Files whose
     /// path is not a hash are reported with a hash that cannot match, so
     /// `verify` flags them and `gc` removes them.
@@ -262,21 +265,21 @@ mod tests {
     #[test]
     fn verify_finds_tampered_and_missing_objects() {
         let (_dir, store) = workspace();
-        assert!(store.verify().unwrap().is_empty());
+        assert!(store.objects().verify().unwrap().is_empty());
         let a = commit(&store, "a", "ka", &[("x.txt", "xxxx"), ("y.txt", "yyyy")]);
         commit(&store, "b", "kb", &[("z.txt", "xxxx")]);
         assert!(
-            store.verify().unwrap().is_empty(),
+            store.objects().verify().unwrap().is_empty(),
             "a fresh store is intact"
         );
 
-        let tampered = store.object_path(&a.outputs[0].hash);
+        let tampered = store.objects().path(&a.outputs[0].hash);
         fs::set_permissions(&tampered, fs::Permissions::from_mode(0o644)).unwrap();
         fs::write(&tampered, "xxxX").unwrap();
-        let missing = store.object_path(&a.outputs[1].hash);
+        let missing = store.objects().path(&a.outputs[1].hash);
         fs::remove_file(&missing).unwrap();
 
-        let damage = store.verify().unwrap();
+        let damage = store.objects().verify().unwrap();
         assert_eq!(damage.len(), 2, "{damage:?}");
         let corrupt = damage
             .iter()
@@ -304,29 +307,33 @@ mod tests {
         let (dir, store) = workspace();
         let run = commit(&store, "a", "ka", &[("x.txt", "xxxx"), ("y.txt", "yyyy")]);
         store
+            .objects()
             .materialize("a", "a", &run, &dir.path().join("out/a"))
             .unwrap();
         let (x, y) = (run.outputs[0].hash, run.outputs[1].hash);
         for (hash, text) in [(x, "xxxX"), (y, "")] {
-            let object = store.object_path(&hash);
+            let object = store.objects().path(&hash);
             fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
             fs::write(&object, text).unwrap();
         }
         // y's copy in out/ is lost too: nothing intact is left of it.
         fs::write(dir.path().join("out/a/y.txt"), "edited").unwrap();
-        let damage = store.verify().unwrap();
+        let damage = store.objects().verify().unwrap();
         assert_eq!(damage.len(), 2);
-        let repair = store.repair(damage).unwrap();
+        let repair = store.objects().repair(damage).unwrap();
         assert_eq!(repair.repaired.len(), 1, "{repair:?}");
         assert!(repair.repaired[0].1.ends_with("out/a/x.txt"));
-        assert_eq!(fs::read_to_string(store.object_path(&x)).unwrap(), "xxxx");
+        assert_eq!(
+            fs::read_to_string(store.objects().path(&x)).unwrap(),
+            "xxxx"
+        );
         assert_eq!(repair.unrepaired.len(), 1);
         assert_eq!(repair.unrepaired[0].named, y);
         assert!(
-            !store.object_path(&y).exists(),
+            !store.objects().path(&y).exists(),
             "the damaged y is set aside"
         );
-        let left = store.verify().unwrap();
+        let left = store.objects().verify().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].kind, DamageKind::Missing);
     }
@@ -335,7 +342,7 @@ mod tests {
     fn a_sound_database_passes_its_check() {
         let (_dir, store) = workspace();
         commit(&store, "a", "ka", &[("x.txt", "x")]);
-        assert_eq!(store.check_database().unwrap(), None);
+        assert_eq!(store.objects().check_database().unwrap(), None);
     }
 
     #[test]
@@ -344,30 +351,32 @@ mod tests {
         let kept = commit(&store, "a", "ka", &[("x.txt", "kept")]);
         // An object placed by a commit whose transaction never happened.
         let orphan = crate::hash::ContentHash::of_bytes(b"orphan!");
-        let orphan_path = store.object_path(&orphan);
+        let orphan_path = store.objects().path(&orphan);
         fs::create_dir_all(orphan_path.parent().unwrap()).unwrap();
         fs::write(&orphan_path, "orphan!").unwrap();
         let stray = dir.path().join("cache/objects/zz/not-a-hash");
         fs::create_dir_all(stray.parent().unwrap()).unwrap();
         fs::write(&stray, "?").unwrap();
         let _held = store
+            .journal()
             .lock_key(&crate::hash::ContentHash::of_bytes(b"held"))
             .unwrap();
         drop(
             store
+                .journal()
                 .lock_key(&crate::hash::ContentHash::of_bytes(b"free"))
                 .unwrap(),
         );
 
-        let stats = store.gc().unwrap();
+        let stats = store.objects().gc().unwrap();
         assert_eq!((stats.objects_removed, stats.bytes_freed), (2, 8));
         assert_eq!(stats.locks_removed, 1, "the held lock file stays");
         assert!(!orphan_path.exists() && !stray.exists());
-        assert!(store.object_path(&kept.outputs[0].hash).exists());
-        assert!(store.verify().unwrap().is_empty());
-        assert_eq!(store.gc().unwrap().objects_removed, 0);
+        assert!(store.objects().path(&kept.outputs[0].hash).exists());
+        assert!(store.objects().verify().unwrap().is_empty());
+        assert_eq!(store.objects().gc().unwrap().objects_removed, 0);
         let reopened = Store::open(dir.path()).unwrap();
-        assert!(reopened.load_states().unwrap()["a"]
+        assert!(reopened.reader().load_states().unwrap()["a"]
             .latest_success
             .is_some());
     }
@@ -377,21 +386,29 @@ mod tests {
         let (_dir, store) = workspace();
         let first = commit(&store, "n", "k1", &[("v.txt", "1")]);
         let superseded = store
+            .journal()
             .begin_attempt("n", &super::super::test_support::key("k0"))
             .unwrap();
-        store.commit_failure(superseded, "exit status 1").unwrap();
+        store
+            .journal()
+            .commit_failure(superseded, "exit status 1")
+            .unwrap();
         commit(&store, "n", "k2", &[("v.txt", "2")]);
         let failed = store
+            .journal()
             .begin_attempt("n", &super::super::test_support::key("k3"))
             .unwrap();
-        store.commit_failure(failed, "exit status 3").unwrap();
+        store
+            .journal()
+            .commit_failure(failed, "exit status 3")
+            .unwrap();
         assert_eq!(
-            store.gc().unwrap().objects_removed,
+            store.objects().gc().unwrap().objects_removed,
             0,
             "superseded runs keep their objects"
         );
-        assert!(store.object_path(&first.outputs[0].hash).exists());
-        let states = store.load_states().unwrap();
+        assert!(store.objects().path(&first.outputs[0].hash).exists());
+        let states = store.reader().load_states().unwrap();
         let attempt = states["n"].last_attempt.as_ref().unwrap();
         assert_eq!(attempt.message.as_deref(), Some("exit status 3"));
         let count: i64 = store
@@ -400,6 +417,6 @@ mod tests {
             .unwrap();
         // The two succeeded attempts and the latest; the superseded failure goes.
         assert_eq!(count, 3);
-        assert_eq!(store.builds().unwrap()[0].attempts, 3);
+        assert_eq!(store.reader().builds().unwrap()[0].attempts, 3);
     }
 }

@@ -1,7 +1,9 @@
 //! The content-addressed store: the only module that touches `cache/` and
 //! `cache/state.sqlite`.
 //!
-//! - [`Store`] opens `cache/` and cleans up after dead processes (`open`);
+//! - [`Store`] opens `cache/` and cleans up after dead processes (`open`),
+//!   and hands out a handle per role: `Reader`, `Journal`, `Objects`,
+//!   [`Hasher`] (`roles`);
 //! - attempts and runs are recorded in SQLite (`runs`), outputs become
 //!   read-only objects named by their blake3 hash (`objects`);
 //! - the stat cache avoids hashing unchanged inputs and outputs (`stat_cache`);
@@ -11,7 +13,7 @@
 //!   what a killed build left (`groups`);
 //! - the hasher ([`Store::hasher`]) judges files through the stat cache and
 //!   tells an [`Observer`] what it judged (`hasher`, `stat_cache`);
-//! - reads in one transaction and the change counter (`observe`);
+//! - reads in one transaction and the change counter (`transaction`);
 //! - sets of runs (a build's, the current ones, saved baselines) for
 //!   `vitgraph compare` (`runsets`);
 //! - the expanded graph is kept in `cache/graph.bin` (`graph_file`).
@@ -30,18 +32,19 @@ mod lock;
 mod maintenance;
 mod memo;
 mod objects;
-mod observe;
 mod open;
 mod owner;
 mod record;
 #[cfg(test)]
 mod robustness_tests;
+mod roles;
 mod runs;
 mod runsets;
 mod schema;
 mod stat_cache;
 #[cfg(test)]
 mod test_support;
+mod transaction;
 
 pub(crate) use batch::StagedRun;
 pub(crate) use error::StoreError;

@@ -28,12 +28,13 @@ use super::error::{IoContext, StoreError};
 use super::fileio::{clone_or_copy, make_read_only, now_ns, remove_tree, LARGE_FILE};
 use super::open::Store;
 use super::record::{AttemptId, NewRun, RunRecord};
+use super::roles::Objects;
 use super::stat_cache::Entry;
 use crate::hash::ContentHash;
 
-impl Store {
+impl Objects<'_> {
     /// Where the object with this content lives.
-    pub fn object_path(&self, hash: &ContentHash) -> PathBuf {
+    pub fn path(&self, hash: &ContentHash) -> PathBuf {
         let hex = hash.to_hex();
         self.cache.join("objects").join(&hex[..2]).join(&hex[2..])
     }
@@ -58,6 +59,26 @@ impl Store {
             .ok_or_else(|| self.damaged("a committed batch returned no run".into()))
     }
 
+    /// Materializes a run's outputs into `dest` (see [`Store::place`]) and
+    /// makes the run `node_id`'s current one (a node may restore a run that
+    /// another node of the same key recorded). Returns the run as the node's.
+    pub fn materialize(
+        &self,
+        node_id: &str,
+        stage: &str,
+        run: &RunRecord,
+        dest: &Path,
+    ) -> Result<RunRecord, StoreError> {
+        let mut run = run.clone();
+        run.node_id = node_id.to_string();
+        run.stage = stage.to_string();
+        self.place(&run, dest)?;
+        self.record_materialized(&run, dest)?;
+        Ok(run)
+    }
+}
+
+impl Store {
     /// Copies one staged file into `objects/` (not flushed: [`Store::commit_batch`]
     /// flushes the whole batch). The store never adopts the task's inode:
     /// a process the task left behind, or a file that is a hard link to an
@@ -99,7 +120,7 @@ impl Store {
                 (hash, size)
             }
         };
-        let object = self.object_path(&hash);
+        let object = self.objects().path(&hash);
         make_read_only(&copy).ctx("make read-only", &copy)?;
         let shard = object.parent().unwrap_or(&self.cache).to_path_buf();
         match fs::create_dir(&shard) {
@@ -115,25 +136,7 @@ impl Store {
     /// before; a damaged one is set aside when a restore finds it, so it is
     /// not kept by this).
     fn holds(&self, hash: &ContentHash, size: u64) -> bool {
-        fs::metadata(self.object_path(hash)).is_ok_and(|m| m.len() == size)
-    }
-
-    /// Materializes a run's outputs into `dest` (see [`Store::place`]) and
-    /// makes the run `node_id`'s current one (a node may restore a run that
-    /// another node of the same key recorded). Returns the run as the node's.
-    pub fn materialize(
-        &self,
-        node_id: &str,
-        stage: &str,
-        run: &RunRecord,
-        dest: &Path,
-    ) -> Result<RunRecord, StoreError> {
-        let mut run = run.clone();
-        run.node_id = node_id.to_string();
-        run.stage = stage.to_string();
-        self.place(&run, dest)?;
-        self.record_materialized(&run, dest)?;
-        Ok(run)
+        fs::metadata(self.objects().path(hash)).is_ok_and(|m| m.len() == size)
     }
 
     /// Builds the directory in the workspace's scratch area
@@ -205,7 +208,7 @@ impl Store {
         let mtime = self.materialized_mtime(run);
         for output in &run.outputs {
             check_name(&run.node_id, &output.name)?;
-            let object = self.object_path(&output.hash);
+            let object = self.objects().path(&output.hash);
             let target = dir.join(&output.name);
             if let Some(sub) = target.parent() {
                 fs::create_dir_all(sub).ctx("create directory", sub)?;
@@ -461,29 +464,35 @@ mod tests {
             json!({"spec": {"run": "echo"}, "inputs": {}}),
             json!({"gpu": "H100"}),
         );
-        let attempt = store.begin_attempt("gen[i=0]", &key("k0")).unwrap();
+        let attempt = store
+            .journal()
+            .begin_attempt("gen[i=0]", &key("k0"))
+            .unwrap();
         let mut new = new_run("gen[i=0]", key("k0"), &parts, &outputs, &env);
         let log = staging.join("task.log");
         new.log = Some(&log);
-        let run = store.commit_success(attempt, new, &staging).unwrap();
+        let run = store
+            .objects()
+            .commit_success(attempt, new, &staging)
+            .unwrap();
 
         assert!(!staging.exists(), "staging is removed after commit");
         let names: Vec<&str> = run.outputs.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["plots/a.svg", "v.txt"]);
-        let object = store.object_path(&run.outputs[1].hash);
+        let object = store.objects().path(&run.outputs[1].hash);
         assert_eq!(std::fs::read_to_string(&object).unwrap(), "1\n");
         assert_eq!(
             std::fs::metadata(&object).unwrap().permissions().mode() & 0o777,
             0o444
         );
-        let log_object = store.object_path(&run.log.expect("log stored"));
+        let log_object = store.objects().path(&run.log.expect("log stored"));
         assert_eq!(
             std::fs::read_to_string(log_object).unwrap(),
             "hello from the task\n"
         );
 
         let reopened = super::Store::open(dir.path()).unwrap();
-        let states = reopened.load_states().unwrap();
+        let states = reopened.reader().load_states().unwrap();
         let state = &states["gen[i=0]"];
         let loaded = state.latest_success.as_ref().expect("recorded");
         assert_eq!((loaded.stage.as_str(), loaded.key), ("gen", key("k0")));
@@ -492,7 +501,7 @@ mod tests {
             loaded.key_parts.0, "",
             "load_states leaves the key parts out"
         );
-        let parts_loaded = reopened.key_parts(loaded).unwrap();
+        let parts_loaded = reopened.reader().key_parts(loaded).unwrap();
         assert_eq!(
             (parts_loaded.value(), loaded.env.value()),
             (parts.clone(), env.clone())
@@ -508,10 +517,19 @@ mod tests {
             (AttemptStatus::Succeeded, key("k0"))
         );
         assert_eq!(
-            reopened.run_for_key(&key("k0")).unwrap().unwrap().outputs,
+            reopened
+                .reader()
+                .run_for_key(&key("k0"))
+                .unwrap()
+                .unwrap()
+                .outputs,
             run.outputs
         );
-        assert!(reopened.run_for_key(&key("other")).unwrap().is_none());
+        assert!(reopened
+            .reader()
+            .run_for_key(&key("other"))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -520,8 +538,9 @@ mod tests {
         let staging = stage(&store, &[("a.txt", "a")]);
         let outputs = vec!["a.txt".to_string(), "sub/b.txt".to_string()];
         let (parts, env) = (json!({}), json!({}));
-        let attempt = store.begin_attempt("n", &key("k")).unwrap();
+        let attempt = store.journal().begin_attempt("n", &key("k")).unwrap();
         let err = store
+            .objects()
             .commit_success(
                 attempt,
                 new_run("n", key("k"), &parts, &outputs, &env),
@@ -541,7 +560,7 @@ mod tests {
         }
         assert!(err.to_string().contains("`sub/b.txt`"));
         assert!(
-            store.run_for_key(&key("k")).unwrap().is_none(),
+            store.reader().run_for_key(&key("k")).unwrap().is_none(),
             "nothing recorded"
         );
         assert!(
@@ -557,8 +576,8 @@ mod tests {
             let staging = stage(&store, &[]);
             let outputs = vec![bad.to_string()];
             let (parts, env) = (json!({}), json!({}));
-            let attempt = store.begin_attempt("n", &key(bad)).unwrap();
-            let result = store.commit_success(
+            let attempt = store.journal().begin_attempt("n", &key(bad)).unwrap();
+            let result = store.objects().commit_success(
                 attempt,
                 new_run("n", key(bad), &parts, &outputs, &env),
                 &staging,
@@ -577,7 +596,8 @@ mod tests {
         let b = commit(&store, "b", "kb", &[("z.txt", "same")]);
         assert_eq!(a.outputs[0].hash, b.outputs[0].hash);
         let shard = store
-            .object_path(&b.outputs[0].hash)
+            .objects()
+            .path(&b.outputs[0].hash)
             .parent()
             .unwrap()
             .to_path_buf();
@@ -593,7 +613,7 @@ mod tests {
         let again = commit(&store, "b", "k", &[("x.txt", "second")]);
         assert_eq!(again.outputs, first.outputs, "the existing record wins");
         assert_eq!(again.node_id, "b");
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         assert_eq!(states["a"].latest_success.as_ref().unwrap().key, key("k"));
         assert_eq!(states["b"].latest_success.as_ref().unwrap().node_id, "b");
         assert_eq!(
@@ -608,7 +628,7 @@ mod tests {
         let old = commit(&store, "n", "k1", &[("v.txt", "1")]);
         commit(&store, "n", "k2", &[("v.txt", "2")]);
         assert_eq!(
-            store.load_states().unwrap()["n"]
+            store.reader().load_states().unwrap()["n"]
                 .latest_success
                 .as_ref()
                 .unwrap()
@@ -617,10 +637,11 @@ mod tests {
         );
         // Reverting to k1 restores its run without running the task.
         store
+            .objects()
             .materialize(&old.node_id, &old.stage, &old, &dir.path().join("out/n/n"))
             .unwrap();
         assert_eq!(
-            store.load_states().unwrap()["n"]
+            store.reader().load_states().unwrap()["n"]
                 .latest_success
                 .as_ref()
                 .unwrap()
@@ -642,6 +663,7 @@ mod tests {
             &[("v.txt", "new"), ("plots/a.svg", "<svg/>")],
         );
         store
+            .objects()
             .materialize(&run.node_id, &run.stage, &run, &dest)
             .unwrap();
         assert_eq!(std::fs::read_to_string(dest.join("v.txt")).unwrap(), "new");
@@ -669,7 +691,7 @@ mod tests {
             "no temporary directory is left beside `dest`"
         );
         std::fs::write(dest.join("v.txt"), "edited").unwrap();
-        let object = store.object_path(&run.outputs[1].hash);
+        let object = store.objects().path(&run.outputs[1].hash);
         assert_eq!(
             std::fs::read_to_string(object).unwrap(),
             "new",
@@ -685,9 +707,10 @@ mod tests {
     fn materialize_reports_a_missing_object() {
         let (dir, store) = workspace();
         let run = commit(&store, "n", "k", &[("v.txt", "x")]);
-        std::fs::remove_file(store.object_path(&run.outputs[0].hash)).unwrap();
+        std::fs::remove_file(store.objects().path(&run.outputs[0].hash)).unwrap();
         let dest = dir.path().join("out/n/n");
         let err = store
+            .objects()
             .materialize(&run.node_id, &run.stage, &run, &dest)
             .unwrap_err();
         assert!(
@@ -715,11 +738,14 @@ mod tests {
         std::fs::hard_link(&input, staging.join("o.txt")).unwrap();
         let outputs = vec!["o.txt".to_string(), "log.txt".to_string()];
         let (parts, env) = (json!({}), json!({}));
-        let attempt = store.begin_attempt("ln", &key("k")).unwrap();
+        let attempt = store.journal().begin_attempt("ln", &key("k")).unwrap();
         let mut new = new_run("ln", key("k"), &parts, &outputs, &env);
         let log = staging.join("log.txt");
         new.log = Some(&log);
-        let run = store.commit_success(attempt, new, &staging).unwrap();
+        let run = store
+            .objects()
+            .commit_success(attempt, new, &staging)
+            .unwrap();
 
         let meta = std::fs::metadata(&input).unwrap();
         assert_eq!(meta.nlink(), 1, "the input is not linked into the store");
@@ -729,12 +755,13 @@ mod tests {
             "the input stays writable"
         );
         overwrite(&input, 0o644, "edited by the user\n");
-        let object =
-            store.object_path(&run.outputs.iter().find(|o| o.name == "o.txt").unwrap().hash);
+        let object = store
+            .objects()
+            .path(&run.outputs.iter().find(|o| o.name == "o.txt").unwrap().hash);
         assert_eq!(std::fs::read_to_string(&object).unwrap(), "input-data\n");
         assert_eq!(std::fs::metadata(&object).unwrap().nlink(), 1);
         assert!(
-            store.verify().unwrap().is_empty(),
+            store.objects().verify().unwrap().is_empty(),
             "editing the input damages nothing"
         );
     }
@@ -749,16 +776,22 @@ mod tests {
             &[("v.txt", "0123456789"), ("w.txt", "ok")],
         );
         let dest = dir.path().join("out/gen");
-        store.materialize("gen", "gen", &run, &dest).unwrap();
+        store
+            .objects()
+            .materialize("gen", "gen", &run, &dest)
+            .unwrap();
         for damage in ["0123456788", "0123"] {
             // Same size with one byte changed, then truncated.
             let v = run.outputs.iter().find(|o| o.name == "v.txt").unwrap();
-            let object = store.object_path(&v.hash);
+            let object = store.objects().path(&v.hash);
             if !object.exists() {
                 write(&object, "");
             }
             overwrite(&object, 0o644, damage);
-            let err = store.materialize("gen", "gen", &run, &dest).unwrap_err();
+            let err = store
+                .objects()
+                .materialize("gen", "gen", &run, &dest)
+                .unwrap_err();
             assert!(err.is_damaged_object(), "{err:?}");
             let StoreError::DamagedObject {
                 name, quarantined, ..
@@ -776,10 +809,13 @@ mod tests {
             );
         }
         // Removed, the run cannot be restored either, and says so.
-        let err = store.materialize("gen", "gen", &run, &dest).unwrap_err();
+        let err = store
+            .objects()
+            .materialize("gen", "gen", &run, &dest)
+            .unwrap_err();
         assert!(matches!(err, StoreError::MissingObject { .. }), "{err:?}");
         assert_eq!(
-            store.gc().unwrap().staging_removed,
+            store.objects().gc().unwrap().staging_removed,
             2,
             "gc removes what was set aside"
         );
@@ -790,10 +826,11 @@ mod tests {
         let (dir, store) = workspace();
         let run = commit(&store, "rep[k=1]", "same", &[("o.txt", "same")]);
         let restored = store
+            .objects()
             .materialize("rep[k=2]", "rep", &run, &dir.path().join("out/rep/k=2"))
             .unwrap();
         assert_eq!(restored.node_id, "rep[k=2]");
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         assert_eq!(
             states["rep[k=2]"].latest_success.as_ref().unwrap().key,
             run.key
@@ -809,6 +846,7 @@ mod tests {
         let (dir, store) = workspace();
         let run = commit(&store, "n", "k", &[("v.txt", "x")]);
         store
+            .objects()
             .materialize("n", "n", &run, &dir.path().join("out/n"))
             .unwrap();
         // What a process killed in the middle of `place` leaves.
@@ -833,7 +871,7 @@ mod tests {
             old_style.exists(),
             "an older version's folder is left to gc"
         );
-        assert!(store.gc().unwrap().staging_removed >= 1);
+        assert!(store.objects().gc().unwrap().staging_removed >= 1);
         assert!(!old_style.exists(), "gc removes it");
         let listed: Vec<_> = std::fs::read_dir(dir.path().join("out"))
             .unwrap()
@@ -856,8 +894,9 @@ mod tests {
         std::os::unix::fs::symlink(&target, staging.join("data.csv")).unwrap();
         let outputs = vec!["data.csv".to_string()];
         let (parts, env) = (json!({}), json!({}));
-        let attempt = store.begin_attempt("n", &key("k")).unwrap();
+        let attempt = store.journal().begin_attempt("n", &key("k")).unwrap();
         let run = store
+            .objects()
             .commit_success(
                 attempt,
                 new_run("n", key("k"), &parts, &outputs, &env),
@@ -865,7 +904,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            std::fs::read_to_string(store.object_path(&run.outputs[0].hash)).unwrap(),
+            std::fs::read_to_string(store.objects().path(&run.outputs[0].hash)).unwrap(),
             "a,b\n"
         );
         assert_eq!(

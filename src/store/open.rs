@@ -2,7 +2,6 @@
 //! and staging directories.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -58,7 +57,7 @@ impl Store {
         let db_path = cache.join("state.sqlite");
         let conn = schema::open_writable(&db_path, true)?;
         let store = Store::with_connection(root, conn, false);
-        store.end_dead_task_groups();
+        store.journal().end_dead_task_groups();
         store.remove_dead_staging();
         store.remove_dead_scratch();
         store.adopt_staged_runs()?;
@@ -88,7 +87,7 @@ impl Store {
         };
         let store = Store::with_connection(root, conn, read_only);
         // Before anything is judged: a killed build's tasks may still write.
-        store.end_dead_task_groups();
+        store.journal().end_dead_task_groups();
         Ok(Some(store))
     }
 
@@ -134,14 +133,6 @@ impl Store {
         root.join("cache").join(SNAPSHOT_FILE).is_file()
     }
 
-    /// The log of a node's latest attempt: `cache/logs/<stage>/<name>.log`.
-    pub fn log_path(&self, stage: &str, name: &str) -> PathBuf {
-        self.cache
-            .join("logs")
-            .join(stage)
-            .join(format!("{name}.log"))
-    }
-
     /// Whether this handle cannot write (a read-only workspace opened with `open_existing`).
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -150,24 +141,6 @@ impl Store {
     /// How many files this handle has hashed (stat-cache misses and commits).
     pub fn hashes_computed(&self) -> u64 {
         self.hashes.load(Ordering::Relaxed)
-    }
-
-    /// A fresh, empty staging directory for one attempt:
-    /// `cache/staging/<host>/<pid>-<start>-<seq>/`. The owner is in the name so
-    /// that leftovers of a dead process can be told from a live one's.
-    pub fn new_staging_dir(&self) -> Result<PathBuf, StoreError> {
-        let host_dir = self.staging_host_dir();
-        fs::create_dir_all(&host_dir).ctx("create directory", &host_dir)?;
-        loop {
-            let seq = self.staging_seq.fetch_add(1, Ordering::Relaxed);
-            let dir = host_dir.join(format!("{}{seq}", self.owner.staging_prefix()));
-            match fs::create_dir(&dir) {
-                Ok(()) => return Ok(dir),
-                // Another handle in this process used the same number.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(StoreError::io("create staging directory", &dir, e)),
-            }
-        }
     }
 
     pub(super) fn staging_host_dir(&self) -> PathBuf {
@@ -329,12 +302,12 @@ mod tests {
         store
             .begin_attempt_as(&dead, "dead", &key("k1"), None)
             .unwrap();
-        store.begin_attempt("alive", &key("k2")).unwrap();
+        store.journal().begin_attempt("alive", &key("k2")).unwrap();
         // Read-only views report it without writing.
         let view = Store::open_existing(dir.path())
             .unwrap()
             .expect("cache exists");
-        let states = view.load_states().unwrap();
+        let states = view.reader().load_states().unwrap();
         assert_eq!(
             states["dead"].last_attempt.as_ref().unwrap().status,
             AttemptStatus::Interrupted
@@ -368,8 +341,8 @@ mod tests {
     #[test]
     fn staging_leftovers_of_dead_processes_are_removed_on_open() {
         let (dir, store) = workspace();
-        let mine = store.new_staging_dir().unwrap();
-        let other = store.new_staging_dir().unwrap();
+        let mine = store.objects().new_staging_dir().unwrap();
+        let other = store.objects().new_staging_dir().unwrap();
         assert_ne!(mine, other);
         let dead = dead_owner();
         let leftover = store
@@ -405,7 +378,7 @@ mod tests {
         let view = Store::open_existing(dir.path())
             .unwrap()
             .expect("exists now");
-        assert!(view.load_states().unwrap().is_empty());
+        assert!(view.reader().load_states().unwrap().is_empty());
         assert_eq!(view.root(), dir.path());
     }
 

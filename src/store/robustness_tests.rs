@@ -32,8 +32,8 @@ fn two_handles_commit_concurrently_from_threads() {
                     // Both threads build the same key: the key lock makes one
                     // build it and the other adopt the record.
                     let shared = format!("shared-{i}");
-                    let _lock = store.lock_key(&key(&shared)).unwrap();
-                    if store.run_for_key(&key(&shared)).unwrap().is_none() {
+                    let _lock = store.journal().lock_key(&key(&shared)).unwrap();
+                    if store.reader().run_for_key(&key(&shared)).unwrap().is_none() {
                         commit(
                             &store,
                             &format!("shared[i={i}]"),
@@ -49,7 +49,7 @@ fn two_handles_commit_concurrently_from_threads() {
         writer.join().expect("writer thread");
     }
     let store = Store::open(dir.path()).unwrap();
-    let states = store.load_states().unwrap();
+    let states = store.reader().load_states().unwrap();
     assert_eq!(states.len(), 60);
     assert!(states.values().all(|s| s.latest_success.is_some()));
     let runs: i64 = store
@@ -57,7 +57,7 @@ fn two_handles_commit_concurrently_from_threads() {
         .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
         .unwrap();
     assert_eq!(runs, 60, "each shared key recorded once");
-    assert!(store.verify().unwrap().is_empty());
+    assert!(store.objects().verify().unwrap().is_empty());
 }
 
 /// Unmounts on drop, so a failing test leaves no mount behind.
@@ -104,13 +104,14 @@ fn a_full_disk_fails_the_commit_cleanly() {
     let store = Store::open(&root).unwrap();
     commit(&store, "ok", "k0", &[("v.txt", "1")]);
     let staging = stage(&store, &[("data.txt", "payload")]);
-    let attempt = store.begin_attempt("big", &key("k1")).unwrap();
+    let attempt = store.journal().begin_attempt("big", &key("k1")).unwrap();
     fill(&root.join("filler"));
 
     // Large key parts make the WAL grow, which a full disk refuses.
     let parts = json!({ "blob": "y".repeat(300_000) });
     let (outputs, env) = (vec!["data.txt".to_string()], json!({}));
     let err = store
+        .objects()
         .commit_success(
             attempt,
             new_run("big", key("k1"), &parts, &outputs, &env),
@@ -135,16 +136,16 @@ fn a_full_disk_fails_the_commit_cleanly() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ok, "ok");
-    let states = store.load_states().unwrap();
+    let states = store.reader().load_states().unwrap();
     assert!(states["ok"].latest_success.is_some());
     assert!(
         states["big"].latest_success.is_none(),
         "nothing half-recorded"
     );
-    assert!(store.run_for_key(&key("k1")).unwrap().is_none());
-    assert!(store.verify().unwrap().is_empty());
+    assert!(store.reader().run_for_key(&key("k1")).unwrap().is_none());
+    assert!(store.objects().verify().unwrap().is_empty());
     assert_eq!(
-        store.gc().unwrap().objects_removed,
+        store.objects().gc().unwrap().objects_removed,
         0,
         "the copy into the store is what the full disk refused: no object was left"
     );
@@ -174,8 +175,9 @@ fn crash_writer() {
             &seed,
             &[("a.txt", &content), ("b/big.txt", &big), ("c.txt", "same")],
         );
-        let run = store.run_for_key(&key(&seed)).unwrap().unwrap();
+        let run = store.reader().run_for_key(&key(&seed)).unwrap().unwrap();
         store
+            .objects()
             .materialize(&id, "n", &run, &Path::new(&root).join("out/n").join(&id))
             .unwrap();
     }
@@ -215,10 +217,10 @@ fn commits_survive_sigkill_at_any_instant() {
             .unwrap();
         assert_eq!(ok, "ok");
         assert!(
-            store.verify().unwrap().is_empty(),
+            store.objects().verify().unwrap().is_empty(),
             "round {round}: a recorded run lost an object"
         );
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         recorded = states
             .values()
             .filter(|s| s.latest_success.is_some())

@@ -15,6 +15,7 @@ use super::record::RawJson;
 use super::record::{
     decode_outputs, encode_outputs, Attempt, AttemptId, AttemptStatus, NodeState, RunRecord,
 };
+use super::roles::{Journal, Reader};
 use crate::hash::ContentHash;
 
 /// The columns `decode_run` reads, in order (after the node id and stage).
@@ -30,7 +31,7 @@ const RUN_COLUMNS_WITHOUT_PARTS: &str =
 /// Environment records by hash, each parsed once per query.
 type EnvCache = HashMap<Vec<u8>, RawJson>;
 
-impl Store {
+impl Reader<'_> {
     /// Everything recorded, by node id, in one pass. An attempt left `running`
     /// by a dead process of this host reads as `Interrupted`.
     pub fn load_states(&self) -> Result<HashMap<String, NodeState>, StoreError> {
@@ -53,6 +54,54 @@ impl Store {
         self.load_states_of(Some(ids), Some(attempted))
     }
 
+    /// The manifest hash of each of `ids`' latest successful run: all that a
+    /// judged node reads of an upstream node that is not judged itself (an
+    /// incremental build's report over 33,333 analyses needs no more of
+    /// them). Nodes without a run are left out.
+    pub fn manifests_of(&self, ids: &[&str]) -> Result<HashMap<String, ContentHash>, StoreError> {
+        let conn = self.conn();
+        let ids_json = serde_json::to_string(ids).unwrap_or_default();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT n.node_id, r.outputs FROM node_runs n JOIN runs r ON r.seq = n.run_seq
+                 WHERE n.node_id IN (SELECT value FROM json_each(?1))",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let mut rows = stmt.query([&ids_json]).map_err(|e| self.db_err(e))?;
+        let mut out = HashMap::with_capacity(ids.len());
+        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
+            let id: String = row.get(0).map_err(|e| self.db_err(e))?;
+            let bytes: Vec<u8> = row.get(1).map_err(|e| self.db_err(e))?;
+            let outputs =
+                decode_outputs(&bytes).ok_or_else(|| self.damaged("an output list".into()))?;
+            out.insert(id, super::record::manifest_hash(&outputs));
+        }
+        Ok(out)
+    }
+
+    /// The key parts recorded with `run` (loaded on demand when `load_states`
+    /// left them out).
+    pub fn key_parts(&self, run: &RunRecord) -> Result<RawJson, StoreError> {
+        if !run.key_parts.0.is_empty() {
+            return Ok(run.key_parts.clone());
+        }
+        let conn = self.conn();
+        let text: Option<String> = conn
+            .prepare_cached("SELECT key_parts FROM runs WHERE key = ?1")
+            .and_then(|mut stmt| stmt.query_row([&run.key.0[..]], |r| r.get(0)).optional())
+            .map_err(|e| self.db_err(e))?;
+        Ok(RawJson(text.unwrap_or_default()))
+    }
+
+    /// The successful run recorded for `key`, if any (its `node_id` is the node
+    /// that recorded it).
+    pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
+        let conn = self.conn();
+        self.query_run(&conn, key)
+    }
+}
+
+impl Store {
     fn load_states_of(
         &self,
         ids: Option<&[&str]>,
@@ -105,68 +154,6 @@ impl Store {
         Ok(states)
     }
 
-    /// The manifest hash of each of `ids`' latest successful run: all that a
-    /// judged node reads of an upstream node that is not judged itself (an
-    /// incremental build's report over 33,333 analyses needs no more of
-    /// them). Nodes without a run are left out.
-    pub fn manifests_of(&self, ids: &[&str]) -> Result<HashMap<String, ContentHash>, StoreError> {
-        let conn = self.conn();
-        let ids_json = serde_json::to_string(ids).unwrap_or_default();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT n.node_id, r.outputs FROM node_runs n JOIN runs r ON r.seq = n.run_seq
-                 WHERE n.node_id IN (SELECT value FROM json_each(?1))",
-            )
-            .map_err(|e| self.db_err(e))?;
-        let mut rows = stmt.query([&ids_json]).map_err(|e| self.db_err(e))?;
-        let mut out = HashMap::with_capacity(ids.len());
-        while let Some(row) = rows.next().map_err(|e| self.db_err(e))? {
-            let id: String = row.get(0).map_err(|e| self.db_err(e))?;
-            let bytes: Vec<u8> = row.get(1).map_err(|e| self.db_err(e))?;
-            let outputs =
-                decode_outputs(&bytes).ok_or_else(|| self.damaged("an output list".into()))?;
-            out.insert(id, super::record::manifest_hash(&outputs));
-        }
-        Ok(out)
-    }
-
-    /// The key parts recorded with `run` (loaded on demand when `load_states`
-    /// left them out).
-    pub fn key_parts(&self, run: &RunRecord) -> Result<RawJson, StoreError> {
-        if !run.key_parts.0.is_empty() {
-            return Ok(run.key_parts.clone());
-        }
-        let conn = self.conn();
-        let text: Option<String> = conn
-            .prepare_cached("SELECT key_parts FROM runs WHERE key = ?1")
-            .and_then(|mut stmt| stmt.query_row([&run.key.0[..]], |r| r.get(0)).optional())
-            .map_err(|e| self.db_err(e))?;
-        Ok(RawJson(text.unwrap_or_default()))
-    }
-
-    /// The successful run recorded for `key`, if any (its `node_id` is the node
-    /// that recorded it).
-    pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
-        let conn = self.conn();
-        self.query_run(&conn, key)
-    }
-
-    /// Records that an attempt started (`running`, with this process as owner).
-    pub fn begin_attempt(&self, node_id: &str, key: &ContentHash) -> Result<AttemptId, StoreError> {
-        self.begin_attempt_as(&self.owner, node_id, key, None)
-    }
-
-    /// [`Store::begin_attempt`] in a local slot (`cpu:0`, `gpu:1`): the lane
-    /// the build page draws the attempt in.
-    pub fn begin_attempt_in(
-        &self,
-        node_id: &str,
-        key: &ContentHash,
-        slot: Option<&str>,
-    ) -> Result<AttemptId, StoreError> {
-        self.begin_attempt_as(&self.owner, node_id, key, slot)
-    }
-
     pub(super) fn begin_attempt_as(
         &self,
         owner: &Owner,
@@ -192,33 +179,6 @@ impl Store {
         ])
         .map_err(|e| self.db_err(e))?;
         Ok(AttemptId(conn.last_insert_rowid()))
-    }
-
-    /// Records a failed attempt with its message.
-    pub fn commit_failure(&self, attempt: AttemptId, message: &str) -> Result<(), StoreError> {
-        self.end_attempt(attempt, AttemptStatus::Failed, Some(message), None)
-    }
-
-    /// Records how an attempt ended without a run: failed, or interrupted
-    /// (SIGINT, or a failure that may go away by itself); with its message
-    /// and the failure as the engine describes it (JSON).
-    pub fn end_attempt(
-        &self,
-        attempt: AttemptId,
-        status: AttemptStatus,
-        message: Option<&str>,
-        failure: Option<&RawJson>,
-    ) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let changed = set_attempt_status(&conn, attempt, status, message, failure)
-            .map_err(|e| self.db_err(e))?;
-        if changed == 0 {
-            return Err(StoreError::UnknownAttempt {
-                id: attempt.0,
-                path: self.db_path.clone(),
-            });
-        }
-        Ok(())
     }
 
     /// Inserts a run (a key is recorded once), points its node at it and marks
@@ -377,6 +337,51 @@ impl Store {
     }
 }
 
+impl Journal<'_> {
+    /// Records that an attempt started (`running`, with this process as owner).
+    pub fn begin_attempt(&self, node_id: &str, key: &ContentHash) -> Result<AttemptId, StoreError> {
+        self.begin_attempt_as(&self.owner, node_id, key, None)
+    }
+
+    /// [`Store::begin_attempt`] in a local slot (`cpu:0`, `gpu:1`): the lane
+    /// the build page draws the attempt in.
+    pub fn begin_attempt_in(
+        &self,
+        node_id: &str,
+        key: &ContentHash,
+        slot: Option<&str>,
+    ) -> Result<AttemptId, StoreError> {
+        self.begin_attempt_as(&self.owner, node_id, key, slot)
+    }
+
+    /// Records a failed attempt with its message.
+    pub fn commit_failure(&self, attempt: AttemptId, message: &str) -> Result<(), StoreError> {
+        self.end_attempt(attempt, AttemptStatus::Failed, Some(message), None)
+    }
+
+    /// Records how an attempt ended without a run: failed, or interrupted
+    /// (SIGINT, or a failure that may go away by itself); with its message
+    /// and the failure as the engine describes it (JSON).
+    pub fn end_attempt(
+        &self,
+        attempt: AttemptId,
+        status: AttemptStatus,
+        message: Option<&str>,
+        failure: Option<&RawJson>,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let changed = set_attempt_status(&conn, attempt, status, message, failure)
+            .map_err(|e| self.db_err(e))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownAttempt {
+                id: attempt.0,
+                path: self.db_path.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Makes `key`'s run the node's current one.
 pub(super) fn point_node_at(
     conn: &Connection,
@@ -516,12 +521,12 @@ mod tests {
         let (_dir, store) = workspace();
         bulk_record(&store, 10_000);
         let started = Instant::now();
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         let elapsed = started.elapsed();
         assert_eq!(states.len(), 10_000);
         let one = &states["rq2_runs[model=vit32x6x384,res=5,batch=5]"];
         let run: &RunRecord = one.latest_success.as_ref().unwrap();
-        let parts = store.key_parts(run).unwrap();
+        let parts = store.reader().key_parts(run).unwrap();
         assert_eq!(
             (run.outputs.len(), parts.value()["spec"]["batch"].as_u64()),
             (3, Some(5))
@@ -536,7 +541,7 @@ mod tests {
     fn check_outputs_on_absent_directories_is_a_stat_per_node() {
         let (dir, store) = workspace();
         bulk_record(&store, 2_000);
-        let states = store.load_states().unwrap();
+        let states = store.reader().load_states().unwrap();
         let started = Instant::now();
         for (id, state) in &states {
             let run = state.latest_success.as_ref().unwrap();

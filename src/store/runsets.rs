@@ -12,6 +12,7 @@ use super::fileio::now_ms;
 use super::history::BuildSummary;
 use super::open::Store;
 use super::record::decode_outputs;
+use super::roles::{Journal, Reader};
 use crate::hash::ContentHash;
 
 /// A saved baseline, as `vitgraph baseline list` shows it.
@@ -66,7 +67,7 @@ impl Holding {
     }
 }
 
-impl Store {
+impl Reader<'_> {
     /// Each node's current run (the one a fresh node stands on).
     pub fn current_runs(&self, holding: Holding) -> Result<Vec<RecordedRun>, StoreError> {
         self.run_set(
@@ -144,6 +145,28 @@ impl Store {
         .map(Some)
     }
 
+    /// Every baseline, by name.
+    pub fn baselines(&self) -> Result<Vec<BaselineSummary>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT name, COUNT(*), MAX(saved_at_ms) FROM baselines GROUP BY name ORDER BY name",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(BaselineSummary {
+                    name: r.get(0)?,
+                    runs: r.get::<_, i64>(1)? as usize,
+                    saved_at_ms: r.get(2)?,
+                })
+            })
+            .map_err(|e| self.db_err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))
+    }
+}
+
+impl Journal<'_> {
     /// Saves the current runs of `node_ids` as baseline `name`, replacing a
     /// baseline of that name. Returns how many runs were saved.
     pub fn save_baseline(&self, name: &str, node_ids: &[&str]) -> Result<usize, StoreError> {
@@ -170,26 +193,6 @@ impl Store {
         Ok(saved)
     }
 
-    /// Every baseline, by name.
-    pub fn baselines(&self) -> Result<Vec<BaselineSummary>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT name, COUNT(*), MAX(saved_at_ms) FROM baselines GROUP BY name ORDER BY name",
-            )
-            .map_err(|e| self.db_err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(BaselineSummary {
-                    name: r.get(0)?,
-                    runs: r.get::<_, i64>(1)? as usize,
-                    saved_at_ms: r.get(2)?,
-                })
-            })
-            .map_err(|e| self.db_err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.db_err(e))
-    }
-
     /// Forgets baseline `name`; false when there was none.
     pub fn remove_baseline(&self, name: &str) -> Result<bool, StoreError> {
         let conn = self.conn();
@@ -198,7 +201,9 @@ impl Store {
             .map_err(|e| self.db_err(e))?;
         Ok(removed > 0)
     }
+}
 
+impl Store {
     fn run_set(
         &self,
         sql: &str,
@@ -258,9 +263,22 @@ mod tests {
         commit(&store, "b", "k2", &[("results.json", "[]")]);
         // Runs with neither results.json nor metrics.json are not measurements.
         commit(&store, "c", "k4", &[("report.md", "# r")]);
-        assert_eq!(store.save_baseline("main", &["a", "b", "gone"]).unwrap(), 2);
-        assert_eq!(store.current_runs(Holding::Measurements).unwrap().len(), 2);
-        let current = store.current_runs(Holding::Measurements).unwrap();
+        assert_eq!(
+            store
+                .journal()
+                .save_baseline("main", &["a", "b", "gone"])
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            store
+                .reader()
+                .current_runs(Holding::Measurements)
+                .unwrap()
+                .len(),
+            2
+        );
+        let current = store.reader().current_runs(Holding::Measurements).unwrap();
         assert_eq!(current[0].results, Some(first.outputs[0].hash));
         assert_eq!(
             (current[0].metrics, current[0].invalid.as_deref()),
@@ -269,15 +287,17 @@ mod tests {
         // A new run for `a` does not change the baseline.
         commit(&store, "a", "k3", &[("results.json", "{\"x\": 1}")]);
         let saved = store
+            .reader()
             .baseline_runs("main", Holding::Measurements)
             .unwrap()
             .unwrap();
         let ids: Vec<&str> = saved.iter().map(|r| r.node_id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(saved[0].results, Some(first.outputs[0].hash));
-        let listed = store.baselines().unwrap();
+        let listed = store.reader().baselines().unwrap();
         assert_eq!((listed[0].name.as_str(), listed[0].runs), ("main", 2));
         assert!(store
+            .reader()
             .baseline_runs("other", Holding::Measurements)
             .unwrap()
             .is_none());
@@ -286,10 +306,10 @@ mod tests {
             .conn()
             .execute("DELETE FROM runs WHERE key = ?1", [&key("k1").0[..]])
             .unwrap();
-        assert_eq!(store.gc().unwrap().objects_removed, 0);
-        assert!(store.object_path(&saved[0].results.unwrap()).exists());
-        assert!(store.remove_baseline("main").unwrap());
-        assert!(!store.remove_baseline("main").unwrap());
-        assert!(store.baselines().unwrap().is_empty());
+        assert_eq!(store.objects().gc().unwrap().objects_removed, 0);
+        assert!(store.objects().path(&saved[0].results.unwrap()).exists());
+        assert!(store.journal().remove_baseline("main").unwrap());
+        assert!(!store.journal().remove_baseline("main").unwrap());
+        assert!(store.reader().baselines().unwrap().is_empty());
     }
 }

@@ -240,6 +240,7 @@ mod tests {
         );
         let dest = dir.path().join("out/n/n");
         store
+            .objects()
             .materialize(&run.node_id, &run.stage, &run, &dest)
             .unwrap();
         write(&dest.join("extra.txt"), "extra files are ignored");
@@ -279,12 +280,13 @@ mod tests {
         let run = commit(&store, "n", "k", &[("a.txt", "alpha")]);
         let dest = dir.path().join("out/n/n");
         store
+            .objects()
             .materialize(&run.node_id, &run.stage, &run, &dest)
             .unwrap();
         // A fresh handle (a new command) sees the stats recorded by materialize.
         let fresh = Store::open(dir.path()).unwrap();
         fresh.set_racy_window_ns(WINDOW_NS);
-        fresh.load_states().unwrap();
+        fresh.reader().load_states().unwrap();
         assert_eq!(
             fresh.hasher().check_outputs(&run, &dest).unwrap(),
             OutputCheck::Intact
@@ -343,6 +345,7 @@ mod tests {
         let new = commit(&store, "n", "k2", &[("v.txt", "2")]);
         let dest = dir.path().join("out/n/n");
         store
+            .objects()
             .materialize(&old.node_id, &old.stage, &old, &dest)
             .unwrap();
         let before = store.hashes_computed();

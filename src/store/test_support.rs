@@ -29,11 +29,13 @@ pub(crate) fn commit(
     let staging = stage(store, files);
     let names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
     let attempt = store
+        .journal()
         .begin_attempt(node_id, &key(key_seed))
         .expect("begin attempt");
     let parts = json!({ "spec": key_seed });
     let env = json!({ "host": "test" });
     store
+        .objects()
         .commit_success(
             attempt,
             new_run(node_id, key(key_seed), &parts, &names, &env),
@@ -43,7 +45,7 @@ pub(crate) fn commit(
 }
 
 pub(crate) fn stage(store: &Store, files: &[(&str, &str)]) -> std::path::PathBuf {
-    let staging = store.new_staging_dir().expect("staging dir");
+    let staging = store.objects().new_staging_dir().expect("staging dir");
     for (name, content) in files {
         write(&staging.join(name), content);
     }

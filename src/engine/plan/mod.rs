@@ -359,7 +359,7 @@ impl<'a> Evaluator<'a> {
     /// The parts recorded with a run (fetched from the store when not loaded).
     fn recorded_parts(&self, run: &RunRecord) -> Option<RecordedParts> {
         match self.store {
-            Some(store) => store.key_parts(run).ok()?.parse(),
+            Some(store) => store.reader().key_parts(run).ok()?.parse(),
             None => run.key_parts.parse(),
         }
     }
@@ -380,7 +380,9 @@ impl<'a> Evaluator<'a> {
                 verdict: Verdict::Stale(reasons),
             };
         }
-        let stored = self.store.and_then(|s| s.run_for_key(&key).ok().flatten());
+        let stored = self
+            .store
+            .and_then(|s| s.reader().run_for_key(&key).ok().flatten());
         let verdict = match stored {
             Some(run) => Verdict::Restore(run, reasons),
             None => Verdict::Stale(reasons),

@@ -117,7 +117,7 @@ impl Build<'_, '_> {
             stage: node.stage.clone(),
             task: node.task.clone(),
             dest: b.root.join(node.out_rel()),
-            log: b.store.log_path(&node.stage, &node.dir_name()),
+            log: b.store.journal().log_path(&node.stage, &node.dir_name()),
             root: b.root.clone(),
             key: p.key,
             recorded,
@@ -219,6 +219,7 @@ impl Build<'_, '_> {
         self.restoring.insert(i, pending);
         tokio::task::spawn_blocking(move || {
             let result = store
+                .objects()
                 .materialize(&id, &stage, &run, &dest)
                 .map_err(|e| NodeFailure::store(&e));
             let _ = tx.send(Progress::Restored { idx: i, result });

@@ -11,8 +11,9 @@ use rusqlite::OptionalExtension;
 use super::error::StoreError;
 use super::open::Store;
 use super::record::NodeState;
+use super::roles::Reader;
 
-impl Store {
+impl Reader<'_> {
     /// How many times this process's own writes moved the change counter
     /// (0 for a read-only store).
     pub fn own_generation(&self) -> i64 {
@@ -36,16 +37,18 @@ impl Store {
             Ok((s.load_states()?, generation))
         })
     }
+}
 
+impl Store {
     /// Runs `reads` in one read transaction: every query it makes sees one
     /// state of the database (the change counter names exactly the records
     /// read). The transaction ends whatever `reads` returns.
     pub fn read<T>(
         &self,
-        reads: impl FnOnce(&Store) -> Result<T, StoreError>,
+        reads: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         self.begin_read()?;
-        let result = reads(self);
+        let result = reads(&self.reader());
         let end = self.end_read();
         let value = result?;
         end?;
@@ -92,18 +95,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = Store::open(dir.path()).unwrap();
         let b = Store::open(dir.path()).unwrap();
-        let start = a.generation().unwrap().unwrap();
-        let (own_a, own_b) = (a.own_generation(), b.own_generation());
-        b.begin_attempt("n", &ContentHash([1; 32])).unwrap();
-        b.begin_attempt("m", &ContentHash([2; 32])).unwrap();
-        assert_eq!(a.own_generation(), own_a, "b's writes are not a's");
-        let moved = a.generation().unwrap().unwrap() - start;
+        let start = a.reader().generation().unwrap().unwrap();
+        let (own_a, own_b) = (a.reader().own_generation(), b.reader().own_generation());
+        b.journal()
+            .begin_attempt("n", &ContentHash([1; 32]))
+            .unwrap();
+        b.journal()
+            .begin_attempt("m", &ContentHash([2; 32]))
+            .unwrap();
+        assert_eq!(a.reader().own_generation(), own_a, "b's writes are not a's");
+        let moved = a.reader().generation().unwrap().unwrap() - start;
         assert!(moved >= 2);
-        assert_eq!(b.own_generation() - own_b, moved);
-        a.begin_attempt("n", &ContentHash([3; 32])).unwrap();
+        assert_eq!(b.reader().own_generation() - own_b, moved);
+        a.journal()
+            .begin_attempt("n", &ContentHash([3; 32]))
+            .unwrap();
         assert_eq!(
-            a.generation().unwrap().unwrap() - start,
-            (a.own_generation() - own_a) + (b.own_generation() - own_b)
+            a.reader().generation().unwrap().unwrap() - start,
+            (a.reader().own_generation() - own_a) + (b.reader().own_generation() - own_b)
         );
     }
 
@@ -112,10 +121,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         for (id, k) in [("x", 1u8), ("y", 2), ("z", 3)] {
-            store.begin_attempt(id, &ContentHash([k; 32])).unwrap();
+            store
+                .journal()
+                .begin_attempt(id, &ContentHash([k; 32]))
+                .unwrap();
         }
-        let all = store.load_states().unwrap();
-        let some = store.load_states_for(&["x", "z", "absent"]).unwrap();
+        let all = store.reader().load_states().unwrap();
+        let some = store
+            .reader()
+            .load_states_for(&["x", "z", "absent"])
+            .unwrap();
         assert_eq!(some.len(), 2);
         for id in ["x", "z"] {
             assert_eq!(
@@ -125,6 +140,7 @@ mod tests {
         }
         // Attempts of the judged nodes only.
         let judged = store
+            .reader()
             .load_states_with_attempts_of(&["x", "y", "z"], &["y"])
             .unwrap();
         assert_eq!(judged.keys().map(String::as_str).collect::<Vec<_>>(), ["y"]);
