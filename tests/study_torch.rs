@@ -67,6 +67,10 @@ fn rq1_runs_end_to_end_on_the_cpu() {
     assert!(plots
         .join("throughput_images_per_s_vs_dim_by_patch_depth.png")
         .is_file());
+    // Small multiples: one panel per depth (one depth here).
+    let faceted = plots.join("throughput_images_per_s_vs_dim_by_patch_per_depth.svg");
+    let svg = std::fs::read_to_string(&faceted).unwrap();
+    assert!(svg.contains("depth = 1"), "{svg}");
 }
 
 #[test]

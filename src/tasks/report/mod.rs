@@ -12,6 +12,7 @@ mod axes;
 mod bootstrap;
 mod cell;
 mod compare;
+mod facet;
 mod fold;
 mod join;
 mod labels;

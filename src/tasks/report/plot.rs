@@ -3,7 +3,7 @@
 //! embedded DejaVu Sans subset (`font/`), so no system font library is needed.
 //! A log axis plots `log10` of the values and labels ticks with the values.
 
-use std::path::Path;
+use std::ops::Range;
 use std::sync::Once;
 
 use plotters::coord::Shift;
@@ -15,14 +15,13 @@ use super::compare::{same, table_column};
 use super::labels::tick;
 use super::spec::Plot;
 use super::table::Table;
-use super::write::write_atomic;
 use crate::tasks::TaskError;
 
 const FONT: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
-const FAMILY: &str = "sans-serif";
-const SIZE: (u32, u32) = (900, 560);
+pub(super) const FAMILY: &str = "sans-serif";
+pub(super) const SIZE: (u32, u32) = (900, 560);
 /// A plot with no data: a line of text.
-const EMPTY: (u32, u32) = (900, 48);
+pub(super) const EMPTY: (u32, u32) = (900, 48);
 /// The Tableau 10 colours: distinct, and readable on white.
 const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
@@ -67,57 +66,7 @@ pub(super) fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) 
     labels
 }
 
-/// Writes `plots/<stem>.svg` and `plots/<stem>.png` (at twice the size, for
-/// sharp slides) under `out`, drawing the lines [`series`] made; `labels`
-/// fixes each series' colour across the report (see [`colour_indices`]).
-pub(super) fn write_plot(
-    plot: &Plot,
-    series: &[Series],
-    labels: &[String],
-    out: &Path,
-) -> Result<(), TaskError> {
-    let stem = plot.stem();
-    let svg_path = out.join("plots").join(format!("{stem}.svg"));
-    let png_path = out.join("plots").join(format!("{stem}.png"));
-    let fail = |path: &Path, detail: String| TaskError::DrawPlot {
-        path: path.to_owned(),
-        detail,
-    };
-    register_font();
-
-    // A plot without data is one line of text, not an empty frame.
-    let size = if series.is_empty() { EMPTY } else { SIZE };
-    let mut svg = String::new();
-    draw(
-        SVGBackend::with_string(&mut svg, size).into_drawing_area(),
-        plot,
-        series,
-        labels,
-        1,
-    )
-    .map_err(|e| fail(&svg_path, e))?;
-    write_atomic(&svg_path, svg.as_bytes())?;
-
-    // The bitmap backend picks the encoder from the extension, so the
-    // temporary name ends in `.png` too.
-    let mut temp = crate::atomic::temp_name(&png_path).into_os_string();
-    temp.push(".png");
-    let temp = std::path::PathBuf::from(temp);
-    draw(
-        BitMapBackend::new(&temp, (size.0 * 2, size.1 * 2)).into_drawing_area(),
-        plot,
-        series,
-        labels,
-        2,
-    )
-    .map_err(|e| fail(&png_path, e))?;
-    std::fs::rename(&temp, &png_path).map_err(|source| TaskError::WriteOutput {
-        path: png_path.clone(),
-        source,
-    })
-}
-
-fn register_font() {
+pub(super) fn register_font() {
     static ONCE: Once = Once::new();
     // The font is compiled in and known to parse (a unit test checks); were it
     // not, drawing the first label fails and the plot reports `DrawPlot`.
@@ -294,12 +243,32 @@ fn is_ratio(column: &str) -> bool {
     last.contains("ratio") || last.contains("speedup")
 }
 
-fn draw<DB: DrawingBackend>(
+/// The x and y ranges `series` need: every point and interval, and 1 on
+/// a ratio's axis, where "no change" lies.
+pub(super) fn ranges(plot: &Plot, series: &[Series]) -> (Range<f64>, Range<f64>) {
+    let points = || series.iter().flat_map(|s| s.points.iter());
+    let bar_ends = series
+        .iter()
+        .flat_map(|s| s.bars.iter().flat_map(|b| [b.1, b.2]));
+    let ratio = is_ratio(&plot.y) && !series.is_empty();
+    (
+        range(points().map(|p| p.0)),
+        range(
+            points()
+                .map(|p| p.1)
+                .chain(bar_ends)
+                .chain(ratio.then_some(1.0)),
+        ),
+    )
+}
+
+pub(super) fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     plot: &Plot,
     series: &[Series],
     labels: &[String],
     scale: u32,
+    shared: Option<&(Range<f64>, Range<f64>)>,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let px = |n: u32| n * scale;
@@ -346,20 +315,8 @@ fn draw<DB: DrawingBackend>(
         }
         None => root,
     };
-    let bar_ends = series
-        .iter()
-        .flat_map(|s| s.bars.iter().flat_map(|b| [b.1, b.2]));
-    // A ratio's axis always shows 1, where "no change" lies.
     let ratio = is_ratio(&plot.y) && !series.is_empty();
-    let (xr, yr) = (
-        range(points().map(|p| p.0)),
-        range(
-            points()
-                .map(|p| p.1)
-                .chain(bar_ends)
-                .chain(ratio.then_some(1.0)),
-        ),
-    );
+    let (xr, yr) = shared.cloned().unwrap_or_else(|| ranges(plot, series));
     // A sparse sweep (batch 1, 8, 32) is ticked at its own values.
     let x_ticks = sparse_ticks(points().map(|p| p.0))
         .unwrap_or_else(|| ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0)));
@@ -674,6 +631,7 @@ mod tests {
             &lines,
             &colour_indices([lines.as_slice()]),
             1,
+            None,
         )
         .unwrap();
         // One bar and its two caps beside the lines and points.
@@ -799,6 +757,7 @@ mod tests {
                 &series,
                 &[String::new()],
                 1,
+                None,
             )
             .unwrap();
             svg

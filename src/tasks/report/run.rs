@@ -1,8 +1,9 @@
 //! The task's entry point: build the table, then write every output.
 
 use super::compare::compare;
+use super::facet::{panels, write_plot};
 use super::markdown::render;
-use super::plot::{colour_indices, series, write_plot};
+use super::plot::colour_indices;
 use super::spec::{ReportSpec, COMPARE_CSV, REPORT_MD, TABLE_CSV, TABLE_PARQUET};
 use super::table::build_table;
 use super::write::{write_atomic, Grid};
@@ -22,7 +23,7 @@ pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     let plots = spec
         .plots
         .iter()
-        .map(|p| Ok((p, series(&table, p)?)))
+        .map(|p| Ok((p, panels(&table, p)?)))
         .collect::<Result<Vec<_>, TaskError>>()?;
 
     let grid = Grid {
@@ -38,9 +39,13 @@ pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
         }
         .write_csv(&ctx.out.join(COMPARE_CSV))?;
     }
-    let labels = colour_indices(plots.iter().map(|(_, lines)| lines.as_slice()));
-    for (plot, lines) in &plots {
-        write_plot(plot, lines, &labels, &ctx.out)?;
+    let labels = colour_indices(
+        plots
+            .iter()
+            .flat_map(|(_, panels)| panels.iter().map(|p| p.series.as_slice())),
+    );
+    for (plot, panels) in &plots {
+        write_plot(plot, panels, &labels, &ctx.out)?;
     }
     let md = render(spec, &table, comparison.as_ref());
     write_atomic(&ctx.out.join(REPORT_MD), md.as_bytes())

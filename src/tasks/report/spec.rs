@@ -100,6 +100,15 @@ pub struct Plot {
         skip_serializing_if = "Option::is_none"
     )]
     pub caption: Option<String>,
+    /// Small multiples: one panel per value of this column, side by side on
+    /// shared axes (a two-way sweep: `series: "patch"`, `facet: "depth"`).
+    /// Left out of the serialized spec when not given.
+    #[serde(
+        default,
+        deserialize_with = "bare_some",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub facet: Option<String>,
 }
 
 /// The column or columns of a plot's `series`: written `"patch"` or
@@ -208,6 +217,10 @@ impl Plot {
                 format!("{}_vs_{}_by_{}", self.y, self.x, series.joined("_"))
             }
             (None, None) => format!("{}_vs_{}", self.y, self.x),
+        };
+        let raw = match (&self.name, &self.facet) {
+            (None, Some(facet)) => format!("{raw}_per_{facet}"),
+            _ => raw,
         };
         // Two plots of one slice each (`filter: {"batch": 1}`, `{"batch": 32}`)
         // must not share a file.

@@ -38,7 +38,7 @@ pub(super) fn hidden_params(
             plot.y, plot.x, plot.x, pair[0].0
         ),
         help: format!(
-            "add {first} to the plot's `series` (one line per value), or fix it with `filter: {{ \"{first}\": … }}`"
+            "add {first} to the plot's `series` (one line per value), draw one panel per value with `facet: \"{first}\"`, or fix it with `filter: {{ \"{first}\": … }}`"
         ),
     })
 }

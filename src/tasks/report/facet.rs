@@ -1,0 +1,318 @@
+//! Small multiples: a plot with `facet: "column"` is drawn as one panel per
+//! value of that column, each panel the plot's rows with that value (the
+//! value fixed as a `filter` would fix it), all on shared axes; and the
+//! figure a plot's panels make, written as SVG and PNG.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::cell::Cell;
+use super::compare::table_column;
+use super::plot::{draw, ranges, register_font, series, Series, EMPTY, FAMILY, SIZE};
+use super::spec::Plot;
+use super::table::Table;
+use super::write::write_atomic;
+use crate::tasks::TaskError;
+use crate::value::Value;
+
+/// One panel of small multiples (`facet`), and the figure's heading and
+/// caption lines above and below the panels.
+const PANEL: (u32, u32) = (560, 400);
+const HEADING: u32 = 40;
+const FOOT: u32 = 30;
+
+/// One panel of a plot: its heading (None for an unfaceted plot) and lines.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Panel {
+    pub title: Option<String>,
+    pub series: Vec<Series>,
+}
+
+/// The panels of `plot`: one, or one per value of its `facet` column that
+/// has points, in the column's order (numbers by value, text as written).
+pub(super) fn panels(table: &Table, plot: &Plot) -> Result<Vec<Panel>, TaskError> {
+    let Some(facet) = &plot.facet else {
+        return Ok(vec![Panel {
+            title: None,
+            series: series(table, plot)?,
+        }]);
+    };
+    let column = table_column(table, "plot.facet", facet)?;
+    let drawn = [Some(&plot.x), Some(&plot.y)]
+        .into_iter()
+        .flatten()
+        .chain(plot.series.iter().flat_map(|s| s.0.iter()))
+        .chain(plot.filter.keys());
+    if let Some(taken) = drawn.into_iter().find(|c| *c == facet) {
+        return Err(TaskError::BadSpec {
+            field: "plot.facet".to_owned(),
+            detail: format!(
+                "`{taken}` is already on the plot (as its x, y, a series or a filter); a facet splits the plot by a column it does not show"
+            ),
+            help: "facet by another column, or leave `facet` out".to_owned(),
+        });
+    }
+    let mut values: Vec<&Cell> = Vec::new();
+    for row in &table.rows {
+        let cell = &row.cells[column];
+        if !cell.is_null() && !values.contains(&cell) {
+            values.push(cell);
+        }
+    }
+    values.sort_by(|a, b| a.order(b));
+    let mut out = Vec::new();
+    for value in values {
+        let mut one = plot.clone();
+        one.facet = None;
+        one.filter.insert(facet.clone(), value_of(value));
+        let lines = series(table, &one)?;
+        if !lines.is_empty() {
+            out.push(Panel {
+                title: Some(format!("{facet} = {}", value.text())),
+                series: lines,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A cell as a filter's value (a panel's rows are those whose cell equals it).
+fn value_of(cell: &Cell) -> Value {
+    match cell {
+        Cell::Bool(b) => Value::Bool(*b),
+        Cell::Int(i) => Value::Int(*i),
+        Cell::Float(x) => Value::Float(*x),
+        Cell::Str(s) => Value::Str(s.clone()),
+        Cell::Null => Value::Str(String::new()),
+    }
+}
+
+/// Writes `plots/<stem>.svg` and `plots/<stem>.png` (at twice the size, for
+/// sharp slides) under `out`, drawing the lines [`series`] made; `labels`
+/// fixes each series' colour across the report (see [`colour_indices`]).
+pub(super) fn write_plot(
+    plot: &Plot,
+    panels: &[Panel],
+    labels: &[String],
+    out: &Path,
+) -> Result<(), TaskError> {
+    let stem = plot.stem();
+    let svg_path = out.join("plots").join(format!("{stem}.svg"));
+    let png_path = out.join("plots").join(format!("{stem}.png"));
+    let fail = |path: &Path, detail: String| TaskError::DrawPlot {
+        path: path.to_owned(),
+        detail,
+    };
+    register_font();
+
+    let size = figure_size(panels);
+    let mut svg = String::new();
+    figure(
+        SVGBackend::with_string(&mut svg, size).into_drawing_area(),
+        plot,
+        panels,
+        labels,
+        1,
+    )
+    .map_err(|e| fail(&svg_path, e))?;
+    write_atomic(&svg_path, svg.as_bytes())?;
+
+    // The bitmap backend picks the encoder from the extension, so the
+    // temporary name ends in `.png` too.
+    let mut temp = crate::atomic::temp_name(&png_path).into_os_string();
+    temp.push(".png");
+    let temp = std::path::PathBuf::from(temp);
+    figure(
+        BitMapBackend::new(&temp, (size.0 * 2, size.1 * 2)).into_drawing_area(),
+        plot,
+        panels,
+        labels,
+        2,
+    )
+    .map_err(|e| fail(&png_path, e))?;
+    std::fs::rename(&temp, &png_path).map_err(|source| TaskError::WriteOutput {
+        path: png_path.clone(),
+        source,
+    })
+}
+
+/// The figure's size: one plot, a line of text when there is no data, or
+/// a grid of up to three panels a row under a heading.
+fn figure_size(panels: &[Panel]) -> (u32, u32) {
+    match panels {
+        [] => EMPTY,
+        [one] if one.title.is_none() => {
+            if one.series.is_empty() {
+                EMPTY
+            } else {
+                SIZE
+            }
+        }
+        many => {
+            let (cols, rows) = grid(many.len());
+            (PANEL.0 * cols, PANEL.1 * rows + HEADING + FOOT)
+        }
+    }
+}
+
+/// Columns and rows of a grid of `n` panels.
+fn grid(n: usize) -> (u32, u32) {
+    let cols = n.clamp(1, 3) as u32;
+    (cols, (n as u32).div_ceil(cols))
+}
+
+/// Draws one plot, or its panels side by side on shared axes.
+fn figure<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    plot: &Plot,
+    panels: &[Panel],
+    labels: &[String],
+    scale: u32,
+) -> Result<(), String> {
+    let [first, ..] = panels else {
+        return draw(root, plot, &[], labels, scale, None);
+    };
+    if panels.len() == 1 && first.title.is_none() {
+        return draw(root, plot, &first.series, labels, scale, None);
+    }
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let px = |n: u32| n * scale;
+    root.fill(&WHITE).map_err(err)?;
+    let (_, h) = root.dim_in_pixel();
+    let (head, rest) = root.split_vertically(px(HEADING));
+    let (body, foot) = rest.split_vertically(h.saturating_sub(px(HEADING + FOOT)));
+    let heading = match (&plot.title, &plot.facet) {
+        (Some(title), _) => title.clone(),
+        (None, facet) => format!(
+            "{} vs {}{}, one panel per {}",
+            plot.y,
+            plot.x,
+            plot.series
+                .as_ref()
+                .map_or(String::new(), |s| format!(" by {}", s.joined(", "))),
+            facet.as_deref().unwrap_or("value")
+        ),
+    };
+    let style = TextStyle::from((FAMILY, px(20)).into_font()).color(&BLACK);
+    head.draw_text(&heading, &style, (px(16) as i32, px(10) as i32))
+        .map_err(err)?;
+    if let Some(caption) = &plot.caption {
+        let style = TextStyle::from((FAMILY, px(15)).into_font()).color(&BLACK);
+        foot.draw_text(caption, &style, (px(16) as i32, px(6) as i32))
+            .map_err(err)?;
+    }
+    let every: Vec<Series> = panels.iter().flat_map(|p| p.series.clone()).collect();
+    let shared = ranges(plot, &every);
+    let (cols, rows) = grid(panels.len());
+    let areas = body.split_evenly((rows as usize, cols as usize));
+    for (panel, area) in panels.iter().zip(areas) {
+        let mut one = plot.clone();
+        one.title = panel.title.clone();
+        one.caption = None;
+        one.filter.clear();
+        draw(area, &one, &panel.series, labels, scale, Some(&shared))?;
+    }
+    root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::report::table::TableRow;
+
+    /// A two-way sweep: `patch` × `depth` × `batch`, the value `t`.
+    fn sweep() -> Table {
+        let row = |patch: i64, depth: i64, batch: i64, t: f64| TableRow {
+            cells: vec![
+                Cell::Int(patch),
+                Cell::Int(depth),
+                Cell::Int(batch),
+                Cell::Float(t),
+            ],
+            intervals: vec![None; 4],
+            per_rep: vec![None; 4],
+            reps: 1,
+            samples: None,
+            env_group: None,
+            images: None,
+        };
+        let mut rows = Vec::new();
+        for depth in [12, 6] {
+            for patch in [16, 32] {
+                for batch in [1, 8] {
+                    rows.push(row(patch, depth, batch, (patch * depth * batch) as f64));
+                }
+            }
+        }
+        Table {
+            names: ["patch", "depth", "batch", "t"].map(str::to_owned).to_vec(),
+            param_count: 3,
+            value_count: 1,
+            rows,
+            env_groups: Vec::new(),
+            node_count: 8,
+            rows_without_gpu: 0,
+        }
+    }
+
+    #[test]
+    fn a_facet_draws_one_panel_per_value_where_a_line_would_zig_zag() {
+        let t = sweep();
+        let flat: Plot = ron::from_str(r#"Plot(x: "batch", y: "t", series: "patch")"#).unwrap();
+        match panels(&t, &flat).unwrap_err() {
+            TaskError::BadSpec { detail, help, .. } => {
+                assert!(detail.contains("`depth`"), "{detail}");
+                assert!(help.contains("facet: \"depth\""), "{help}");
+            }
+            other => panic!("{other}"),
+        }
+
+        let faceted: Plot =
+            ron::from_str(r#"Plot(x: "batch", y: "t", series: "patch", facet: "depth")"#).unwrap();
+        let drawn = panels(&t, &faceted).unwrap();
+        let titles: Vec<_> = drawn.iter().map(|p| p.title.clone().unwrap()).collect();
+        assert_eq!(titles, ["depth = 6", "depth = 12"], "in the column's order");
+        for p in &drawn {
+            assert_eq!(p.series.len(), 2, "one line per patch in each panel");
+            assert!(p.series.iter().all(|s| s.points.len() == 2));
+        }
+        assert_eq!(faceted.stem(), "t_vs_batch_by_patch_per_depth");
+
+        register_font();
+        let mut svg = String::new();
+        figure(
+            SVGBackend::with_string(&mut svg, figure_size(&drawn)).into_drawing_area(),
+            &faceted,
+            &drawn,
+            &["patch=16".into(), "patch=32".into()],
+            1,
+        )
+        .unwrap();
+        assert!(
+            svg.contains("depth = 6") && svg.contains("depth = 12"),
+            "{svg}"
+        );
+        assert!(svg.contains("one panel per depth"), "the figure's heading");
+        assert_eq!(figure_size(&drawn), (2 * PANEL.0, PANEL.1 + HEADING + FOOT));
+    }
+
+    #[test]
+    fn a_facet_on_a_column_the_plot_shows_or_an_unknown_one_is_an_error() {
+        let t = sweep();
+        for spec in [
+            r#"Plot(x: "batch", y: "t", facet: "batch")"#,
+            r#"Plot(x: "batch", y: "t", series: "patch", facet: "patch")"#,
+            r#"Plot(x: "batch", y: "t", filter: {"depth": 6}, facet: "depth")"#,
+        ] {
+            let plot: Plot = ron::from_str(spec).unwrap();
+            let err = panels(&t, &plot).unwrap_err().to_string();
+            assert!(err.contains("already on the plot"), "{spec}: {err}");
+        }
+        let typo: Plot =
+            ron::from_str(r#"Plot(x: "batch", y: "t", series: "patch", facet: "dpeth")"#).unwrap();
+        let err = panels(&t, &typo).unwrap_err().to_string();
+        assert!(err.contains("dpeth"), "{err}");
+    }
+}
