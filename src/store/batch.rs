@@ -176,19 +176,13 @@ impl Objects<'_> {
                 tx.prepare_cached("DELETE FROM staged_runs WHERE attempt = ?1")
                     .and_then(|mut stmt| stmt.execute([staged.attempt.0]))
                     .map_err(|e| self.db_err(e))?;
-                let run = if staged.adopt {
-                    super::runs::point_node_at(
-                        &tx,
-                        &staged.run.node_id,
-                        &staged.run.stage,
-                        &staged.run.key,
-                    )
-                    .map_err(|e| self.db_err(e))?;
-                    super::runs::mark_succeeded(&tx, staged.attempt).map_err(|e| self.db_err(e))?;
-                    staged.run.clone()
-                } else {
-                    self.insert_run(&tx, staged.attempt, &staged.run, staged.replace)?
-                };
+                let run = self.record_staged(
+                    &tx,
+                    staged.attempt,
+                    &staged.run,
+                    staged.adopt,
+                    staged.replace,
+                )?;
                 for (key, entry) in &materialized.stats {
                     upsert_stat(&tx, key, entry).map_err(|e| self.db_err(e))?;
                 }
@@ -275,18 +269,13 @@ impl Store {
             if !running {
                 continue;
             }
-            if staged.adopt {
-                super::runs::point_node_at(
-                    &tx,
-                    &staged.run.node_id,
-                    &staged.run.stage,
-                    &staged.run.key,
-                )
-                .map_err(|e| self.db_err(e))?;
-                super::runs::mark_succeeded(&tx, staged.attempt).map_err(|e| self.db_err(e))?;
-            } else {
-                self.insert_run(&tx, staged.attempt, &staged.run, staged.replace)?;
-            }
+            self.record_staged(
+                &tx,
+                staged.attempt,
+                &staged.run,
+                staged.adopt,
+                staged.replace,
+            )?;
         }
         for staged in &notes {
             tx.execute(
@@ -399,5 +388,27 @@ impl Objects<'_> {
                 Err(e) => return Err(StoreError::io("create staging directory", &dir, e)),
             }
         }
+    }
+}
+
+impl Store {
+    /// Records a staged run in `tx`: an adopted one (its record already
+    /// written) becomes its node's current run and its attempt succeeds;
+    /// any other is inserted as new.
+    fn record_staged(
+        &self,
+        tx: &rusqlite::Connection,
+        attempt: AttemptId,
+        run: &RunRecord,
+        adopt: bool,
+        replace: bool,
+    ) -> Result<RunRecord, StoreError> {
+        if !adopt {
+            return self.insert_run(tx, attempt, run, replace);
+        }
+        super::runs::point_node_at(tx, &run.node_id, &run.stage, &run.key)
+            .map_err(|e| self.db_err(e))?;
+        super::runs::mark_succeeded(tx, attempt).map_err(|e| self.db_err(e))?;
+        Ok(run.clone())
     }
 }

@@ -121,20 +121,30 @@ impl<'a> Hasher<'a> {
         let stat = Stat::of(&meta);
         let key = self.stat_key(path);
         self.note(&key, Probe::Follow, Some(stat), recorded_ns);
+        self.cached_hash(path, key, stat, recorded_ns).map(Some)
+    }
+
+    /// The content hash of `path`, whose stat is `stat` (taken at
+    /// `recorded_ns`): the stat cache's entry when it vouches for the file,
+    /// else hashed now and remembered.
+    fn cached_hash(
+        &self,
+        path: &Path,
+        key: String,
+        stat: Stat,
+        recorded_ns: i64,
+    ) -> Result<ContentHash, StoreError> {
         if let Some(hash) = self.trusted_hash(&key, &stat)? {
-            return Ok(Some(hash));
+            return Ok(hash);
         }
         let hash = self.hash_uncached(path, stat.size)?;
-        self.remember(
-            key,
-            Entry {
-                stat,
-                hash,
-                recorded_ns,
-            },
-            true,
-        );
-        Ok(Some(hash))
+        let entry = Entry {
+            stat,
+            hash,
+            recorded_ns,
+        };
+        self.remember(key, entry, true);
+        Ok(hash)
     }
 
     /// Writes the entries learned since the last flush, in one transaction.
@@ -179,23 +189,7 @@ impl<'a> Hasher<'a> {
             let stat = Stat::of(&meta);
             let key = self.stat_key(&path);
             self.note(&key, Probe::NoFollow, Some(stat), recorded_ns);
-            let hash = match self.trusted_hash(&key, &stat)? {
-                Some(hash) => hash,
-                None => {
-                    let hash = self.hash_uncached(&path, stat.size)?;
-                    self.remember(
-                        key,
-                        Entry {
-                            stat,
-                            hash,
-                            recorded_ns,
-                        },
-                        true,
-                    );
-                    hash
-                }
-            };
-            if hash != output.hash {
+            if self.cached_hash(&path, key, stat, recorded_ns)? != output.hash {
                 return Ok(OutputCheck::Modified(output.name.clone()));
             }
         }
