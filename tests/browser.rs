@@ -283,6 +283,85 @@ fn the_timeline_shows_the_latest_build_an_earlier_one_or_a_span_of_time() {
     );
 }
 
+#[test]
+fn the_timeline_zooms_into_a_window_and_labels_wide_bars() {
+    let ws = Ws::new();
+    let (code, err) = ws.vitgraph(&["build", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let widest = "return Math.max(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));";
+    let window = "return document.getElementById('timeline-window').textContent;";
+    let number = |v: serde_json::Value| v.as_f64().unwrap();
+    let whole = number(b.js(widest));
+    assert!(b
+        .js(window)
+        .as_str()
+        .unwrap()
+        .starts_with("The whole build"));
+
+    // Three times "Zoom in": every bar eight times as long.
+    for _ in 0..3 {
+        b.click(".zoom button:nth-of-type(1)");
+    }
+    let zoomed = number(b.js(widest));
+    assert!(
+        (zoomed / whole - 8.0).abs() < 0.05,
+        "{whole} px -> {zoomed} px"
+    );
+    assert!(
+        b.js(window).as_str().unwrap().contains(" s to "),
+        "{}",
+        b.js(window)
+    );
+    // The axis is ticked anew inside the window.
+    let ticks = b.js("return document.querySelectorAll('#timeline-ticks text.tick').length;");
+    assert!(ticks.as_u64().unwrap() >= 2, "{ticks}");
+    b.click(".zoom button:nth-of-type(3)");
+    assert!(
+        (number(b.js(widest)) - whole).abs() < 0.2,
+        "back to the whole build"
+    );
+
+    // Dragging across the longest bar zooms to it: it then spans the plot
+    // and carries its node's name.
+    let label = b.js(
+        "const svg = document.getElementById('timeline-svg');
+         const bars = [...svg.querySelectorAll('rect.bar')];
+         const bar = bars.reduce((a, r) => r.width.baseVal.value > a.width.baseVal.value ? r : a);
+         const box = bar.getBoundingClientRect();
+         const y = box.top + box.height / 2;
+         const fire = (type, x, target) => target.dispatchEvent(new MouseEvent(type, { clientX: x, clientY: y, bubbles: true, button: 0 }));
+         fire('mousedown', box.left + 1, svg);
+         fire('mousemove', box.right - 1, svg);
+         fire('mouseup', box.right - 1, window);
+         const name = data_nodes_name(bar);
+         function data_nodes_name(r) { return JSON.parse(document.getElementById('data').textContent).nodes[Number(r.dataset.i)][0]; }
+         const text = [...r_labels()].map(t => t.textContent);
+         function r_labels() { return bar.parentNode.querySelectorAll('text.bar-label'); }
+         return { name, text, width: bar.width.baseVal.value, plot: Number(svg.dataset.plotW) };",
+    );
+    let width = label["width"].as_f64().unwrap();
+    let plot = label["plot"].as_f64().unwrap();
+    assert!(width > 0.8 * plot, "{label}");
+    let name = label["name"].as_str().unwrap();
+    let texts: Vec<&str> = label["text"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| *t == name || name.starts_with(t.trim_end_matches('…'))),
+        "{label}"
+    );
+    assert!(b.js(window).as_str().unwrap().contains(" s to "));
+    screenshot(&b, "timeline-zoomed");
+}
+
 /// Two configurations with a ±2 % target and at most 4 repetitions: the
 /// steady one meets it after 3, the noisy one (±20 % between runs) spends
 /// its budget.

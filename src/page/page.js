@@ -121,10 +121,126 @@
       tip.hidden = false;
     });
     svg.addEventListener("mouseleave", () => { tip.hidden = true; });
+    const zoom = timelineZoom(svg, box);
     svg.addEventListener("click", (ev) => {
+      if (zoom.brushed()) return;
       const bar = ev.target.closest && ev.target.closest("rect.bar");
       if (bar && Number(bar.dataset.i) >= 0) show(Number(bar.dataset.i));
     });
+  }
+
+  // A window of the build's time: drag across the timeline to zoom into it,
+  // or use the buttons (keyboard too). Bars keep their true length at the
+  // new scale (at least the narrowest drawn), the axis is ticked anew, and a
+  // bar wide enough to hold text is labelled with its node.
+  function timelineZoom(svg, box) {
+    const NS = "http://www.w3.org/2000/svg";
+    const left = Number(svg.dataset.left), plotW = Number(svg.dataset.plotW);
+    const span = Number(svg.dataset.spanMs), minBar = Number(svg.dataset.minBar);
+    const height = Number(svg.getAttribute("height"));
+    const bars = [...svg.querySelectorAll("#timeline-bars rect.bar")].map((r) => ({
+      r, at: (r.x.baseVal.value - left) / plotW * span, d: Number(r.dataset.d), i: Number(r.dataset.i),
+    }));
+    let view = [0, span];
+    let brushedAt = 0;
+    const line = el("p", { id: "timeline-window" });
+    const button = (label, act) => el("button", { type: "button", onclick: act }, label);
+    const zoomBy = (f) => {
+      const mid = (view[0] + view[1]) / 2, half = (view[1] - view[0]) / 2 * f;
+      set(mid - half, mid + half);
+    };
+    box.append(el("div", { class: "zoom" },
+      button("Zoom in", () => zoomBy(0.5)), " ", button("Zoom out", () => zoomBy(2)), " ",
+      button("Whole build", () => set(0, span)), " ", line));
+    const toX = (ms) => left + (ms - view[0]) / (view[1] - view[0]) * plotW;
+    const toMs = (x) => view[0] + (x - left) / plotW * (view[1] - view[0]);
+    function set(a, b) {
+      const w = Math.min(Math.max(b - a, Math.min(span, 1)), span);
+      a = Math.min(Math.max(a, 0), span - w);
+      view = [a, a + w];
+      render();
+    }
+    function ticks() {
+      const g = svg.querySelector("#timeline-ticks");
+      g.replaceChildren();
+      const raw = (view[1] - view[0]) / 1000 / 6;
+      const p = Math.pow(10, Math.floor(Math.log10(raw)));
+      const step = [1, 2, 5, 10].map((m) => m * p).find((x) => x >= raw) || 10 * p;
+      const digits = step >= 1 ? 0 : Math.ceil(-Math.log10(step) - 1e-9);
+      for (let t = Math.ceil(view[0] / 1000 / step) * step; t * 1000 <= view[1] + 1e-9; t += step) {
+        const x = toX(t * 1000).toFixed(1);
+        const l = document.createElementNS(NS, "line");
+        for (const [k, v] of [["class", "tick"], ["x1", x], ["x2", x], ["y1", 24], ["y2", height]]) l.setAttribute(k, v);
+        const text = document.createElementNS(NS, "text");
+        for (const [k, v] of [["class", "tick"], ["x", x], ["y", 14]]) text.setAttribute(k, v);
+        text.textContent = t.toFixed(digits) + " s";
+        g.append(l, text);
+      }
+    }
+    function render() {
+      for (const old of svg.querySelectorAll("text.bar-label")) old.remove();
+      const k = plotW / (view[1] - view[0]);
+      for (const b of bars) {
+        const x = toX(b.at), w = Math.max(b.d * k, minBar);
+        b.r.setAttribute("x", x.toFixed(1));
+        b.r.setAttribute("width", w.toFixed(1));
+        // The part of the bar inside the window, if it can hold a name.
+        const from = Math.max(x, left), to = Math.min(x + w, left + plotW);
+        if (b.i < 0 || to - from < 60) continue;
+        const name = data.nodes[b.i][0];
+        const fits = Math.floor((to - from - 6) / 6.2);
+        const text = document.createElementNS(NS, "text");
+        text.setAttribute("class", "bar-label");
+        text.setAttribute("x", (from + 3).toFixed(1));
+        text.setAttribute("y", 12);
+        text.textContent = name.length > fits ? name.slice(0, Math.max(fits - 1, 1)) + "…" : name;
+        b.r.parentNode.append(text);
+      }
+      ticks();
+      const whole = view[0] <= 0 && view[1] >= span;
+      line.textContent = whole
+        ? `The whole build, ${(span / 1000).toFixed(1)} s. Drag across the timeline to zoom in.`
+        : `${(view[0] / 1000).toFixed(2)} s to ${(view[1] / 1000).toFixed(2)} s of ${(span / 1000).toFixed(1)} s.`;
+    }
+    // Dragging across the plot draws the window to zoom into.
+    const brush = document.createElementNS(NS, "rect");
+    brush.setAttribute("id", "timeline-brush");
+    brush.setAttribute("y", 0);
+    brush.setAttribute("height", height);
+    brush.style.display = "none";
+    svg.append(brush);
+    const svgX = (ev) => {
+      const p = svg.createSVGPoint();
+      p.x = ev.clientX; p.y = ev.clientY;
+      return p.matrixTransform(svg.getScreenCTM().inverse()).x;
+    };
+    let start = null;
+    svg.addEventListener("mousedown", (ev) => {
+      const x = svgX(ev);
+      if (ev.button !== 0 || x < left || x > left + plotW) return;
+      start = x;
+      ev.preventDefault();
+    });
+    svg.addEventListener("mousemove", (ev) => {
+      if (start === null) return;
+      const x = Math.min(Math.max(svgX(ev), left), left + plotW);
+      brush.setAttribute("x", Math.min(start, x));
+      brush.setAttribute("width", Math.abs(x - start));
+      brush.style.display = "";
+    });
+    window.addEventListener("mouseup", (ev) => {
+      if (start === null) return;
+      const x = Math.min(Math.max(svgX(ev), left), left + plotW);
+      brush.style.display = "none";
+      if (Math.abs(x - start) > 4) {
+        brushedAt = Date.now();
+        set(toMs(Math.min(start, x)), toMs(Math.max(start, x)));
+      }
+      start = null;
+    });
+    svg.addEventListener("dblclick", () => set(0, span));
+    render();
+    return { brushed: () => Date.now() - brushedAt < 400 };
   }
 
   // ---- Reports ------------------------------------------------------------

@@ -1,7 +1,9 @@
 //! The latest build's timeline as an inline SVG: a lane per CPU slot, GPU
 //! and SLURM job, a bar per attempt from its start to its end, coloured by
 //! stage; hovering a bar shows its node and duration (the page's script
-//! reads them from the page's data).
+//! reads them from the page's data). The script also zooms into a window
+//! of time (drag across it, or the zoom buttons) and labels bars wide
+//! enough to hold their node's name; the SVG carries the scale it needs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -52,9 +54,11 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
     let mut s = String::with_capacity(build.entries.len() * 160 + 4096);
     let _ = write!(
         s,
-        "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"build timeline\">"
+        "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"build timeline\" data-left=\"{LABEL}\" data-plot-w=\"{plot_w}\" data-span-ms=\"{span}\" data-min-bar=\"{MIN_BAR}\"><clipPath id=\"timeline-clip\"><rect x=\"{LABEL}\" y=\"0\" width=\"{plot_w}\" height=\"{height}\"/></clipPath>"
     );
-    // Time axis: about six ticks at round seconds.
+    // Time axis: about six ticks at round seconds (the page's script draws
+    // them anew for a zoomed window).
+    s.push_str("<g id=\"timeline-ticks\">");
     let step = nice_step(span / 1000.0 / 6.0);
     let mut tick = 0.0;
     while tick * 1000.0 <= span + 1e-9 {
@@ -66,6 +70,7 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
         );
         tick += step;
     }
+    s.push_str("</g>");
     for (i, lane) in lanes.values().enumerate() {
         let y = AXIS_H + i as f64 * LANE_H;
         let _ = write!(
@@ -88,6 +93,8 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
     }
     style.push_str("</style>");
     s.push_str(&style);
+    // The bars inside the plot's area: a zoomed window clips the rest.
+    s.push_str("<g id=\"timeline-bars\" clip-path=\"url(#timeline-clip)\">");
     for (lane, name) in lanes.values().enumerate() {
         let y = AXIS_H + lane as f64 * LANE_H + 2.0;
         let _ = write!(s, "<g transform=\"translate(0,{y})\">");
@@ -115,7 +122,7 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
         }
         s.push_str("</g>");
     }
-    s.push_str("</svg>");
+    s.push_str("</g></svg>");
     s
 }
 
