@@ -483,6 +483,40 @@ fn an_analysis_of_a_real_trace_lists_its_top_kernels() {
     // The two H100s of the recording, ten kernels each; the first is a GEMM.
     assert_eq!(shown[0], json!(2), "{shown}");
     assert!(shown[1][0].as_str().unwrap().contains("gemm"), "{shown}");
+    // The measured window as tracks: a lane for the batches and one per
+    // stream, a bar per kernel with its name; the window's events beside it
+    // for ui.perfetto.dev, where the link points.
+    let tracks = b.js(
+        "const svg = document.querySelector('#node-detail svg.tracks');
+         const link = [...document.querySelectorAll('#node-detail p.perfetto a')].map(a => a.getAttribute('href'));
+         return { kernels: svg.querySelectorAll('rect.kernel').length,
+                  batches: svg.querySelectorAll('rect.batch').length,
+                  lanes: [...svg.querySelectorAll('text.lane')].map(t => t.textContent),
+                  first: svg.querySelector('rect.kernel title').textContent,
+                  link: link[0], button: document.querySelectorAll('#node-detail p.perfetto button').length };",
+    );
+    assert!(tracks["kernels"].as_u64().unwrap() > 10, "{tracks}");
+    assert_eq!(tracks["lanes"][0], json!("batches"), "{tracks}");
+    assert!(
+        tracks["lanes"].as_array().unwrap().len() >= 3,
+        "the batches and a stream on each of two GPUs: {tracks}"
+    );
+    assert!(tracks["first"].as_str().unwrap().contains(": "), "{tracks}");
+    assert_eq!(tracks["button"], json!(1));
+    let link = tracks["link"].as_str().unwrap();
+    assert!(link.ends_with("window.perfetto.json"), "{tracks}");
+    let file = page.parent().unwrap().join(link);
+    let events: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let kernels = events["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "kernel")
+        .count();
+    assert!(
+        kernels as u64 >= tracks["kernels"].as_u64().unwrap(),
+        "{kernels}"
+    );
     screenshot(&b, "top-kernels.png");
 }
 

@@ -281,7 +281,7 @@ fn without_the_window_range_the_whole_trace_counts() {
 }
 
 #[test]
-fn analyze_task_writes_its_three_outputs() {
+fn analyze_task_writes_its_five_outputs() {
     let dir = tempfile::tempdir().unwrap();
     write_fixture(&dir.path().join("trace.sqlite"));
     let out = dir.path().join("out");
@@ -305,8 +305,45 @@ fn analyze_task_writes_its_three_outputs() {
     assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
     let text = std::fs::read_to_string(out.join("analysis.txt")).unwrap();
     assert!(text.contains("d_kernel"), "{text}");
-    let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
-    assert_eq!(left.len(), 3, "only the three outputs, no temporary files");
+    // The measured window for ui.perfetto.dev and the page: the fixture's
+    // kernels, each on its stream's track.
+    let events: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("window.perfetto.json")).unwrap()).unwrap();
+    let kernels = |v: &serde_json::Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .count()
+    };
+    let tracks: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("window.tracks.json")).unwrap()).unwrap();
+    let shown = tracks["kernels"].as_array().unwrap();
+    assert!(!shown.is_empty(), "{tracks}");
+    assert_eq!(kernels(&events["traceEvents"]), shown.len(), "{tracks}");
+    assert_eq!(tracks["kernels_in_window"], shown.len());
+    let names = tracks["names"].as_array().unwrap();
+    assert!(names.iter().any(|n| n == "d_kernel"), "{tracks}");
+    let streams = tracks["streams"].as_array().unwrap().len() as u64;
+    assert!(shown
+        .iter()
+        .all(|k| k[0].as_u64().unwrap() < streams && k[2].as_i64().unwrap() >= 0));
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "analysis.txt",
+            "kernels.parquet",
+            "metrics.json",
+            "window.perfetto.json",
+            "window.tracks.json"
+        ],
+        "only the five outputs, no temporary files"
+    );
 }
 
 #[test]

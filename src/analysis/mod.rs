@@ -11,8 +11,9 @@ mod parquet_out;
 pub mod stats;
 pub mod text;
 pub mod window;
+pub mod window_out;
 
 pub use compute::{compute, Options};
 pub use error::AnalysisError;
 pub use metrics::Metrics;
-pub use output::{analyze_file, write_outputs, OUTPUTS};
+pub use output::{analyze_file, analyze_into, write_outputs, OUTPUTS};

@@ -1,5 +1,6 @@
 //! Writing an analysis: `metrics.json`, `kernels.parquet` and `analysis.txt`,
-//! each through a temporary file renamed into place.
+//! and the measured window's events and tracks (`window_out`), each through
+//! a temporary file renamed into place.
 
 use std::path::Path;
 
@@ -10,7 +11,13 @@ use super::{parquet_out, text};
 use crate::trace::Trace;
 
 /// The files an analysis writes, in its output folder.
-pub const OUTPUTS: [&str; 3] = ["metrics.json", "kernels.parquet", "analysis.txt"];
+pub const OUTPUTS: [&str; 5] = [
+    "metrics.json",
+    "kernels.parquet",
+    "analysis.txt",
+    super::window_out::WINDOW_TRACE,
+    super::window_out::WINDOW_TRACKS,
+];
 
 /// Loads the trace at `trace` and computes its metrics.
 pub fn analyze_file(trace: &Path, opts: &Options) -> Result<Metrics, AnalysisError> {
@@ -18,7 +25,18 @@ pub fn analyze_file(trace: &Path, opts: &Options) -> Result<Metrics, AnalysisErr
     Ok(compute(&trace, opts))
 }
 
-/// Writes the three outputs of `metrics` into `dir`.
+/// Loads the trace at `trace`, computes its metrics and writes every one of
+/// [`OUTPUTS`] into `dir`.
+pub fn analyze_into(trace: &Path, opts: &Options, dir: &Path) -> Result<Metrics, AnalysisError> {
+    let trace = Trace::load(trace)?;
+    let metrics = compute(&trace, opts);
+    write_outputs(&metrics, dir)?;
+    super::window_out::write_window(&trace, opts, dir)?;
+    Ok(metrics)
+}
+
+/// Writes the three outputs of `metrics` into `dir` (`metrics.json`,
+/// `kernels.parquet`, `analysis.txt`).
 pub fn write_outputs(metrics: &Metrics, dir: &Path) -> Result<(), AnalysisError> {
     let json = metrics_json(metrics);
     write_atomic(&dir.join(OUTPUTS[0]), json.as_bytes())?;

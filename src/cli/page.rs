@@ -10,6 +10,7 @@ use super::page_parts::{
     environment_lines, job_lane, link, parse_age, parse_csv, shortened_key, utc,
 };
 use super::{load, status, Failure};
+use crate::analysis::window_out::WINDOW_TRACKS;
 use crate::clock::now_ms;
 use crate::engine::plan::{Evaluation, ReasonKind, Verdict};
 use crate::exit;
@@ -349,9 +350,13 @@ impl Gather<'_> {
                 measure_budget = measure_budget.saturating_sub(size);
             }
             if measure_budget > 0 && run.is_some() && node.task.kind() == "Analyze" {
-                let metrics = self.root.join(node.out_rel()).join("metrics.json");
-                d.kernels = super::page_parts::top_kernels(&metrics);
-                let size = d.kernels.as_ref().map_or(0, |k| k.to_string().len());
+                let dir = self.root.join(node.out_rel());
+                d.kernels = super::page_parts::top_kernels(&dir.join("metrics.json"));
+                d.tracks = super::page_parts::window_tracks(&dir.join(WINDOW_TRACKS));
+                let size = [&d.kernels, &d.tracks]
+                    .iter()
+                    .map(|v| v.as_ref().map_or(0, |k| k.to_string().len()))
+                    .sum();
                 measure_budget = measure_budget.saturating_sub(size);
             }
             d.attempt = (self.states.get(&node.id))

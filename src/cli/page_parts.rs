@@ -215,6 +215,14 @@ pub(super) fn top_kernels(path: &Path) -> Option<serde_json::Value> {
     (!devices.is_empty()).then_some(Value::Array(devices))
 }
 
+/// An analysis's measured window as the page draws it (see
+/// `analysis::window_out`): None when the analysis wrote none.
+pub(super) fn window_tracks(path: &Path) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    v.get("kernels")?.as_array()?;
+    Some(v)
+}
+
 /// A failed or interrupted last attempt as a node's details show it: its
 /// status, when it started, the error, the exit status or signal, and the
 /// command a `Command` ran. None for an attempt that ran or is running.

@@ -153,6 +153,10 @@ pub(crate) struct NodeDetails {
     /// An analysis's top kernels per device, from its `metrics.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernels: Option<serde_json::Value>,
+    /// An analysis's measured window: its first kernels per stream and its
+    /// batches, from its `window.tracks.json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracks: Option<serde_json::Value>,
     /// The last attempt when it failed or was interrupted: status, start,
     /// error, exit status or signal, and a `Command`'s command line.
     #[serde(skip_serializing_if = "Option::is_none")]

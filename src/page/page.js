@@ -243,6 +243,78 @@
     return { brushed: () => Date.now() - brushedAt < 400 };
   }
 
+  // ---- An analysis's measured window ----------------------------------------
+  // A lane for the batches (NVTX) and one per GPU stream, a bar per kernel
+  // (its name and duration on hover), drawn from the page's own data; the
+  // whole window's events open in ui.perfetto.dev.
+  function windowTracks(t, perfetto) {
+    const NS = "http://www.w3.org/2000/svg";
+    const W = 900, LEFT = 130, LANE = 16, TOP = 4;
+    const lanes = ["batches", ...t.streams];
+    const H = TOP + lanes.length * LANE + 4;
+    const svg = document.createElementNS(NS, "svg");
+    for (const [k, v] of [["class", "tracks"], ["width", W], ["height", H], ["viewBox", `0 0 ${W} ${H}`], ["role", "img"],
+      ["aria-label", "kernels and batches of the measured window"]]) svg.setAttribute(k, v);
+    // Only some of the window's kernels: draw the time they cover.
+    const partial = t.kernels.length < t.kernels_in_window;
+    const covered = Math.max(1, ...t.kernels.map(([, s, d]) => s + d));
+    const span = partial ? covered : Math.max(t.duration_ns, 1), plot = W - LEFT - 6;
+    const x = (ns) => LEFT + ns / span * plot;
+    const add = (tag, attrs, title) => {
+      const e = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+      if (title) { const tt = document.createElementNS(NS, "title"); tt.textContent = title; e.append(tt); }
+      svg.append(e);
+      return e;
+    };
+    lanes.forEach((name, i) => {
+      add("text", { x: 2, y: TOP + i * LANE + 11, class: "lane" }).textContent = name;
+    });
+    for (const [start, dur, text] of t.batches) {
+      if (start > span) continue;
+      add("rect", { class: "batch", x: x(start).toFixed(1), y: TOP + 1, width: Math.max(Math.min(dur, span - start) / span * plot, 1).toFixed(1), height: LANE - 3 },
+        `${text}: ${fmtNs(dur)}`);
+    }
+    for (const [track, start, dur, name] of t.kernels) {
+      add("rect", { class: "kernel", x: x(start).toFixed(1), y: TOP + (track + 1) * LANE + 1, width: Math.max(dur / span * plot, 1).toFixed(1),
+        height: LANE - 3, fill: PALETTE[name % PALETTE.length] }, `${t.names[name]}: ${fmtNs(dur)}`);
+    }
+    const shown = partial
+      ? `its first ${t.kernels.length} of ${t.kernels_in_window} kernels (its first ${fmtNs(span)} drawn)`
+      : `its ${t.kernels.length} kernel${t.kernels.length === 1 ? "" : "s"}`;
+    const out = [el("h4", {}, `Measured window \`${t.window}\` (${fmtNs(t.duration_ns)}), ${shown}`), svg];
+    if (perfetto) {
+      const note = el("span", { class: "perfetto-note" });
+      out.push(el("p", { class: "perfetto" }, el("a", { href: perfetto[2], download: "" }, "window.perfetto.json"),
+        ` (${perfetto[1]} B, the whole window's events) · `,
+        el("button", { type: "button", onclick: () => openInPerfetto(perfetto[2], note) }, "Open in ui.perfetto.dev"), " ", note));
+    }
+    return out;
+  }
+
+  // ui.perfetto.dev takes a trace by postMessage once it answers a PING.
+  // A page opened from a file cannot read its neighbours, so there the
+  // Perfetto UI opens empty and the note says which file to drop into it.
+  async function openInPerfetto(href, note) {
+    const ui = window.open("https://ui.perfetto.dev/#!/");
+    let buffer = null;
+    try {
+      const r = await fetch(href);
+      if (r.ok) buffer = await r.arrayBuffer();
+    } catch (e) { buffer = null; }
+    if (!buffer || !ui) {
+      note.textContent = "Open or drop the file window.perfetto.json (the link on the left) in the Perfetto UI.";
+      return;
+    }
+    const ping = setInterval(() => ui.postMessage("PING", "https://ui.perfetto.dev"), 100);
+    window.addEventListener("message", function pong(ev) {
+      if (ev.source !== ui || ev.data !== "PONG") return;
+      clearInterval(ping);
+      window.removeEventListener("message", pong);
+      ui.postMessage({ perfetto: { buffer, title: href.split("/").slice(-2).join("/") } }, "https://ui.perfetto.dev");
+    });
+  }
+
   // ---- Reports ------------------------------------------------------------
   function unit(name) {
     const rules = [[/_ns(\.|$)|_ns\.|ns$/, "ns"], [/(^|_)ms(\.|$)|_ms$/, "ms"], [/_gbps$/, "GB/s"], [/_bytes$|^bytes$/, "B"],
@@ -511,6 +583,7 @@
             el("td", { class: "num" }, String(count)),
             el("td", { class: "num" }, fmtNs(mean))))));
     }
+    if (d.tracks) box.append(...windowTracks(d.tracks, (d.files || []).find((f) => f[0] === "window.perfetto.json")));
     if (d.key && Object.keys(d.key).length) box.append(el("h4", {}, "Key parts"), el("pre", {}, JSON.stringify(d.key, null, 1)));
     if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
     if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));

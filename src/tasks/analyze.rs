@@ -1,15 +1,16 @@
 //! `Analyze`: trace SQLite → `metrics.json`, `kernels.parquet`, `analysis.txt`
-//! (the metrics of DESIGN §6 for each device, over the `measure` NVTX window).
+//! (the metrics of DESIGN §6 for each device, over the `measure` NVTX window),
+//! and the window's events for ui.perfetto.dev and the study page's tracks.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::TaskError;
 use super::export::resolve;
 use super::TaskContext;
-use crate::analysis::{analyze_file, write_outputs, Options, OUTPUTS};
+use crate::analysis::{analyze_into, Options, OUTPUTS};
 
 /// Bump when a metric's computation or the outputs' layout changes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,8 +57,7 @@ impl AnalyzeSpec {
 
 pub fn run(spec: &AnalyzeSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     let trace = resolve(&ctx.root, &spec.trace);
-    let metrics = analyze_file(&trace, &spec.options())?;
-    write_outputs(&metrics, &ctx.out)?;
+    analyze_into(&trace, &spec.options(), &ctx.out)?;
     Ok(())
 }
 

@@ -1,0 +1,114 @@
+//! What an analysis leaves for looking at its measured window: the window's
+//! events as Chrome-trace JSON that ui.perfetto.dev opens
+//! (`window.perfetto.json`), and its first kernels per stream and its
+//! batches in a compact form the study page draws as tracks
+//! (`window.tracks.json`).
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::compute::Options;
+use super::output::write_atomic;
+use super::window::{find_window, Span};
+use super::AnalysisError;
+use crate::trace::reader::Trace;
+
+/// The window's events for a trace viewer.
+pub const WINDOW_TRACE: &str = "window.perfetto.json";
+/// The window's tracks for the study page.
+pub const WINDOW_TRACKS: &str = "window.tracks.json";
+/// Kernels the page's track view holds (the first ones of the window).
+const TRACK_KERNELS: usize = 1000;
+/// Batch ranges the page's track view holds.
+const TRACK_RANGES: usize = 200;
+
+/// Writes [`WINDOW_TRACE`] and [`WINDOW_TRACKS`] into `dir`.
+pub fn write_window(trace: &Trace, opts: &Options, dir: &Path) -> Result<(), AnalysisError> {
+    let (_, span) = find_window(&trace.nvtx, &opts.window);
+    let inside = within(trace, span);
+    let path = dir.join(WINDOW_TRACE);
+    crate::trace::perfetto::write(&inside, &path)?;
+    let tracks = tracks(&inside, span, opts);
+    write_atomic(&dir.join(WINDOW_TRACKS), tracks.to_string().as_bytes())
+}
+
+/// The activities and ranges of `trace` that overlap `span`.
+fn within(trace: &Trace, span: Span) -> Trace {
+    Trace {
+        kernels: (trace.kernels.iter())
+            .filter(|k| span.overlaps(k.start, k.end))
+            .copied()
+            .collect(),
+        memcpys: (trace.memcpys.iter())
+            .filter(|m| span.overlaps(m.start, m.end))
+            .copied()
+            .collect(),
+        memsets: (trace.memsets.iter())
+            .filter(|m| span.overlaps(m.start, m.end))
+            .copied()
+            .collect(),
+        runtime: (trace.runtime.iter())
+            .filter(|r| span.overlaps(r.start, r.end))
+            .copied()
+            .collect(),
+        nvtx: (trace.nvtx.iter())
+            .filter(|r| r.end.is_some_and(|e| span.overlaps(r.start, e)))
+            .cloned()
+            .collect(),
+        path: trace.path.clone(),
+        gpus: trace.gpus.clone(),
+        names: trace.names.clone(),
+        producer: trace.producer.clone(),
+    }
+}
+
+/// `{start_ns, end_ns, streams: ["GPU 0 stream 7", …], names: […],
+/// kernels: [[track, start offset ns, duration ns, name], …], batches:
+/// [[start offset ns, duration ns, text], …], kernels_in_window, shown}`:
+/// offsets from the window's start, the first kernels by start time.
+fn tracks(inside: &Trace, span: Span, opts: &Options) -> serde_json::Value {
+    let mut kernels: Vec<_> = inside.kernels.iter().collect();
+    kernels.sort_by_key(|k| (k.start, k.device, k.stream));
+    let t0 = span
+        .start
+        .or_else(|| kernels.first().map(|k| k.start))
+        .unwrap_or(0);
+    let end = span
+        .end
+        .or_else(|| kernels.iter().map(|k| k.end).max())
+        .unwrap_or(t0);
+    let mut streams: Vec<(u32, u32)> = kernels.iter().map(|k| (k.device, k.stream)).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    let shown: Vec<serde_json::Value> = kernels
+        .iter()
+        .take(TRACK_KERNELS)
+        .map(|k| {
+            let name = inside.name(k.name);
+            let n = names.iter().position(|x| *x == name).unwrap_or_else(|| {
+                names.push(name);
+                names.len() - 1
+            });
+            let track = streams.binary_search(&(k.device, k.stream)).unwrap_or(0);
+            json!([track, k.start - t0, k.end - k.start, n])
+        })
+        .collect();
+    let prefix = opts.batch_prefix.to_lowercase();
+    let batches: Vec<serde_json::Value> = (inside.nvtx.iter())
+        .filter(|r| r.text != opts.window && r.text.to_lowercase().starts_with(&prefix))
+        .filter_map(|r| Some((r.start, r.end?, &r.text)))
+        .take(TRACK_RANGES)
+        .map(|(s, e, text)| json!([s - t0, e - s, text]))
+        .collect();
+    json!({
+        "window": opts.window,
+        "duration_ns": end - t0,
+        "streams": streams.iter().map(|(d, s)| format!("GPU {d} stream {s}")).collect::<Vec<_>>(),
+        "names": names,
+        "kernels": shown,
+        "batches": batches,
+        "kernels_in_window": kernels.len(),
+    })
+}
