@@ -362,6 +362,60 @@ fn the_timeline_zooms_into_a_window_and_labels_wide_bars() {
     screenshot(&b, "timeline-zoomed");
 }
 
+#[test]
+fn the_stage_graph_groups_stages_by_file_and_a_box_lists_its_nodes() {
+    let ws = Ws::new();
+    std::fs::write(
+        ws.path().join("pipelines/extra.ron"),
+        r#"Pipeline(stages: { "extra": Stage(task: Command(run: "echo x > ${out}/x.txt", outputs: ["x.txt"])) })"#,
+    )
+    .unwrap();
+    let (code, err) = ws.vitgraph(&["build", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let mut bands = b.js(
+        "return [...document.querySelectorAll('#stage-graph g.band text')].map(t => t.textContent);",
+    );
+    bands.as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+    assert_eq!(
+        bands,
+        json!(["pipelines/extra.ron", "pipelines/study.ron"]),
+        "a band per pipeline file"
+    );
+    // Every box lies inside its file's band.
+    let inside = b.js(
+        "const bands = [...document.querySelectorAll('#stage-graph g.band')].map(g => [g.querySelector('text').textContent, g.querySelector('rect').getBBox()]);
+         const file = Object.fromEntries(data_stages().map(s => [s.name, s.pipeline]));
+         function data_stages() { return JSON.parse(document.getElementById('data').textContent).stages; }
+         return [...document.querySelectorAll('#stage-graph g.stage')].every(g => {
+           const r = g.querySelector('rect').getBBox();
+           const [, band] = bands.find(([f]) => f === file[g.dataset.stage]);
+           return r.y >= band.y && r.y + r.height <= band.y + band.height;
+         });",
+    );
+    assert_eq!(inside, json!(true));
+    // A click on a box lists its stage's nodes; Enter on another does too.
+    let listed =
+        "return [...document.querySelectorAll('#node-list td.id')].map(t => t.textContent);";
+    b.js("document.querySelector('#stage-graph g.stage[data-stage=\"flaky\"]').dispatchEvent(new MouseEvent('click', { bubbles: true }));");
+    let flaky = b.js(listed);
+    let flaky = flaky.as_array().unwrap();
+    assert_eq!(flaky.len(), 9, "{flaky:?}");
+    assert!(flaky
+        .iter()
+        .all(|n| n.as_str().unwrap().starts_with("flaky[")));
+    b.js("const g = document.querySelector('#stage-graph g.stage[data-stage=\"extra\"]'); g.focus(); g.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));");
+    assert_eq!(b.js(listed), json!(["extra"]));
+    assert_eq!(
+        b.js("return document.activeElement.dataset.stage;"),
+        json!("extra"),
+        "the box takes the keyboard's focus"
+    );
+    screenshot(&b, "stage-graph-bands");
+}
+
 /// Two configurations with a ±2 % target and at most 4 repetitions: the
 /// steady one meets it after 3, the noisy one (±20 % between runs) spends
 /// its budget.

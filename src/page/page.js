@@ -670,6 +670,17 @@
     for (const c of [q, st, state]) c.addEventListener("input", draw);
     box.append(q, st, state, more, list, el("div", { id: "node-detail" }));
     draw();
+    // A stage's box in the graph lists the stage's nodes.
+    for (const g of document.querySelectorAll("#stage-graph g.stage")) {
+      g.setAttribute("role", "button");
+      pressable(g, () => {
+        st.value = g.dataset.i;
+        q.value = "";
+        state.value = "";
+        draw();
+        box.scrollIntoView({ block: "start" });
+      });
+    }
   }
 
   findings();
