@@ -416,6 +416,44 @@ fn the_stage_graph_groups_stages_by_file_and_a_box_lists_its_nodes() {
     screenshot(&b, "stage-graph-bands");
 }
 
+/// A two-way sweep whose plot is drawn as small multiples.
+const FACETED: &str = r#"Pipeline(stages: {
+  "runs": Stage(matrix: {"a": [1, 2], "b": [1, 2, 4]},
+                task: Command(run: "echo '{\"t\": ${a}${b}}' > ${out}/results.json", outputs: ["results.json"])),
+  "report": Stage(needs: ["runs"],
+                  task: Report(title: "Panels", sources: ["runs"], columns: ["t"],
+                               plots: [Plot(x: "b", y: "t", facet: "a")])),
+})"#;
+
+#[test]
+fn a_faceted_plot_is_one_figure_of_panels_on_the_page() {
+    let ws = Ws::with(FACETED);
+    let (code, err) = ws.vitgraph(&["build"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let figure = b.js(
+        "const figs = [...document.querySelectorAll('figure.plot')];
+         const svg = figs[0].querySelector('svg');
+         const texts = [...svg.querySelectorAll('text')].map(t => t.textContent.trim());
+         const r = svg.getBoundingClientRect();
+         return { figures: figs.length, svgs: figs[0].querySelectorAll('svg').length,
+                  panels: texts.filter(t => t.startsWith('a = ')),
+                  stray: figs[0].innerText.trim().length > 200 ? figs[0].innerText.slice(0, 200) : '',
+                  area: r.width * r.height };",
+    );
+    assert_eq!(figure["figures"], json!(1), "{figure}");
+    assert_eq!(figure["svgs"], json!(1), "{figure}");
+    assert_eq!(figure["panels"], json!(["a = 1", "a = 2"]), "{figure}");
+    assert_eq!(
+        figure["stray"],
+        json!(""),
+        "no text outside the figure's drawing: {figure}"
+    );
+    assert!(figure["area"].as_f64().unwrap() > 100_000.0, "{figure}");
+}
+
 /// Two configurations with a ±2 % target and at most 4 repetitions: the
 /// steady one meets it after 3, the noisy one (±20 % between runs) spends
 /// its budget.

@@ -171,13 +171,15 @@ fn figure<DB: DrawingBackend>(
     labels: &[String],
     scale: u32,
 ) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let [first, ..] = panels else {
-        return draw(root, plot, &[], labels, scale, None);
+        draw(root.clone(), plot, &[], labels, scale, None)?;
+        return root.present().map_err(err);
     };
     if panels.len() == 1 && first.title.is_none() {
-        return draw(root, plot, &first.series, labels, scale, None);
+        draw(root.clone(), plot, &first.series, labels, scale, None)?;
+        return root.present().map_err(err);
     }
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let px = |n: u32| n * scale;
     root.fill(&WHITE).map_err(err)?;
     let (_, h) = root.dim_in_pixel();
@@ -294,6 +296,9 @@ mod tests {
             svg.contains("depth = 6") && svg.contains("depth = 12"),
             "{svg}"
         );
+        // One document: the panels inside it, closed once, at the end.
+        assert_eq!(svg.matches("</svg>").count(), 1, "{svg}");
+        assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
         assert!(svg.contains("one panel per depth"), "the figure's heading");
         assert_eq!(figure_size(&drawn), (2 * PANEL.0, PANEL.1 + HEADING + FOOT));
     }

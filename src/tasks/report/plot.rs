@@ -262,6 +262,8 @@ pub(super) fn ranges(plot: &Plot, series: &[Series]) -> (Range<f64>, Range<f64>)
     )
 }
 
+/// Draws one chart into `root` (the whole figure, or one panel of it);
+/// the caller presents the figure once every part is drawn.
 pub(super) fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     plot: &Plot,
@@ -293,7 +295,7 @@ pub(super) fn draw<DB: DrawingBackend>(
         let style = TextStyle::from((FAMILY, px(18)).into_font()).color(&BLACK);
         root.draw_text(&caption, &style, (px(16) as i32, px(20) as i32))
             .map_err(err)?;
-        return root.present().map_err(err);
+        return Ok(());
     }
     // The caption's line under the chart, and what hollow points mean.
     let few = series.iter().any(|s| !s.few.is_empty());
@@ -463,7 +465,7 @@ pub(super) fn draw<DB: DrawingBackend>(
         }
         None => {}
     }
-    root.present().map_err(err)
+    Ok(())
 }
 
 /// A corner of the plot where the legend covers no data (upper left
