@@ -177,13 +177,18 @@
         g.append(l, text);
       }
     }
+    // The page draws the whole build; the first render only labels it.
+    let drawn = true;
     function render() {
       for (const old of svg.querySelectorAll("text.bar-label")) old.remove();
       const k = plotW / (view[1] - view[0]);
+      const whole = view[0] <= 0 && view[1] >= span;
       for (const b of bars) {
         const x = toX(b.at), w = Math.max(b.d * k, minBar);
-        b.r.setAttribute("x", x.toFixed(1));
-        b.r.setAttribute("width", w.toFixed(1));
+        if (!(drawn && whole)) {
+          b.r.setAttribute("x", x.toFixed(1));
+          b.r.setAttribute("width", w.toFixed(1));
+        }
         // The part of the bar inside the window, if it can hold a name.
         const from = Math.max(x, left), to = Math.min(x + w, left + plotW);
         if (b.i < 0 || to - from < 60) continue;
@@ -196,8 +201,8 @@
         text.textContent = name.length > fits ? name.slice(0, Math.max(fits - 1, 1)) + "…" : name;
         b.r.parentNode.append(text);
       }
-      ticks();
-      const whole = view[0] <= 0 && view[1] >= span;
+      if (!(drawn && whole)) ticks();
+      drawn = whole && drawn;
       line.textContent = whole
         ? `The whole build, ${(span / 1000).toFixed(1)} s. Drag across the timeline to zoom in.`
         : `${(view[0] / 1000).toFixed(2)} s to ${(view[1] / 1000).toFixed(2)} s of ${(span / 1000).toFixed(1)} s.`;
