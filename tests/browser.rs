@@ -454,6 +454,54 @@ fn a_faceted_plot_is_one_figure_of_panels_on_the_page() {
     assert!(figure["area"].as_f64().unwrap() > 100_000.0, "{figure}");
 }
 
+/// Two measurements that hold the machine, and three ordinary nodes.
+const ALONE: &str = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"i": [1, 2]},
+                 task: Command(run: "echo '{\"latency_ms\": {\"median\": ${i}}}' > ${out}/results.json",
+                               outputs: ["results.json"], measure: true, resources: (exclusive: true))),
+  "side": Stage(matrix: {"j": [1, 2, 3]}, task: Command(run: "echo ${j} > ${out}/x.txt", outputs: ["x.txt"])),
+})"#;
+
+#[test]
+fn a_measurement_that_held_the_machine_is_shaded_across_the_lanes() {
+    let ws = Ws::with(ALONE);
+    let (code, err) = ws.vitgraph(&["build", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let shaded = b.js(
+        "const svg = document.getElementById('timeline-svg');
+         const lanes = svg.querySelectorAll('text.lane').length;
+         const bands = [...svg.querySelectorAll('rect.alone')];
+         const bars = [...svg.querySelectorAll('rect.bar')].map(r => [r.x.baseVal.value, r.x.baseVal.value + r.width.baseVal.value]);
+         return { lanes, bands: bands.length,
+                  full: bands.every(r => Math.abs(r.height.baseVal.value - 20 * lanes) < 0.01),
+                  key: document.querySelectorAll('#build-info .alone-key').length };",
+    );
+    assert_eq!(shaded["bands"], json!(2), "{shaded}");
+    assert_eq!(shaded["full"], json!(true), "{shaded}");
+    assert_eq!(
+        shaded["key"],
+        json!(1),
+        "the legend says what shading means"
+    );
+    // Zoomed, a band keeps its true length at the new scale, as bars do.
+    let widths = "return [...document.querySelectorAll('#timeline-svg rect.alone')].map(r => r.width.baseVal.value);";
+    let before = b.js(widths);
+    b.click(".zoom button:nth-of-type(1)");
+    let after = b.js(widths);
+    for (a, z) in before
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(after.as_array().unwrap())
+    {
+        let (a, z) = (a.as_f64().unwrap(), z.as_f64().unwrap());
+        assert!(z >= a - 0.1, "{before} -> {after}");
+    }
+}
+
 /// Two configurations with a ±2 % target and at most 4 repetitions: the
 /// steady one meets it after 3, the noisy one (±20 % between runs) spends
 /// its budget.

@@ -486,9 +486,8 @@ impl Gather<'_> {
         attempts
             .into_iter()
             .map(|e| {
-                let stage = self
-                    .graph
-                    .find(&e.node_id)
+                let node = self.graph.find(&e.node_id);
+                let stage = node
                     .and_then(|i| stage_index.get(self.graph.nodes[i].stage.as_str()).copied())
                     .unwrap_or(self.shown.len());
                 let lane = match (&e.slot, &e.job) {
@@ -503,6 +502,7 @@ impl Gather<'_> {
                     start_ms: e.started_at_ms,
                     end_ms: e.finished_at_ms.unwrap_or(now).max(e.started_at_ms),
                     status: e.status,
+                    alone: node.is_some_and(|i| self.graph.runs_alone(i)) && e.job.is_none(),
                 }
             })
             .collect()

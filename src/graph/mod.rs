@@ -223,6 +223,16 @@ impl Graph {
         self.stage(&self.nodes[i].stage)
     }
 
+    /// Whether node `i` holds the whole machine while it runs: a measuring
+    /// node of a stage with `isolation: Host` (the default). A measurement of
+    /// `isolation: Gpu` holds its GPU and the cores near it instead.
+    pub fn runs_alone(&self, i: NodeIdx) -> bool {
+        let res = self.nodes[i].task.resources();
+        let per_gpu = res.gpus > 0
+            && self.stage_of(i).and_then(|s| s.isolation) == Some(crate::config::Isolation::Gpu);
+        res.exclusive && !per_gpu
+    }
+
     /// Whether node `i` is a repetition that runs only while its
     /// configuration is imprecise: beyond the `repeat` of a stage with
     /// `precision`.

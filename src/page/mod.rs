@@ -190,6 +190,8 @@ pub(crate) struct Bar {
     pub start_ms: i64,
     pub end_ms: i64,
     pub status: String,
+    /// The node held the whole machine (see `Graph::runs_alone`).
+    pub alone: bool,
 }
 
 #[derive(Debug, Default, Serialize)]

@@ -104,6 +104,9 @@
     data.stages.forEach((s, i) => {
       if (drawn.has("s" + i)) legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name));
     });
+    if (document.querySelector("#timeline-svg rect.alone")) {
+      legend.append(el("span", { class: "alone-key" }, el("i", {}), "a measurement that held the whole machine (shaded across the lanes)"));
+    }
     box.append(legend);
     // The node and duration of the bar under the pointer.
     const tip = el("div", { id: "tip", class: "tip", hidden: "" });
@@ -141,6 +144,7 @@
     const bars = [...svg.querySelectorAll("#timeline-bars rect.bar")].map((r) => ({
       r, at: (r.x.baseVal.value - left) / plotW * span, d: Number(r.dataset.d), i: Number(r.dataset.i),
     }));
+    const alone = [...svg.querySelectorAll("#timeline-bars rect.alone")].map((r) => ({ r, at: Number(r.dataset.at), d: Number(r.dataset.d) }));
     let view = [0, span];
     let brushedAt = 0;
     const line = el("p", { id: "timeline-window" });
@@ -201,7 +205,13 @@
         text.textContent = name.length > fits ? name.slice(0, Math.max(fits - 1, 1)) + "…" : name;
         b.r.parentNode.append(text);
       }
-      if (!(drawn && whole)) ticks();
+      if (!(drawn && whole)) {
+        for (const a of alone) {
+          a.r.setAttribute("x", toX(a.at).toFixed(1));
+          a.r.setAttribute("width", Math.max(a.d * k, minBar).toFixed(1));
+        }
+        ticks();
+      }
       drawn = whole && drawn;
       line.textContent = whole
         ? `The whole build, ${(span / 1000).toFixed(1)} s. Drag across the timeline to zoom in.`

@@ -95,6 +95,19 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
     s.push_str(&style);
     // The bars inside the plot's area: a zoomed window clips the rest.
     s.push_str("<g id=\"timeline-bars\" clip-path=\"url(#timeline-clip)\">");
+    // A node that held the whole machine: its time shaded across every
+    // lane, under the bars (nothing else ran then, by design).
+    let lanes_h = lanes.len() as f64 * LANE_H;
+    for b in build.entries.iter().filter(|b| b.alone) {
+        let x0 = x(b.start_ms);
+        let _ = write!(
+            s,
+            "<rect class=\"alone\" x=\"{x0:.1}\" y=\"{AXIS_H}\" width=\"{w:.1}\" height=\"{lanes_h}\" data-at=\"{at}\" data-d=\"{d}\"/>",
+            w = (x(b.end_ms) - x0).max(MIN_BAR),
+            at = b.start_ms - t0,
+            d = b.end_ms - b.start_ms,
+        );
+    }
     for (lane, name) in lanes.values().enumerate() {
         let y = AXIS_H + lane as f64 * LANE_H + 2.0;
         let _ = write!(s, "<g transform=\"translate(0,{y})\">");

@@ -17,10 +17,7 @@ use crate::tasks::{TaskSpec, UpstreamNode};
 /// Whether node `i` is a measurement of a stage with `isolation: Gpu`: it
 /// holds its GPU and cores near it, not the machine.
 pub(crate) fn isolated(graph: &crate::graph::Graph, i: NodeIdx) -> bool {
-    let res = graph.nodes[i].task.resources();
-    res.exclusive
-        && res.gpus > 0
-        && graph.stage_of(i).and_then(|s| s.isolation) == Some(crate::config::Isolation::Gpu)
+    graph.nodes[i].task.resources().exclusive && !graph.runs_alone(i)
 }
 
 impl Build<'_, '_> {
