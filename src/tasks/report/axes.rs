@@ -103,9 +103,54 @@ pub(super) fn sparse_ticks(values: impl Iterator<Item = f64>) -> Option<Vec<f64>
     (2..=SPARSE).contains(&v.len()).then_some(v)
 }
 
+/// Ticks at powers of two for a log axis (log10 values) whose points are
+/// all powers of two — a batch or resolution sweep — at most ten of them
+/// (every other one, or every fourth, when there are more); None otherwise.
+pub(super) fn powers_of_two(
+    values: impl Iterator<Item = f64>,
+    r: &std::ops::Range<f64>,
+) -> Option<Vec<f64>> {
+    let mut any = false;
+    for v in values {
+        let x = 10f64.powf(v);
+        let k = x.log2().round();
+        if !v.is_finite() || (x / 2f64.powf(k) - 1.0).abs() > 1e-9 {
+            return None;
+        }
+        any = true;
+    }
+    if !any {
+        return None;
+    }
+    let (lo, hi) = (r.start / 2f64.log10(), r.end / 2f64.log10());
+    let all: Vec<f64> = ((lo - 1e-9).ceil() as i64..=(hi + 1e-9).floor() as i64)
+        .map(|k| k as f64 * 2f64.log10())
+        .collect();
+    let step = all.len().div_ceil(10).max(1);
+    Some(all.into_iter().step_by(step).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_axis_of_powers_of_two_ticks_at_powers_of_two() {
+        let batches = [1f64, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0].map(f64::log10);
+        let r = 0.0..256f64.log10();
+        let t = powers_of_two(batches.into_iter(), &r).unwrap();
+        let labels: Vec<String> = t
+            .iter()
+            .map(|v| super::super::labels::tick(*v, true))
+            .collect();
+        assert_eq!(labels, ["1", "2", "4", "8", "16", "32", "64", "128", "256"]);
+        // 1 to 2^20: every other power at most ten ticks.
+        let wide = 0.0..(2f64.powi(20)).log10();
+        let t = powers_of_two([0.0, wide.end].into_iter(), &wide).unwrap();
+        assert!(t.len() <= 11, "{t:?}");
+        // Not all powers of two: no such ticks.
+        assert!(powers_of_two([1f64, 3.0, 8.0].map(f64::log10).into_iter(), &r).is_none());
+    }
 
     #[test]
     fn a_sparse_sweep_is_ticked_at_its_values() {

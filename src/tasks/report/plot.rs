@@ -9,9 +9,10 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::axes::{axis_title, sparse_ticks, ticks, Ticked};
+use super::axes::{axis_title, powers_of_two, sparse_ticks, ticks, Ticked};
 use super::cell::Cell;
 use super::compare::{same, table_column};
+use super::labels::axis_label;
 use super::labels::tick;
 use super::spec::Plot;
 use super::table::Table;
@@ -319,8 +320,14 @@ pub(super) fn draw<DB: DrawingBackend>(
     };
     let ratio = is_ratio(&plot.y) && !series.is_empty();
     let (xr, yr) = shared.cloned().unwrap_or_else(|| ranges(plot, series));
-    // A sparse sweep (batch 1, 8, 32) is ticked at its own values.
+    // A sparse sweep (batch 1, 8, 32) is ticked at its own values, a log
+    // axis of powers of two (batch 1 to 256) at powers of two.
+    let twos = plot
+        .log_x
+        .then(|| powers_of_two(points().map(|p| p.0), &xr))
+        .flatten();
     let x_ticks = sparse_ticks(points().map(|p| p.0))
+        .or_else(|| twos.clone())
         .unwrap_or_else(|| ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0)));
     let y_ticks = ticks(&yr, plot.log_y, points().all(|p| p.1.fract() == 0.0));
     // The legend goes in a corner without data, or else beside the plot.
@@ -356,7 +363,10 @@ pub(super) fn draw<DB: DrawingBackend>(
     let y_label = |v: &f64| tick(*v, plot.log_y);
     chart
         .configure_mesh()
-        .x_desc(axis_title(&plot.x, plot.log_x))
+        .x_desc(match twos {
+            Some(_) => format!("{}, log scale (powers of 2)", axis_label(&plot.x)),
+            None => axis_title(&plot.x, plot.log_x),
+        })
         .y_desc(axis_title(&plot.y, plot.log_y))
         .x_label_formatter(&x_label)
         .y_label_formatter(&y_label)
