@@ -270,7 +270,11 @@ fn the_timeline_shows_the_latest_build_an_earlier_one_or_a_span_of_time() {
         let (code, err) = ws.vitgraph(&all);
         assert_eq!(code, 0, "{err}");
         let html = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap();
-        html.matches("<rect class=\"bar ").count()
+        // The timeline shown (other builds' timelines are in templates).
+        let shown = &html[html.find("<svg id=\"timeline-svg\"").unwrap()..];
+        shown[..shown.find("</svg>").unwrap()]
+            .matches("<rect class=\"bar ")
+            .count()
     };
     assert_eq!(bars(&[]), 1, "the latest build ran `notes` alone");
     assert_eq!(bars(&["--build", "1"]), 20);
@@ -500,6 +504,46 @@ fn a_measurement_that_held_the_machine_is_shaded_across_the_lanes() {
         let (a, z) = (a.as_f64().unwrap(), z.as_f64().unwrap());
         assert!(z >= a - 0.1, "{before} -> {after}");
     }
+}
+
+#[test]
+fn the_build_picker_switches_the_timeline_to_another_build() {
+    let ws = Ws::new();
+    assert_eq!(ws.vitgraph(&["build", "-j", "2"]).0, 0);
+    std::fs::write(ws.path().join("notes.txt"), "b\n").unwrap();
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let bars = "return document.querySelectorAll('#timeline-svg rect.bar').length;";
+    let line = "return document.getElementById('build-line').textContent;";
+    let pick = |n: usize| {
+        b.js(&format!(
+            "const p = document.getElementById('build-picker'); p.value = '{n}'; p.dispatchEvent(new Event('input'));"
+        ));
+    };
+    assert_eq!(b.js(bars), json!(1), "the latest build ran `notes` alone");
+    let options =
+        b.js("return [...document.querySelectorAll('#build-picker option')].map(o => o.value);");
+    assert_eq!(options, json!(["2", "1"]), "latest first");
+    pick(1);
+    assert_eq!(b.js(bars), json!(20));
+    assert!(b.js(line).as_str().unwrap().starts_with("Build 1 of 2"));
+    // The switched timeline zooms as the first did.
+    let whole = b.js("return Math.max(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
+    b.click(".zoom button:nth-of-type(1)");
+    let zoomed = b.js("return Math.max(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
+    assert!(
+        zoomed.as_f64().unwrap() > 1.9 * whole.as_f64().unwrap(),
+        "{whole} -> {zoomed}"
+    );
+    assert_eq!(
+        b.js("return document.querySelectorAll('#build-info .zoom').length;"),
+        json!(1)
+    );
+    pick(2);
+    assert_eq!(b.js(bars), json!(1));
+    assert!(b.js(line).as_str().unwrap().starts_with("Build 2 of 2"));
 }
 
 /// Two configurations with a ±2 % target and at most 4 repetitions: the

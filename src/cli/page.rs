@@ -6,20 +6,20 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::page_parts::{
-    environment_lines, job_lane, link, parse_age, parse_csv, shortened_key, utc,
-};
+use super::page_parts::{environment_lines, link, parse_age, parse_csv, shortened_key, utc};
 use super::{load, status, Failure};
 use crate::analysis::window_out::WINDOW_TRACKS;
 use crate::clock::now_ms;
 use crate::engine::plan::{Evaluation, ReasonKind, Verdict};
 use crate::exit;
 use crate::graph::Graph;
-use crate::page::{self, Bar, BuildView, NodeDetails, NodeRow, ReportView, StageView, Study};
+use crate::page::{self, NodeDetails, NodeRow, ReportView, StageView, Study};
 use crate::pipeline::Override;
 use crate::store::{AttemptStatus, NodeState, RunRecord, Store};
 use crate::tasks::TaskSpec;
 use crate::workspace::Workspace;
+
+mod builds;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -121,6 +121,10 @@ pub(super) fn report(
             Some(age_ms) => gather.since(store, now_ms() - age_ms, &index)?,
             None => gather.build(store, args.build, &index)?,
         };
+        if let Some(shown) = build.as_ref().filter(|b| b.since.is_none()) {
+            (study.builds, study.other_builds) =
+                gather.other_builds(store, shown.number, &index)?;
+        }
         study.build = build;
         study.reports = gather.reports(store, &selection)?;
     }
@@ -408,104 +412,6 @@ impl Gather<'_> {
         } else {
             text
         })
-    }
-
-    /// The timeline of build `which` (default the latest).
-    fn build(
-        &self,
-        store: &Store,
-        which: Option<usize>,
-        index: &HashMap<&str, usize>,
-    ) -> Result<Option<BuildView>, Failure> {
-        let builds = store.reader().builds()?;
-        let Some(chosen) = (match which {
-            Some(n) => builds.iter().find(|b| b.number == n),
-            None => builds.last(),
-        }) else {
-            if let Some(n) = which {
-                let help = format!(
-                    "the store has recorded builds 1 to {}; leave out `--build` for the latest",
-                    builds.len()
-                );
-                return Err(Failure::Report(
-                    miette::miette!(help = help, "there is no build {n}"),
-                    exit::USAGE,
-                ));
-            }
-            return Ok(None);
-        };
-        let entries = self.bars(store.reader().build_attempts(chosen)?, index);
-        let end = entries
-            .iter()
-            .map(|b| b.end_ms)
-            .max()
-            .unwrap_or(chosen.ended_at_ms);
-        Ok(Some(BuildView {
-            number: chosen.number,
-            of: builds.len(),
-            host: chosen.host.clone(),
-            started: utc(chosen.started_at_ms),
-            seconds: (end - chosen.started_at_ms).max(0) as f64 / 1000.0,
-            bars: entries.len(),
-            since: None,
-            entries,
-        }))
-    }
-
-    /// Every attempt since `since_ms` as a timeline.
-    fn since(
-        &self,
-        store: &Store,
-        since_ms: i64,
-        index: &HashMap<&str, usize>,
-    ) -> Result<Option<BuildView>, Failure> {
-        let builds = store.reader().builds()?;
-        let entries = self.bars(store.reader().attempts_since(since_ms)?, index);
-        let end = entries.iter().map(|b| b.end_ms).max().unwrap_or(since_ms);
-        let start = entries.iter().map(|b| b.start_ms).min().unwrap_or(since_ms);
-        Ok(Some(BuildView {
-            number: 0,
-            of: builds.len(),
-            host: String::new(),
-            started: utc(start),
-            seconds: (end - start).max(0) as f64 / 1000.0,
-            bars: entries.len(),
-            since: Some(utc(since_ms)),
-            entries,
-        }))
-    }
-
-    /// Timeline bars of attempts: lane, stage and end of each.
-    fn bars(
-        &self,
-        attempts: Vec<crate::store::TimelineEntry>,
-        index: &HashMap<&str, usize>,
-    ) -> Vec<Bar> {
-        let stage_index = self.stage_index();
-        let now = now_ms();
-        attempts
-            .into_iter()
-            .map(|e| {
-                let node = self.graph.find(&e.node_id);
-                let stage = node
-                    .and_then(|i| stage_index.get(self.graph.nodes[i].stage.as_str()).copied())
-                    .unwrap_or(self.shown.len());
-                let lane = match (&e.slot, &e.job) {
-                    (Some(s), _) => s.clone(),
-                    (None, Some(job)) => job_lane(job),
-                    (None, None) => "~".into(),
-                };
-                Bar {
-                    index: index.get(e.node_id.as_str()).copied(),
-                    stage,
-                    lane,
-                    start_ms: e.started_at_ms,
-                    end_ms: e.finished_at_ms.unwrap_or(now).max(e.started_at_ms),
-                    status: e.status,
-                    alone: node.is_some_and(|i| self.graph.runs_alone(i)) && e.job.is_none(),
-                }
-            })
-            .collect()
     }
 
     /// Every selected `Report` node with a run: its table, comparison,

@@ -33,6 +33,12 @@ pub(crate) struct Study {
     /// Environment records the details refer to by index.
     pub envs: Vec<serde_json::Value>,
     pub build: Option<BuildView>,
+    /// The builds the timeline's picker lists, latest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<BuildRef>,
+    /// The timelines of other builds the picker switches to in the page.
+    #[serde(skip)]
+    pub other_builds: Vec<BuildView>,
     pub reports: Vec<ReportView>,
     /// Text lines of warnings (a `files` pattern that matched nothing).
     pub warnings: Vec<String>,
@@ -163,6 +169,17 @@ pub(crate) struct NodeDetails {
     pub attempt: Option<serde_json::Value>,
 }
 
+/// A build as the timeline's picker lists it.
+#[derive(Debug, Serialize)]
+pub(crate) struct BuildRef {
+    pub number: usize,
+    pub started: String,
+    pub seconds: f64,
+    pub bars: usize,
+    /// Whether the page holds its timeline.
+    pub embedded: bool,
+}
+
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct BuildView {
     pub number: usize,
@@ -246,6 +263,13 @@ pub(crate) fn render(study: &Study) -> String {
         .map(|b| timeline::svg(b, study))
         .unwrap_or_default();
     let mut plots = String::new();
+    for b in &study.other_builds {
+        plots.push_str(&format!(
+            "<template id=\"timeline-build-{}\">{}</template>",
+            b.number,
+            timeline::svg(b, study)
+        ));
+    }
     for (i, r) in study.reports.iter().enumerate() {
         plots.push_str(&format!("<template id=\"plots-{i}\">"));
         for (name, svg) in &r.plots {
@@ -259,7 +283,7 @@ pub(crate) fn render(study: &Study) -> String {
     }
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; connect-src 'self'\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{CSS}</style></head><body>\
 <header><h1>{title}</h1>{lead}<p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\

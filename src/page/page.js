@@ -95,41 +95,74 @@
       box.append(el("p", { class: "empty", id: "no-build" }, "No build has been recorded yet."));
       return;
     }
-    const what = b.since
-      ? `Every attempt since ${b.since} (of ${b.of} build(s)): from ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started.`
-      : `Build ${b.number} of ${b.of} on ${b.host}, started ${b.started}, ${b.seconds.toFixed(1)} s, ${b.bars} node(s) started.`;
-    box.append(el("p", { id: "build-line" }, what + " Hover a bar for its node and duration."));
-    const legend = el("div", { class: "legend" });
-    const drawn = new Set([...document.querySelectorAll("#timeline-svg rect.bar")].map((r) => [...r.classList].find((c) => /^s\d+$/.test(c))));
-    data.stages.forEach((s, i) => {
-      if (drawn.has("s" + i)) legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name));
-    });
-    if (document.querySelector("#timeline-svg rect.alone")) {
-      legend.append(el("span", { class: "alone-key" }, el("i", {}), "a measurement that held the whole machine (shaded across the lanes)"));
+    const describe = (x) => x.since
+      ? `Every attempt since ${x.since} (of ${x.of} build(s)): from ${x.started}, ${x.seconds.toFixed(1)} s, ${x.bars} node(s) started.`
+      : `Build ${x.number} of ${b.of}${x.host ? " on " + x.host : ""}, started ${x.started}, ${x.seconds.toFixed(1)} s, ${x.bars} node(s) started.`;
+    const line = el("p", { id: "build-line" }, describe(b) + " Hover a bar for its node and duration.");
+    box.append(line);
+    // The recent builds: those the page holds switch the timeline in place.
+    const missing = el("p", { id: "build-missing", class: "notice", hidden: "" });
+    if ((data.builds || []).length > 1) {
+      const pick = el("select", { id: "build-picker", "aria-label": "build" }, ...data.builds.map((x) =>
+        el("option", { value: x.number }, `build ${x.number}: ${x.started}, ${x.bars} node(s)${x.embedded ? "" : " (not in this page)"}`)));
+      pick.value = String(b.number);
+      pick.addEventListener("input", () => switchTo(Number(pick.value)));
+      box.append(el("label", { class: "picker" }, "Build ", pick), missing);
     }
+    const legend = el("div", { class: "legend" });
     box.append(legend);
     // The node and duration of the bar under the pointer.
     const tip = el("div", { id: "tip", class: "tip", hidden: "" });
     document.body.append(tip);
-    const svg = $("timeline-svg");
-    svg.addEventListener("mousemove", (ev) => {
-      const bar = ev.target.closest && ev.target.closest("rect.bar");
-      if (!bar) { tip.hidden = true; return; }
-      const i = Number(bar.dataset.i);
-      const name = i >= 0 ? data.nodes[i][0] : "(a node no longer in the pipelines)";
-      const status = [...bar.classList].find((c) => ["failed", "interrupted", "running"].includes(c)) || "succeeded";
-      tip.textContent = `${name} — ${fmtMs(Number(bar.dataset.d))} (${status})`;
-      tip.style.left = ev.pageX + 12 + "px";
-      tip.style.top = ev.pageY + 12 + "px";
-      tip.hidden = false;
-    });
-    svg.addEventListener("mouseleave", () => { tip.hidden = true; });
-    const zoom = timelineZoom(svg, box);
-    svg.addEventListener("click", (ev) => {
-      if (zoom.brushed()) return;
-      const bar = ev.target.closest && ev.target.closest("rect.bar");
-      if (bar && Number(bar.dataset.i) >= 0) show(Number(bar.dataset.i));
-    });
+    const first = $("timeline-svg");
+    const original = first.cloneNode(true);
+    wire(first);
+
+    function wire(svg) {
+      legend.replaceChildren();
+      const drawn = new Set([...svg.querySelectorAll("rect.bar")].map((r) => [...r.classList].find((c) => /^s\d+$/.test(c))));
+      data.stages.forEach((s, i) => {
+        if (drawn.has("s" + i)) legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name));
+      });
+      if (svg.querySelector("rect.alone")) {
+        legend.append(el("span", { class: "alone-key" }, el("i", {}), "a measurement that held the whole machine (shaded across the lanes)"));
+      }
+      svg.addEventListener("mousemove", (ev) => {
+        const bar = ev.target.closest && ev.target.closest("rect.bar");
+        if (!bar) { tip.hidden = true; return; }
+        const i = Number(bar.dataset.i);
+        const name = i >= 0 ? data.nodes[i][0] : "(a node no longer in the pipelines)";
+        const status = [...bar.classList].find((c) => ["failed", "interrupted", "running"].includes(c)) || "succeeded";
+        tip.textContent = `${name} — ${fmtMs(Number(bar.dataset.d))} (${status})`;
+        tip.style.left = ev.pageX + 12 + "px";
+        tip.style.top = ev.pageY + 12 + "px";
+        tip.hidden = false;
+      });
+      svg.addEventListener("mouseleave", () => { tip.hidden = true; });
+      for (const old of box.querySelectorAll(".zoom")) old.remove();
+      const zoom = timelineZoom(svg, box);
+      svg.addEventListener("click", (ev) => {
+        if (zoom.brushed()) return;
+        const bar = ev.target.closest && ev.target.closest("rect.bar");
+        if (bar && Number(bar.dataset.i) >= 0) show(Number(bar.dataset.i));
+      });
+    }
+
+    function switchTo(n) {
+      const x = data.builds.find((y) => y.number === n);
+      const template = document.getElementById("timeline-build-" + n);
+      const svg = n === b.number ? original.cloneNode(true)
+        : template ? template.content.querySelector("svg").cloneNode(true) : null;
+      if (!svg) {
+        missing.textContent = `Build ${n} (${x.bars} node(s)) is not in this page: \`vitgraph report --build ${n}\` writes a page that shows it.`;
+        missing.hidden = false;
+        return;
+      }
+      missing.hidden = true;
+      $("timeline-svg").replaceWith(svg);
+      line.textContent = (n === b.number ? describe(b) : describe(x)) + " Hover a bar for its node and duration.";
+      wire(svg);
+    }
   }
 
   // A window of the build's time: drag across the timeline to zoom into it,

@@ -52,7 +52,7 @@ pub(crate) use fileio::now_ns;
 pub(crate) use fileio::Stat;
 pub(crate) use groups::TaskGroups;
 pub(crate) use hasher::{Hasher, InputStamp, Observer};
-pub(crate) use history::TimelineEntry;
+pub(crate) use history::{BuildSummary, TimelineEntry};
 pub(crate) use jobs::{DriverLock, EnvProbeRecord, LiveJob};
 pub(crate) use lock::KeyLock;
 pub(crate) use memo::Probe;
