@@ -546,6 +546,65 @@ fn the_build_picker_switches_the_timeline_to_another_build() {
     assert!(b.js(line).as_str().unwrap().starts_with("Build 2 of 2"));
 }
 
+/// Two models measured twice each, reported; and a plot that would draw a
+/// line through the hidden `model` (its report fails, naming it).
+const REPEATED: &str = r#"Pipeline(stages: {
+  "runs": Stage(matrix: {"model": ["a", "b"], "batch": [1, 8]}, repeat: 2,
+                task: Command(run: "echo '{\"latency_ms\": {\"median\": ${batch}.${rep}}}' > ${out}/results.json",
+                              outputs: ["results.json"], measure: true)),
+  "report": Stage(needs: ["runs"],
+                  task: Report(title: "Repeated", sources: ["runs"], columns: ["latency_ms.median"])),
+  "hidden": Stage(needs: ["runs"],
+                  task: Report(title: "Hidden", sources: ["runs"], columns: ["latency_ms.median"],
+                               plots: [Plot(x: "batch", y: "latency_ms.median")])),
+})"#;
+
+#[test]
+fn tables_sort_and_details_open_by_keyboard_and_a_report_says_its_method() {
+    let ws = Ws::with(REPEATED);
+    let (code, err) = ws.vitgraph(&["build", "-k"]);
+    assert_ne!(code, 0, "the hidden plot's report fails: {err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    // The report's method sentence, as report.md has it.
+    let method = b.js("return document.querySelector('#report-list p.method').textContent;");
+    let method = method.as_str().unwrap();
+    assert!(
+        method.contains("2 to 2 here") && method.contains("t-interval"),
+        "{method}"
+    );
+    // Sorting a column by keyboard: focus its header, Enter, Enter again.
+    let order = "return [...document.querySelectorAll('#report-list table tbody tr')].filter(r => !r.hidden).map(r => r.children[1].textContent);";
+    let press = |css: &str| {
+        b.js(&format!(
+            "const e = document.querySelector('{css}'); e.focus(); e.dispatchEvent(new KeyboardEvent('keydown', {{ key: 'Enter', bubbles: true }}));"
+        ));
+    };
+    press("#report-list th.sortable:nth-child(2)");
+    assert_eq!(b.js(order), json!(["1", "1", "8", "8"]));
+    press("#report-list th.sortable:nth-child(2)");
+    assert_eq!(b.js(order), json!(["8", "8", "1", "1"]));
+    // A node's details by keyboard; the failed report's attempt names the
+    // hidden param and the fix.
+    let (code, _) = ws.vitgraph(&["report"]);
+    assert_eq!(code, 0);
+    b.open(&ws.page());
+    let shown = b.js(
+        "const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent === 'hidden');
+         td.focus();
+         td.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));
+         const d = document.getElementById('node-detail');
+         return { title: d.querySelector('h3').textContent, error: (d.querySelector('.attempt-error') || {}).textContent || '' };",
+    );
+    assert_eq!(shown["title"], json!("hidden"), "{shown}");
+    let error = shown["error"].as_str().unwrap();
+    assert!(
+        error.contains("`model`") && error.contains("zig-zag"),
+        "{shown}"
+    );
+}
+
 /// Two configurations with a ±2 % target and at most 4 repetitions: the
 /// steady one meets it after 3, the noisy one (±20 % between runs) spends
 /// its budget.

@@ -474,6 +474,26 @@
     }
     return wrap;
   }
+  // What a row's numbers are, as report.md says it: how many runs a row
+  // folds (`reps`), and which interval its `±` is (`interval`).
+  function methodSentence(t) {
+    const col = (name) => t.names.indexOf(name);
+    const reps = col("reps"), kind = col("interval"), wide = col("wide");
+    if (kind < 0) return "";
+    const rows = t.rows.filter((row) => row[kind] !== "" && row[kind] !== null);
+    if (!rows.length) return "";
+    const counts = reps >= 0 ? rows.map((row) => Number(row[reps])).filter((n) => n > 0) : [];
+    const parts = [];
+    if (rows.some((row) => row[kind] === "repetitions")) {
+      parts.push(`Each row is one configuration; \`reps\` is how many separate runs it folds (${Math.min(...counts)} to ${Math.max(...counts)} here). ` +
+        "A number of a row with two or more is the mean over its repetitions, its interval the 95 % t-interval over them (`interval` = `repetitions`).");
+    }
+    if (rows.some((row) => row[kind] === "within-run")) {
+      parts.push("A row of one run shows the 95 % interval of its own batches (`interval` = `within-run`): it says nothing of where the next run lands.");
+    }
+    if (wide >= 0) parts.push("⚠ in `wide` marks an interval wider than the report's target.");
+    return parts.join(" ");
+  }
   function reports() {
     const box = $("report-list");
     if (!data.reports.length) {
@@ -504,6 +524,8 @@
       }
       if (r.env_lines.length) div.append(el("ul", { class: "env-lines" }, ...r.env_lines.map((l) => el("li", {}, l))));
       if (r.table) div.append(table(r.table, r.params, "table-" + i));
+      const method = r.table && methodSentence(r.table);
+      if (method) div.append(el("p", { class: "meta method" }, method));
       const plots = $("plots-" + i);
       if (plots && plots.content.childElementCount) {
         const p = el("div", { class: "plots" });
