@@ -294,7 +294,23 @@ fn analyze_task_writes_its_five_outputs() {
         node: "analyze".into(),
         upstream: Default::default(),
     };
-    let spec: AnalyzeSpec = ron::from_str(r#"(trace: "trace.sqlite")"#).unwrap();
+    // Without `perfetto`, the window's tracks but not its events.
+    let plain: AnalyzeSpec = ron::from_str(r#"(trace: "trace.sqlite")"#).unwrap();
+    let plain_out = dir.path().join("plain");
+    std::fs::create_dir(&plain_out).unwrap();
+    analyze::run(
+        &plain,
+        &TaskContext {
+            out: plain_out.clone(),
+            ..ctx.clone()
+        },
+    )
+    .unwrap();
+    assert!(plain_out.join("window.tracks.json").is_file());
+    assert!(!plain_out.join("window.perfetto.json").exists());
+    assert_eq!(plain.outputs().len(), 4);
+    let spec: AnalyzeSpec = ron::from_str(r#"(trace: "trace.sqlite", perfetto: true)"#).unwrap();
+    assert_eq!(spec.outputs().len(), 5);
     analyze::run(&spec, &ctx).unwrap();
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("metrics.json")).unwrap()).unwrap();

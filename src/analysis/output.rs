@@ -10,12 +10,12 @@ use super::metrics::Metrics;
 use super::{parquet_out, text};
 use crate::trace::Trace;
 
-/// The files an analysis writes, in its output folder.
-pub const OUTPUTS: [&str; 5] = [
+/// The files an analysis always writes, in its output folder (with
+/// `perfetto`, also [`super::window_out::WINDOW_TRACE`]).
+pub const OUTPUTS: [&str; 4] = [
     "metrics.json",
     "kernels.parquet",
     "analysis.txt",
-    super::window_out::WINDOW_TRACE,
     super::window_out::WINDOW_TRACKS,
 ];
 
@@ -26,12 +26,17 @@ pub fn analyze_file(trace: &Path, opts: &Options) -> Result<Metrics, AnalysisErr
 }
 
 /// Loads the trace at `trace`, computes its metrics and writes every one of
-/// [`OUTPUTS`] into `dir`.
-pub fn analyze_into(trace: &Path, opts: &Options, dir: &Path) -> Result<Metrics, AnalysisError> {
+/// [`OUTPUTS`] into `dir`, and with `perfetto` the window's events.
+pub fn analyze_into(
+    trace: &Path,
+    opts: &Options,
+    dir: &Path,
+    perfetto: bool,
+) -> Result<Metrics, AnalysisError> {
     let trace = Trace::load(trace)?;
     let metrics = compute(&trace, opts);
     write_outputs(&metrics, dir)?;
-    super::window_out::write_window(&trace, opts, dir)?;
+    super::window_out::write_window(&trace, opts, dir, perfetto)?;
     Ok(metrics)
 }
 

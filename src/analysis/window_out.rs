@@ -1,8 +1,8 @@
-//! What an analysis leaves for looking at its measured window: the window's
-//! events as Chrome-trace JSON that ui.perfetto.dev opens
-//! (`window.perfetto.json`), and its first kernels per stream and its
-//! batches in a compact form the study page draws as tracks
-//! (`window.tracks.json`).
+//! What an analysis leaves for looking at its measured window: its first
+//! kernels per stream and its batches in a compact form the study page draws
+//! as tracks (`window.tracks.json`, always), and with `perfetto: true` the
+//! window's events as Chrome-trace JSON that ui.perfetto.dev opens
+//! (`window.perfetto.json`).
 
 use std::path::Path;
 
@@ -23,13 +23,19 @@ const TRACK_KERNELS: usize = 1000;
 /// Batch ranges the page's track view holds.
 const TRACK_RANGES: usize = 200;
 
-/// Writes [`WINDOW_TRACE`] and [`WINDOW_TRACKS`] into `dir`.
-pub fn write_window(trace: &Trace, opts: &Options, dir: &Path) -> Result<(), AnalysisError> {
+/// Writes [`WINDOW_TRACKS`] into `dir`, and [`WINDOW_TRACE`] with `perfetto`.
+pub fn write_window(
+    trace: &Trace,
+    opts: &Options,
+    dir: &Path,
+    perfetto: bool,
+) -> Result<(), AnalysisError> {
     let (_, span) = find_window(&trace.nvtx, &opts.window);
-    let inside = within(trace, span);
-    let path = dir.join(WINDOW_TRACE);
-    crate::trace::perfetto::write(&inside, &path)?;
-    let tracks = tracks(&inside, span, opts);
+    if perfetto {
+        let path = dir.join(WINDOW_TRACE);
+        crate::trace::perfetto::write(&within(trace, span), &path)?;
+    }
+    let tracks = tracks(trace, span, opts);
     write_atomic(&dir.join(WINDOW_TRACKS), tracks.to_string().as_bytes())
 }
 
@@ -67,26 +73,35 @@ fn within(trace: &Trace, span: Span) -> Trace {
 /// kernels: [[track, start offset ns, duration ns, name], …], batches:
 /// [[start offset ns, duration ns, text], …], kernels_in_window, shown}`:
 /// offsets from the window's start, the first kernels by start time.
-fn tracks(inside: &Trace, span: Span, opts: &Options) -> serde_json::Value {
-    let mut kernels: Vec<_> = inside.kernels.iter().collect();
-    kernels.sort_by_key(|k| (k.start, k.device, k.stream));
+fn tracks(trace: &Trace, span: Span, opts: &Options) -> serde_json::Value {
+    // The window's kernels; of a large window only the first are sorted.
+    let mut kernels: Vec<_> = (trace.kernels.iter())
+        .filter(|k| span.overlaps(k.start, k.end))
+        .collect();
+    let in_window = kernels.len();
+    let streams: Vec<(u32, u32)> = (kernels.iter().map(|k| (k.device, k.stream)))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let by_start = |k: &&crate::trace::reader::KernelRow| (k.start, k.device, k.stream);
+    if kernels.len() > TRACK_KERNELS {
+        kernels.select_nth_unstable_by_key(TRACK_KERNELS, by_start);
+        kernels.truncate(TRACK_KERNELS);
+    }
+    kernels.sort_by_key(by_start);
     let t0 = span
         .start
         .or_else(|| kernels.first().map(|k| k.start))
         .unwrap_or(0);
     let end = span
         .end
-        .or_else(|| kernels.iter().map(|k| k.end).max())
+        .or_else(|| trace.kernels.iter().map(|k| k.end).max())
         .unwrap_or(t0);
-    let mut streams: Vec<(u32, u32)> = kernels.iter().map(|k| (k.device, k.stream)).collect();
-    streams.sort_unstable();
-    streams.dedup();
     let mut names: Vec<&str> = Vec::new();
     let shown: Vec<serde_json::Value> = kernels
         .iter()
-        .take(TRACK_KERNELS)
         .map(|k| {
-            let name = inside.name(k.name);
+            let name = trace.name(k.name);
             let n = names.iter().position(|x| *x == name).unwrap_or_else(|| {
                 names.push(name);
                 names.len() - 1
@@ -96,9 +111,10 @@ fn tracks(inside: &Trace, span: Span, opts: &Options) -> serde_json::Value {
         })
         .collect();
     let prefix = opts.batch_prefix.to_lowercase();
-    let batches: Vec<serde_json::Value> = (inside.nvtx.iter())
+    let batches: Vec<serde_json::Value> = (trace.nvtx.iter())
         .filter(|r| r.text != opts.window && r.text.to_lowercase().starts_with(&prefix))
         .filter_map(|r| Some((r.start, r.end?, &r.text)))
+        .filter(|(s, e, _)| span.overlaps(*s, *e))
         .take(TRACK_RANGES)
         .map(|(s, e, text)| json!([s - t0, e - s, text]))
         .collect();
@@ -109,6 +125,6 @@ fn tracks(inside: &Trace, span: Span, opts: &Options) -> serde_json::Value {
         "names": names,
         "kernels": shown,
         "batches": batches,
-        "kernels_in_window": kernels.len(),
+        "kernels_in_window": in_window,
     })
 }

@@ -336,6 +336,8 @@
       out.push(el("p", { class: "perfetto" }, el("a", { href: perfetto[2], download: "" }, "window.perfetto.json"),
         ` (${perfetto[1]} B, the whole window's events) · `,
         el("button", { type: "button", onclick: () => openInPerfetto(perfetto[2], note) }, "Open in ui.perfetto.dev"), " ", note));
+    } else {
+      out.push(el("p", { class: "perfetto meta" }, "For the window's events in ui.perfetto.dev: `perfetto: true` on this `Analyze` writes them with every build; `vitgraph trace perfetto TRACE -o FILE` writes a whole trace now."));
     }
     return out;
   }

@@ -1,12 +1,14 @@
 //! `Analyze`: trace SQLite → `metrics.json`, `kernels.parquet`, `analysis.txt`
 //! (the metrics of DESIGN §6 for each device, over the `measure` NVTX window),
-//! and the window's events for ui.perfetto.dev and the study page's tracks.
+//! the window's tracks for the study page, and with `perfetto: true` its
+//! events for ui.perfetto.dev.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::TaskError;
 use super::export::resolve;
 use super::TaskContext;
+use crate::analysis::window_out::WINDOW_TRACE;
 use crate::analysis::{analyze_into, Options, OUTPUTS};
 
 /// Bump when a metric's computation or the outputs' layout changes.
@@ -23,6 +25,12 @@ pub struct AnalyzeSpec {
     /// The name prefix of per-batch NVTX ranges inside the window.
     #[serde(default = "default_batch")]
     pub batch_prefix: String,
+    /// Also write the measured window's events as `window.perfetto.json`
+    /// (its size grows with the trace: 4 MB for a ViT run's window of
+    /// 3,400 kernels, 285 MB for a million). Left out of the serialized
+    /// spec when off, so analyses without it keep their keys.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub perfetto: bool,
 }
 
 fn default_window() -> String {
@@ -43,8 +51,12 @@ impl AnalyzeSpec {
         }
     }
 
-    pub fn outputs() -> Vec<String> {
-        OUTPUTS.iter().map(|s| s.to_string()).collect()
+    pub fn outputs(&self) -> Vec<String> {
+        let mut outputs: Vec<String> = OUTPUTS.iter().map(|s| s.to_string()).collect();
+        if self.perfetto {
+            outputs.push(WINDOW_TRACE.to_string());
+        }
+        outputs
     }
 
     pub fn options(&self) -> Options {
@@ -57,7 +69,7 @@ impl AnalyzeSpec {
 
 pub fn run(spec: &AnalyzeSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     let trace = resolve(&ctx.root, &spec.trace);
-    analyze_into(&trace, &spec.options(), &ctx.out)?;
+    analyze_into(&trace, &spec.options(), &ctx.out, spec.perfetto)?;
     Ok(())
 }
 

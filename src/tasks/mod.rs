@@ -99,7 +99,7 @@ impl TaskSpec {
             TaskSpec::Vit(v) => vit::outputs(v),
             TaskSpec::OpBench(_) => vec!["results.json".to_owned()],
             TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
-            TaskSpec::Analyze(_) => analyze::AnalyzeSpec::outputs(),
+            TaskSpec::Analyze(a) => a.outputs(),
             TaskSpec::Report(r) => r.outputs(),
         }
     }
