@@ -211,6 +211,9 @@ fn the_kernel_diff_names_what_a_changed_trace_added_and_removed() {
     std::fs::create_dir_all(ws.path().join("traces")).unwrap();
     std::fs::copy(&small, ws.path().join("traces/t.sqlite")).unwrap();
     ok(&ws.run(&["build"]));
+    // The copy kept the source's read-only mode: replace the file, as
+    // `cp -f` would (root ignores the mode; an ordinary user does not).
+    std::fs::remove_file(ws.path().join("traces/t.sqlite")).unwrap();
     std::fs::copy(&h100, ws.path().join("traces/t.sqlite")).unwrap();
     ok(&ws.run(&["build"]));
     let r = ws.run(&["compare", "build:1", "build:2", "--kernels"]);
