@@ -9,6 +9,9 @@ then times, in the same run:
   compare         `vitgraph compare build:1 build:2` (text to /dev/null),
                   median of --repeat runs, and its peak RSS (/usr/bin/time -v)
   compare --kernels  the same with the kernel diff of every analysis pair
+  no summaries    compare after the store's summaries are deleted (a store
+                  recorded by a vitgraph that kept none): every results.json
+                  is read and parsed, and the summaries are kept again
   trace diff      `vitgraph trace diff` of two traces of 1,000,000 kernels
                   (--trace-diff; written by `cargo bench --bench bench_analyze`'s
                   generator, the second with other durations and ten kernels
@@ -28,7 +31,7 @@ file.
 
 Usage: scripts/bench_compare.py [--n 1000] [--reps 3] [--samples 200]
                                 [--repeat 5] [--vitgraph target/release/vitgraph]
-                                [--pandas]
+                                [--pandas] [--keep] [--root DIR]
 """
 
 import argparse
@@ -176,6 +179,20 @@ def make_workspace(root, vitgraph, n, reps, samples, pool):
     return len(runs)
 
 
+def has_summaries(root):
+    db = sqlite3.connect(os.path.join(root, "cache", "state.sqlite"))
+    found = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'summaries'").fetchone()[0]
+    db.close()
+    return found > 0
+
+
+def forget_summaries(root):
+    db = sqlite3.connect(os.path.join(root, "cache", "state.sqlite"))
+    db.execute("DELETE FROM summaries")
+    db.commit()
+    db.close()
+
+
 def trace_diff(vitgraph, root, repeat):
     build = subprocess.run(["cargo", "bench", "--bench", "bench_analyze", "--no-run", "--message-format=json"],
                            cwd=os.path.dirname(HERE), capture_output=True, text=True, check=True)
@@ -202,14 +219,20 @@ def main():
     ap.add_argument("--vitgraph", default="target/release/vitgraph")
     ap.add_argument("--pandas", action="store_true", help="also time the pandas peer")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--root", help="time an existing workspace written by --keep instead of writing one")
     ap.add_argument("--trace-diff", action="store_true", help="also time the 1,000,000-kernel trace diff")
     args = ap.parse_args()
     vitgraph = os.path.abspath(args.vitgraph)
-    root = tempfile.mkdtemp(prefix="vitgraph-bench-compare-")
-    t = time.perf_counter()
-    rows = make_workspace(root, vitgraph, args.n, args.reps, args.samples, args.pool)
-    print(f"workspace: {args.n} configurations x {args.reps} repetitions x 2 builds, "
-          f"{rows} runs (half analyses), written in {time.perf_counter() - t:.1f} s: {root}")
+    if args.root:
+        root = args.root
+        args.keep = True
+        print(f"workspace: {root}")
+    else:
+        root = tempfile.mkdtemp(prefix="vitgraph-bench-compare-")
+        t = time.perf_counter()
+        rows = make_workspace(root, vitgraph, args.n, args.reps, args.samples, args.pool)
+        print(f"workspace: {args.n} configurations x {args.reps} repetitions x 2 builds, "
+              f"{rows} runs (half analyses), written in {time.perf_counter() - t:.1f} s: {root}")
     table = []
     # The store's first build is the one that created it; the two study
     # builds are the last two.
@@ -220,7 +243,7 @@ def main():
         cells = next(__import__("csv").reader([line]))
         ours[(cells[0], cells[2])] = (float(cells[12]), float(cells[13]), float(cells[14]))
     configs = {c for c, _ in ours}
-    if len(configs) != args.n:
+    if not args.root and len(configs) != args.n:
         sys.exit(f"compare paired {len(configs)} configurations, not {args.n}")
     for label, extra in (("compare build:-2 build:-1", []), ("compare --kernels", ["--kernels"])):
         cmd = [vitgraph, "compare", "build:-2", "build:-1"] + extra
@@ -228,6 +251,17 @@ def main():
         runs = [timed_rss(cmd, root) for _ in range(args.repeat)]
         walls = [w for w, _ in runs]
         table.append((label, statistics.median(walls), min(walls), max(walls), max(r for _, r in runs)))
+    if has_summaries(root):
+        # A store whose runs were recorded before summaries were kept: every
+        # results.json is read and parsed, and the summaries are kept.
+        cmd = [vitgraph, "compare", "build:-2", "build:-1"]
+        runs = []
+        for _ in range(args.repeat):
+            forget_summaries(root)
+            runs.append(timed_rss(cmd, root))
+        walls = [w for w, _ in runs]
+        table.append(("compare, no summaries kept (every results.json read)", statistics.median(walls),
+                      min(walls), max(walls), max(r for _, r in runs)))
     if args.pandas:
         out = os.path.join(root, "pandas.csv")
         subprocess.run([sys.executable, os.path.join(HERE, "bench_compare_pandas.py"), root, out], check=True)

@@ -3,14 +3,15 @@
 //! `results.json`, what each metric's batches say of its own noise, and the
 //! facets that describe how it was made.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
+use crate::hash::ContentHash;
 use crate::store::{RecordedRun, Store};
-use crate::tasks::report::{lookup, Statistic};
+pub(crate) use crate::tasks::summary::Value;
+use crate::tasks::summary::{self, Doc};
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -80,18 +81,6 @@ pub(crate) const HEADLINE: [&[&str]; 2] = [
     &["time_ms.median", "tflops"],
 ];
 
-/// A run's value of one metric, and how far its own batches say it could
-/// be off: the inner level of the bootstrap (see `stats`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Value {
-    pub value: f64,
-    /// The statistic's standard error over the run's batches, relative to
-    /// the value; 0 when the run kept no batches.
-    pub rel_se: f64,
-    /// A throughput: the inverse of a mean over the batches.
-    pub inverse: bool,
-}
-
 /// One recorded run, read for comparing.
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
@@ -132,142 +121,110 @@ pub(crate) fn config_of(node_id: &str) -> String {
     }
 }
 
-/// Reads `results.json` of each run that has one (analyses' runs are left
-/// out). A file that is gone or unreadable is an error naming the run.
+/// Each run's values of `metrics` (analyses' runs, without a
+/// `results.json`, are left out), in the order of `runs`. Headline metrics
+/// come from the run's summary, read with the run set, where the store
+/// keeps one; otherwise, and for any other metric, from its `results.json`,
+/// and the summaries read from files are kept for the next comparison
+/// (where the store is writable). A file that is gone or unreadable is an
+/// error naming the run.
+///
+/// `runs` is consumed as it is read: at 600,000 runs holding both the
+/// recorded runs and the runs read was most of a comparison's memory.
 pub(crate) fn read_runs(
     store: &Store,
-    runs: &[RecordedRun],
+    runs: Vec<RecordedRun>,
     metrics: &[Metric],
 ) -> Result<Vec<Run>, String> {
     use rayon::prelude::*;
-    runs.par_iter()
-        .filter_map(|run| Some((run, run.results?)))
-        .map(|(run, measurement)| {
-            let path = store.objects().path(&measurement);
-            let text = std::fs::read(&path).map_err(|e| {
-                format!(
-                    "{}: cannot read its results.json ({}): {e}; `vitgraph verify` checks the store",
-                    run.node_id,
-                    path.display()
-                )
-            })?;
-            let doc: HashMap<String, Box<RawValue>> = serde_json::from_slice(&text).map_err(|e| {
-                format!(
-                    "{}: its results.json ({}) is not a JSON object: {e}",
-                    run.node_id,
-                    path.display()
-                )
-            })?;
-            Ok(Run {
-                measurement,
-                config: config_of(&run.node_id),
-                stage: run.stage.clone(),
-                values: values_of(&doc, metrics),
-                parts: run.parts.clone(),
-                invalid: run.invalid.clone(),
-            })
-        })
-        .collect()
-}
-
-/// Each metric's value, from a document parsed one level deep: only the
-/// fields the metrics name (and the batches, when one of them is a
-/// statistic of the batches) are parsed further.
-pub(super) fn values_of(
-    doc: &HashMap<String, Box<RawValue>>,
-    metrics: &[Metric],
-) -> Vec<Option<Value>> {
-    let mut heads: HashMap<&str, Option<Json>> = HashMap::new();
-    let mut sorted: Option<Option<Vec<f64>>> = None;
-    metrics
+    // Where each metric sits in a summary; None when one is not a headline.
+    let slots: Option<Vec<usize>> = metrics
         .iter()
-        .map(|m| {
-            let mut path = m.path.split('.');
-            let head = path.next().unwrap_or_default();
-            let rest = path.collect::<Vec<_>>().join(".");
-            let parsed = heads.entry(head).or_insert_with(|| {
-                doc.get(head)
-                    .and_then(|raw| serde_json::from_str::<Json>(raw.get()).ok())
-            });
-            let parsed = parsed.as_ref()?;
-            let found = if rest.is_empty() {
-                Some(parsed)
-            } else {
-                lookup(parsed, &rest)
-            };
-            let value = found?.as_f64().filter(|v| v.is_finite())?;
-            let stat = Statistic::for_metric(&m.path);
-            let batches = stat.and_then(|_| {
-                sorted
-                    .get_or_insert_with(|| batches_of(doc, head))
-                    .as_deref()
-            });
-            let (rel_se, inverse) = match (stat, batches) {
-                (Some(stat), Some(b)) => se_of(stat, b),
-                _ => (0.0, false),
-            };
-            Some(Value {
-                value,
-                rel_se,
-                inverse,
-            })
-        })
-        .collect()
-}
-
-/// The run's batches, sorted: `Vit`'s `latency_samples_ms`, or a measuring
-/// command's `samples.<head>`.
-fn batches_of(doc: &HashMap<String, Box<RawValue>>, head: &str) -> Option<Vec<f64>> {
-    let list: Vec<f64> = match doc.get("latency_samples_ms") {
-        Some(raw) => serde_json::from_str(raw.get()).ok()?,
-        None => {
-            let samples: HashMap<String, Box<RawValue>> =
-                serde_json::from_str(doc.get("samples")?.get()).ok()?;
-            serde_json::from_str(samples.get(head)?.get()).ok()?
+        .map(|m| summary::PATHS.iter().position(|p| *p == m.path))
+        .collect();
+    let mut read: Vec<Option<Run>> = Vec::new();
+    let mut pending: Vec<(usize, RecordedRun, ContentHash)> = Vec::new();
+    for run in runs {
+        let Some(measurement) = run.results else {
+            continue;
+        };
+        let kept = slots
+            .as_ref()
+            .zip(run.summary.as_deref().and_then(summary::decode));
+        match kept {
+            Some((slots, s)) => {
+                let values = slots.iter().map(|&i| s[i]).collect();
+                read.push(Some(run_of(run, measurement, values)));
+            }
+            None => {
+                pending.push((read.len(), run, measurement));
+                read.push(None);
+            }
         }
-    };
-    let mut list: Vec<f64> = list.into_iter().filter(|v| v.is_finite()).collect();
-    list.sort_by(f64::total_cmp);
-    (list.len() >= 2).then_some(list)
-}
-
-/// The statistic's relative standard error over `sorted` batches: for a
-/// quantile q of n batches, half the spread between the batches √(n·q·(1−q))
-/// ranks (at least one) either side of its rank — the order-statistic
-/// interval of one standard deviation; for a mean, sd/√n.
-fn se_of(stat: Statistic, sorted: &[f64]) -> (f64, bool) {
-    let n = sorted.len() as f64;
-    let at = |rank: f64| {
-        let r = rank.clamp(0.0, n - 1.0);
-        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
-        sorted[lo] + (sorted[hi] - sorted[lo]) * (r - lo as f64)
-    };
-    let quantile = |q: f64| {
-        let spread = (n * q * (1.0 - q)).sqrt().max(1.0);
-        let center = q * (n - 1.0);
-        let base = at(center);
-        if base == 0.0 {
-            0.0
-        } else {
-            ((at(center + spread) - at(center - spread)) / 2.0 / base).abs()
-        }
-    };
-    let mean_se = || {
-        let mean = sorted.iter().sum::<f64>() / n;
-        let var = sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        if mean == 0.0 {
-            0.0
-        } else {
-            (var / n).sqrt() / mean.abs()
-        }
-    };
-    match stat {
-        Statistic::Mean => (mean_se(), false),
-        Statistic::InverseMean => (mean_se(), true),
-        Statistic::Quantile(q) => (quantile(q), false),
-        Statistic::Min => (quantile(0.0), false),
-        Statistic::Max => (quantile(1.0), false),
     }
+    let from_files: Vec<(usize, Run, Option<Vec<u8>>)> = pending
+        .into_par_iter()
+        .map(|(at, run, measurement)| {
+            let doc = read_doc(store, &run, &measurement)?;
+            let (values, fresh) = match &slots {
+                Some(slots) => {
+                    let s = summary::summarize(&doc);
+                    let values = slots.iter().map(|&i| s[i]).collect();
+                    (values, Some(summary::encode(&s)))
+                }
+                None => (values_of(&doc, metrics), None),
+            };
+            Ok((at, run_of(run, measurement, values), fresh))
+        })
+        .collect::<Result<_, String>>()?;
+    let mut fresh: Vec<(ContentHash, Vec<u8>)> = Vec::new();
+    for (at, run, bytes) in from_files {
+        if let Some(bytes) = bytes {
+            fresh.push((run.measurement, bytes));
+        }
+        read[at] = Some(run);
+    }
+    if !fresh.is_empty() && !store.is_read_only() {
+        // A cache: a comparison that cannot keep it has lost nothing.
+        let _ = store.journal().save_summaries(&fresh);
+    }
+    Ok(read.into_iter().flatten().collect())
+}
+
+fn run_of(run: RecordedRun, measurement: ContentHash, values: Vec<Option<Value>>) -> Run {
+    Run {
+        measurement,
+        config: config_of(&run.node_id),
+        stage: run.stage,
+        values,
+        parts: run.parts,
+        invalid: run.invalid,
+    }
+}
+
+/// `run`'s `results.json`, parsed one level deep.
+fn read_doc(store: &Store, run: &RecordedRun, measurement: &ContentHash) -> Result<Doc, String> {
+    let path = store.objects().path(measurement);
+    let text = std::fs::read(&path).map_err(|e| {
+        format!(
+            "{}: cannot read its results.json ({}): {e}; `vitgraph verify` checks the store",
+            run.node_id,
+            path.display()
+        )
+    })?;
+    summary::parse(&text).map_err(|e| {
+        format!(
+            "{}: its results.json ({}) is not a JSON object: {e}",
+            run.node_id,
+            path.display()
+        )
+    })
+}
+
+/// Each metric's value in a parsed `results.json`.
+pub(super) fn values_of(doc: &Doc, metrics: &[Metric]) -> Vec<Option<Value>> {
+    let paths: Vec<&str> = metrics.iter().map(|m| m.path.as_str()).collect();
+    summary::values_of(doc, &paths)
 }
 
 /// The facets a pair's two sides may differ in, flattened to text, from
@@ -315,8 +272,8 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// A document parsed one level deep, as `read_runs` parses it.
-    pub(crate) fn doc(value: &Json) -> HashMap<String, Box<RawValue>> {
-        serde_json::from_str(&value.to_string()).unwrap()
+    pub(crate) fn doc(value: &Json) -> Doc {
+        summary::parse(value.to_string().as_bytes()).unwrap()
     }
 
     fn metric(path: &str) -> Metric {
@@ -341,43 +298,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_vit_run_gives_each_metric_its_batches_standard_error() {
-        // 101 batches, evenly 10.00 … 11.00 ms: the median's rank spread is
-        // √(101·¼) ≈ 5.02 ranks, 0.0502 ms either side of 10.5.
-        let samples: Vec<f64> = (0..101).map(|i| 10.0 + f64::from(i) / 100.0).collect();
-        let d = doc(&json!({
-            "throughput_images_per_s": 95.0,
-            "latency_ms": {"median": 10.5, "p99": 10.99},
-            "latency_samples_ms": samples,
-            "telemetry": {"huge": [1, 2, 3]},
-        }));
-        let ms = [
-            metric("latency_ms.median"),
-            metric("throughput_images_per_s"),
-            metric("missing"),
-            metric("latency_ms.nope"),
-        ];
-        let v = values_of(&d, &ms);
-        let median = v[0].unwrap();
-        assert_eq!(median.value, 10.5);
-        assert!((median.rel_se - 0.0502 / 10.5).abs() < 1e-4, "{median:?}");
-        let tp = v[1].unwrap();
-        assert!(tp.inverse && tp.rel_se > 0.0, "{tp:?}");
-        assert_eq!((v[2], v[3]), (None, None));
-        // Without batches the value stands alone.
-        let bare = values_of(
-            &doc(&json!({"time_ms": {"median": 3.0}})),
-            &[metric("time_ms.median")],
-        );
-        assert_eq!(bare[0].unwrap().rel_se, 0.0);
-        // A measuring command's samples under `samples.<name>`.
-        let cmd = values_of(
-            &doc(
-                &json!({"latency_ms": {"median": 2.0}, "samples": {"latency_ms": [1.0, 2.0, 3.0]}}),
-            ),
-            &[metric("latency_ms.median")],
-        );
-        assert!(cmd[0].unwrap().rel_se > 0.0);
+    fn the_summary_holds_every_headline_metric() {
+        let headline: Vec<&str> = HEADLINE.iter().flat_map(|g| g.iter().copied()).collect();
+        assert_eq!(headline, summary::PATHS);
     }
 
     #[test]

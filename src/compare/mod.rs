@@ -82,6 +82,7 @@ pub(crate) fn compare(
             .collect()
     };
     type Read = (Vec<measure::Run>, HashMap<String, kernels::Profile>, String);
+    let builds = select::Builds::default();
     let read = |side: &select::Side| -> Result<Read, String> {
         let holding = if options.kernels {
             crate::store::Holding::MeasurementsAndAnalyses
@@ -89,7 +90,7 @@ pub(crate) fn compare(
             crate::store::Holding::Measurements
         };
         timing("resolving");
-        let (store, runs, description) = select::resolve(side, root, holding)?;
+        let (store, runs, description) = select::resolve(side, root, &builds, holding)?;
         timing("resolved");
         let runs: Vec<RecordedRun> = runs.into_iter().filter(|r| targets.keep(r)).collect();
         let analyses = if options.kernels {
@@ -97,13 +98,13 @@ pub(crate) fn compare(
         } else {
             HashMap::new()
         };
-        let measured = measure::read_runs(&store, &runs, &metrics)?;
+        let measured = measure::read_runs(&store, runs, &metrics)?;
         Ok((measured, analyses, description))
     };
-    let (ra, ka, da) = read(a)?;
-    timing("side A read");
-    let (rb, kb, db) = read(b)?;
-    timing("side B read");
+    // The two sides are read at once (each opens its own connection).
+    let (side_a, side_b) = rayon::join(|| read(a), || read(b));
+    let ((ra, ka, da), (rb, kb, db)) = (side_a?, side_b?);
+    timing("sides read");
     let pairing = pair::pair(&ra, &rb, &metrics, chosen, options.threshold);
     timing("paired");
     let kernels = kernel_pairs(ka, kb);

@@ -3,7 +3,7 @@
 //! per metric, both sides' estimates, the ratio, a verdict and the facets
 //! that differ between the sides.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -123,10 +123,23 @@ pub(crate) fn pair(
         .iter()
         .filter_map(|(config, ra)| Some((config, ra, cb.get(config)?)))
         .collect();
+    // The facets that differ, once per distinct pair of parts: the
+    // configurations of a study mostly share them.
+    type Parts<'a> = (BTreeSet<&'a str>, BTreeSet<&'a str>);
+    let mut known: HashMap<Parts<'_>, Arc<[Difference]>> = HashMap::new();
+    let differs: Vec<Arc<[Difference]>> = paired
+        .iter()
+        .map(|(_, ra, rb)| {
+            known
+                .entry((distinct_parts(ra), distinct_parts(rb)))
+                .or_insert_with_key(|(pa, pb)| differences(pa, pb).into())
+                .clone()
+        })
+        .collect();
     let rows = paired
         .par_iter()
-        .flat_map_iter(|(config, ra, rb)| {
-            let differs: Arc<[Difference]> = differences(ra, rb).into();
+        .zip(differs)
+        .flat_map_iter(|((config, ra, rb), differs)| {
             let config: Arc<str> = Arc::from(**config);
             metrics_of(ra, rb, metrics, chosen)
                 .into_iter()
@@ -297,12 +310,11 @@ fn facet_values(parts: &BTreeSet<&str>) -> BTreeMap<String, BTreeSet<String>> {
 
 /// The facets whose values differ between the sides (a side's runs may
 /// hold several values of one facet: they are listed together).
-fn differences(ra: &[&Run], rb: &[&Run]) -> Vec<Difference> {
-    let (pa, pb) = (distinct_parts(ra), distinct_parts(rb));
+fn differences(pa: &BTreeSet<&str>, pb: &BTreeSet<&str>) -> Vec<Difference> {
     if pa == pb {
         return Vec::new();
     }
-    let (fa, fb) = (facet_values(&pa), facet_values(&pb));
+    let (fa, fb) = (facet_values(pa), facet_values(pb));
     let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
     let text = |s: Option<&BTreeSet<String>>| {
         s.map_or_else(

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::store::{Holding, RecordedRun, Store};
+use crate::store::{BuildSummary, Holding, RecordedRun, Store};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Selector {
@@ -108,10 +108,31 @@ impl Selector {
     }
 }
 
+/// The builds of each workspace a comparison reads, found once: both sides
+/// of `compare build:-2 build:-1` name builds of one store, and finding
+/// them reads every attempt it recorded.
+#[derive(Default)]
+pub(crate) struct Builds(std::sync::Mutex<HashMap<PathBuf, Vec<BuildSummary>>>);
+
+impl Builds {
+    fn of(&self, store: &Store) -> Result<Vec<BuildSummary>, crate::store::StoreError> {
+        // Held while the first side reads them: the second waits, then
+        // takes the same list.
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(builds) = known.get(store.root()) {
+            return Ok(builds.clone());
+        }
+        let builds = store.reader().builds()?;
+        known.insert(store.root().to_path_buf(), builds.clone());
+        Ok(builds)
+    }
+}
+
 /// The store `side` reads, the runs it names, and a line describing them.
 pub(crate) fn resolve(
     side: &Side,
     here: &Path,
+    builds: &Builds,
     holding: Holding,
 ) -> Result<(Store, Vec<RecordedRun>, String), String> {
     let root = side.workspace.clone().unwrap_or_else(|| here.to_path_buf());
@@ -125,12 +146,13 @@ pub(crate) fn resolve(
             )
         })?;
     let err = |e: crate::store::StoreError| format!("`{}`: {e}", side.text);
+    store.reader().read_once().map_err(err)?;
     let (runs, what) = match &side.selector {
         Selector::Current => (
             store.reader().current_runs(holding).map_err(err)?,
             "current runs".to_owned(),
         ),
-        Selector::Build(n) => build(&store, *n, &side.text, holding)?,
+        Selector::Build(n) => build(&store, builds, *n, &side.text, holding)?,
         Selector::Baseline(name) => {
             let runs = store.reader().baseline_runs(name, holding).map_err(err)?.ok_or_else(|| {
                 let names: Vec<String> = store
@@ -175,14 +197,12 @@ pub(crate) fn resolve(
 
 fn build(
     store: &Store,
+    known: &Builds,
     n: i64,
     text: &str,
     holding: Holding,
 ) -> Result<(Vec<RecordedRun>, String), String> {
-    let builds = store
-        .reader()
-        .builds()
-        .map_err(|e| format!("`{text}`: {e}"))?;
+    let builds = known.of(store).map_err(|e| format!("`{text}`: {e}"))?;
     let index = if n > 0 {
         n - 1
     } else {

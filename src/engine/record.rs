@@ -86,3 +86,22 @@ pub(crate) fn is_outputs(e: &StoreError) -> bool {
             | StoreError::DanglingOutput { .. }
     )
 }
+
+/// Keeps the summary of each recorded measurement (a run with a
+/// `results.json`) in the store, for `vitgraph compare`. A cache: a run
+/// whose summary cannot be kept is summarized when it is first compared.
+pub(crate) fn keep_summaries(store: &Store, runs: &[crate::store::RunRecord]) {
+    use crate::tasks::summary;
+    let kept: Vec<(ContentHash, Vec<u8>)> = runs
+        .iter()
+        .filter_map(|run| run.outputs.iter().find(|o| o.name == "results.json"))
+        .filter_map(|o| {
+            let bytes = std::fs::read(store.objects().path(&o.hash)).ok()?;
+            let doc = summary::parse(&bytes).ok()?;
+            Some((o.hash, summary::encode(&summary::summarize(&doc))))
+        })
+        .collect();
+    if !kept.is_empty() {
+        let _ = store.journal().save_summaries(&kept);
+    }
+}

@@ -79,6 +79,9 @@ impl Recorder {
                         .unzip();
                     match store.objects().commit_batch(batch) {
                         Ok(runs) => {
+                            // Before the replies: the build ends with its
+                            // last reply, and this thread with it.
+                            super::record::keep_summaries(&store, &runs);
                             for (run, reply) in runs.into_iter().zip(replies) {
                                 let _ = reply.send(Ok(run));
                             }

@@ -101,6 +101,7 @@ fn record_run(
         }
         Err(e) => return Err(e),
     };
-    store.objects().commit_batch(vec![(staged, materialized)])?;
+    let runs = store.objects().commit_batch(vec![(staged, materialized)])?;
+    crate::engine::record::keep_summaries(store, &runs);
     Ok(None)
 }

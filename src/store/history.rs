@@ -20,6 +20,10 @@ pub struct BuildSummary {
     /// The last attempt's end (or start, while one runs).
     pub ended_at_ms: i64,
     pub attempts: usize,
+    /// The first and the last of its attempts' ids: its attempts lie
+    /// between them (with those of builds that ran beside it).
+    pub(super) first_attempt: i64,
+    pub(super) last_attempt: i64,
 }
 
 /// One attempt as the timeline draws it.
@@ -45,7 +49,7 @@ impl Reader<'_> {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT host, pid, pid_start, MIN(started_at_ms),
-                        MAX(COALESCE(finished_at_ms, started_at_ms)), COUNT(*)
+                        MAX(COALESCE(finished_at_ms, started_at_ms)), COUNT(*), MIN(id), MAX(id)
                  FROM attempts GROUP BY host, pid, pid_start ORDER BY MIN(id)",
             )
             .map_err(|e| self.db_err(e))?;
@@ -59,6 +63,8 @@ impl Reader<'_> {
                     started_at_ms: r.get(3)?,
                     ended_at_ms: r.get(4)?,
                     attempts: r.get::<_, i64>(5)? as usize,
+                    first_attempt: r.get(6)?,
+                    last_attempt: r.get(7)?,
                 })
             })
             .map_err(|e| self.db_err(e))?;

@@ -131,6 +131,7 @@ impl Objects<'_> {
             + self.remove_damaged();
         stats.locks_removed = self.remove_unheld_locks();
         self.forget_stale_rows()?;
+        self.forget_summaries(|hash| refs.contains_key(hash))?;
         stats.job_dirs_removed = self.remove_finished_job_dirs()?;
         Ok(stats)
     }
@@ -224,6 +225,29 @@ impl Store {
     /// which build measured a run: `vitgraph compare build:N`) and each
     /// build's first (so builds keep their numbers), and the stat-cache
     /// entries of files that still exist.
+    /// Drops the summaries of objects no run or baseline refers to.
+    fn forget_summaries(&self, kept: impl Fn(&ContentHash) -> bool) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let db = |e| self.db_err(e);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        let objects: Vec<Vec<u8>> = {
+            let mut stmt = tx.prepare("SELECT object FROM summaries").map_err(db)?;
+            let rows = stmt.query_map([], |r| r.get(0)).map_err(db)?;
+            rows.collect::<Result<_, _>>().map_err(db)?
+        };
+        for object in objects {
+            let hash = <[u8; 32]>::try_from(object.as_slice()).map(ContentHash);
+            if hash.as_ref().is_ok_and(&kept) {
+                continue;
+            }
+            tx.execute("DELETE FROM summaries WHERE object = ?1", [&object])
+                .map_err(db)?;
+        }
+        tx.commit().map_err(db)
+    }
+
     fn forget_stale_rows(&self) -> Result<(), StoreError> {
         let keys: Vec<String> = {
             let cache = self.stat_cache()?;

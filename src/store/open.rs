@@ -383,6 +383,37 @@ mod tests {
     }
 
     #[test]
+    fn a_version_6_database_still_opens_read_only_and_its_runs_read() {
+        let (dir, store) = workspace();
+        super::super::test_support::commit(&store, "a", "k1", &[("results.json", "{}")]);
+        store
+            .conn()
+            .execute_batch("DROP TABLE summaries; PRAGMA user_version = 6;")
+            .unwrap();
+        drop(store);
+        let db = dir.path().join("cache/state.sqlite");
+        let conn = super::super::schema::open_read_only(&db).expect("version 6 reads");
+        let view = Store::with_connection(dir.path(), conn, true);
+        let runs = view
+            .reader()
+            .current_runs(crate::store::Holding::Measurements)
+            .unwrap();
+        assert_eq!((runs.len(), runs[0].summary.as_ref()), (1, None));
+        // Opened for writing, it is brought up to date.
+        drop(view);
+        let store = Store::open(dir.path()).unwrap();
+        let runs = store
+            .reader()
+            .current_runs(crate::store::Holding::Measurements)
+            .unwrap();
+        assert_eq!(runs.len(), 1);
+        store
+            .journal()
+            .save_summaries(&[(runs[0].results.unwrap(), vec![1])])
+            .unwrap();
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_with_advice() {
         let (dir, store) = workspace();
         store

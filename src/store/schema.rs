@@ -25,8 +25,13 @@
 //! the next process adopts it if the one that staged it died, see
 //! `batch.rs`); version 6 added `baselines` (copies of runs saved under a
 //! name by `vitgraph baseline save`, for `vitgraph compare`: a copy, so
-//! that a run measured again in place does not change a saved baseline).
-//! An older database is brought up
+//! that a run measured again in place does not change a saved baseline);
+//! version 7 added `summaries` (a measurement's headline metrics as
+//! `compare` reads them, by its `results.json` object's hash: written when
+//! the run is recorded or first compared, so that a comparison reads 90
+//! bytes instead of the file; see `tasks::summary`). A version-6 database
+//! still opens read-only: it has no summaries, and `compare` reads the
+//! files. An older database is brought up
 //! to date in place when opened for writing (the statements are all `IF NOT
 //! EXISTS`, and a missing column is added).
 
@@ -42,7 +47,11 @@ use super::error::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `PRAGMA user_version` of the schema below.
-pub(crate) const SCHEMA_VERSION: i64 = 6;
+pub(crate) const SCHEMA_VERSION: i64 = 7;
+
+/// The oldest `user_version` a read-only open accepts: what 7 added
+/// (`summaries`) is a cache its readers do without.
+const READ_COMPATIBLE: i64 = 6;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS envs (
@@ -126,6 +135,10 @@ CREATE TABLE IF NOT EXISTS baselines (
     duration_ms   INTEGER NOT NULL,
     saved_at_ms   INTEGER NOT NULL,
     PRIMARY KEY (name, node_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS summaries (
+    object BLOB PRIMARY KEY,
+    data   BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS generation (
     id INTEGER PRIMARY KEY CHECK (id = 0),
@@ -219,7 +232,7 @@ pub(crate) fn open_read_only(db_path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(db_path, flags).map_err(err)?;
     configure(&conn).map_err(err)?;
     let found = check_version(&conn, db_path)?;
-    if found < SCHEMA_VERSION {
+    if found < READ_COMPATIBLE {
         return Err(StoreError::SchemaTooOld {
             path: db_path.to_path_buf(),
             found,

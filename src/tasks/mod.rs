@@ -23,6 +23,7 @@ pub mod hygiene;
 pub mod nvtx;
 pub mod opbench;
 pub mod report;
+pub(crate) mod summary;
 pub mod vit;
 
 pub use error::TaskError;

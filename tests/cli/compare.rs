@@ -112,6 +112,45 @@ fn a_slower_build_is_named_and_gated_and_the_same_runs_are_said_to_be_the_same()
     );
 }
 
+fn summaries(ws: &Ws) -> i64 {
+    let db = rusqlite::Connection::open(ws.path().join("cache/state.sqlite")).unwrap();
+    db.query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_measurement_keeps_its_summary_and_compare_reads_the_same_without_it() {
+    let ws = built();
+    ws.write("levels.json", r#"{"fast": 5.0, "slow": 9.6}"#);
+    ok(&ws.run(&["build", "-j", "1"]));
+    // Each measurement was summarized when it was recorded: 6 objects of
+    // the first build, 3 new of the second (the fast ones measured the
+    // same bytes again).
+    assert_eq!(summaries(&ws), 9);
+    let args = ["compare", "build:1", "build:2", "--json"];
+    let with = ws.run(&args);
+    ok(&with);
+    // Without the summaries (a store recorded before they were kept),
+    // compare reads every results.json, says the same, and keeps them.
+    let db = rusqlite::Connection::open(ws.path().join("cache/state.sqlite")).unwrap();
+    db.execute("DELETE FROM summaries", []).unwrap();
+    drop(db);
+    let without = ws.run(&args);
+    ok(&without);
+    assert_eq!(with.stdout(), without.stdout());
+    assert_eq!(summaries(&ws), 9);
+    // A metric that is not a headline is read from the files.
+    let r = ws.run(&[
+        "compare",
+        "build:1",
+        "build:2",
+        "--metric",
+        "latency_ms.mean",
+    ]);
+    ok(&r);
+    assert!(r.stdout().contains("latency_ms.mean"), "{}", r.stdout());
+}
+
 #[test]
 fn a_baseline_outlives_the_runs_it_copied_through_gc() {
     let ws = built();

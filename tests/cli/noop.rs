@@ -729,7 +729,7 @@ fn a_version_one_store_is_migrated_and_then_snapshotted() {
     let version: i64 = db
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     drop(db);
     rebuild(&ws);
     assert!(status_json(&ws, &[]).1, "migrated, then snapshotted");

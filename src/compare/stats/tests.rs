@@ -135,3 +135,80 @@ fn the_exact_rank_test_matches_its_tables() {
     let b: Vec<f64> = (0..40).map(|i| f64::from(i) + 100.0).collect();
     assert!(mann_whitney_two_sided(&a, &b) < 1e-6);
 }
+
+#[test]
+fn one_deviate_per_draw_draws_what_one_per_pick_draws() {
+    // Three runs with within-run errors of 1 %, 4 % and 10 %: the pooled
+    // draw (one deviate for the picks' summed variance) and the per-pick
+    // draw give the same distribution, up to Monte Carlo error.
+    let v = |value: f64, rel_se: f64| Value {
+        value,
+        rel_se,
+        inverse: false,
+    };
+    let values = [v(10.0, 0.01), v(10.5, 0.04), v(9.0, 0.10)];
+    let pooled = SideDraw::new(&values);
+    assert!(!pooled.pooled.is_empty());
+    let per_pick = SideDraw {
+        pooled: Vec::new(),
+        ..SideDraw::new(&values)
+    };
+    let table = normal_table();
+    let quantiles = |side: &SideDraw, seed: u64| {
+        let mut rng = Rng::new(seed);
+        let mut d: Vec<f64> = (0..200_000).map(|_| side.draw(&mut rng, table)).collect();
+        d.sort_by(f64::total_cmp);
+        [0.025, 0.16, 0.5, 0.84, 0.975].map(|q| d[(q * (d.len() - 1) as f64) as usize])
+    };
+    let (a, b) = (quantiles(&pooled, 1), quantiles(&per_pick, 2));
+    let spread = b[4] - b[0];
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() < 0.01 * spread, "{a:?} against {b:?}");
+    }
+    // Throughputs, and errors where the clamp could bind, draw per pick.
+    let tp = [
+        Value {
+            inverse: true,
+            ..v(100.0, 0.02)
+        },
+        v(101.0, 0.02),
+    ];
+    assert!(SideDraw::new(&tp).pooled.is_empty());
+    assert!(SideDraw::new(&[v(1.0, 0.3), v(1.0, 0.01)])
+        .pooled
+        .is_empty());
+}
+
+#[test]
+fn a_throughputs_interval_covers_the_true_ratio() {
+    // The per-pick path: throughput = 1 / mean batch time.
+    let mut rng = Rng::new(11);
+    let side = |rng: &mut Rng, level: f64| -> Vec<Value> {
+        (0..3)
+            .map(|_| {
+                let run_level = level * (1.0 + 0.03 * normal(rng));
+                let samples: Vec<f64> = (0..200)
+                    .map(|_| run_level * (1.0 + 0.02 * normal(rng)).max(0.1))
+                    .collect();
+                let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+                let d = json!({"latency_samples_ms": samples, "throughput_images_per_s": 1000.0 / mean});
+                let m = [Metric::parse("throughput_images_per_s").unwrap()];
+                values_of(&doc(&d), &m)[0].expect("a throughput")
+            })
+            .collect()
+    };
+    let trials = 400;
+    let mut held = 0;
+    for t in 0..trials {
+        // B's batches take 10 % longer: its throughput is 1/1.1 of A's.
+        let (a, b) = (side(&mut rng, 10.0), side(&mut rng, 11.0));
+        assert!(a[0].inverse);
+        let (lo, hi) = ratio(&a, &b, t).unwrap().interval.unwrap();
+        if lo <= 1.0 / 1.1 && 1.0 / 1.1 <= hi {
+            held += 1;
+        }
+    }
+    let c = f64::from(held) / f64::from(trials as u32);
+    eprintln!("throughput coverage k=3: {c:.3}");
+    assert!(c >= 0.93, "{c}");
+}
