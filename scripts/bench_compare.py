@@ -32,6 +32,7 @@ file.
 Usage: scripts/bench_compare.py [--n 1000] [--reps 3] [--samples 200]
                                 [--repeat 5] [--vitgraph target/release/vitgraph]
                                 [--pandas] [--keep] [--root DIR]
+                                [--skip-kernels] [--trace-diff]
 """
 
 import argparse
@@ -219,6 +220,7 @@ def main():
     ap.add_argument("--vitgraph", default="target/release/vitgraph")
     ap.add_argument("--pandas", action="store_true", help="also time the pandas peer")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--skip-kernels", action="store_true", help="leave out `compare --kernels`")
     ap.add_argument("--root", help="time an existing workspace written by --keep instead of writing one")
     ap.add_argument("--trace-diff", action="store_true", help="also time the 1,000,000-kernel trace diff")
     args = ap.parse_args()
@@ -245,7 +247,10 @@ def main():
     configs = {c for c, _ in ours}
     if not args.root and len(configs) != args.n:
         sys.exit(f"compare paired {len(configs)} configurations, not {args.n}")
-    for label, extra in (("compare build:-2 build:-1", []), ("compare --kernels", ["--kernels"])):
+    kinds = [("compare build:-2 build:-1", [])]
+    if not args.skip_kernels:
+        kinds.append(("compare --kernels", ["--kernels"]))
+    for label, extra in kinds:
         cmd = [vitgraph, "compare", "build:-2", "build:-1"] + extra
         timed_rss(cmd, root)  # warm the page cache
         runs = [timed_rss(cmd, root) for _ in range(args.repeat)]

@@ -7,6 +7,8 @@
 #   OUT=/tmp/bc scripts/gpu/bench_compare_host.sh
 #
 # Needs the lean release `vitgraph` at $VITGRAPH (default .dev/bin/vitgraph-lean).
+# SKIP_KERNELS=1 leaves `compare --kernels` out at 100,000 configurations
+# (four runs of about a minute each on that host).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/vitgraph-bench-compare}"
@@ -20,7 +22,7 @@ for n in 1000 100000; do
     [ "$n" -gt 10000 ] && repeat=3
     echo "[$(date -u +%T)] n=$n"
     python3 scripts/bench_compare.py --n "$n" --repeat "$repeat" --vitgraph "$vitgraph" \
-        $([ "$n" = 1000 ] && echo "$peer") --keep 2>&1 | tee "$out/bench-$n.txt" | tail -n 20
+        $([ "$n" = 1000 ] && echo "$peer") $([ "$n" != 1000 ] && echo "${SKIP_KERNELS:+--skip-kernels}") --keep 2>&1 | tee "$out/bench-$n.txt" | tail -n 20
     ws=$(grep -m1 "^workspace:" "$out/bench-$n.txt" | sed 's/.* s: //')
     if [ -n "$ws" ] && [ -d "$ws" ]; then
         VITGRAPH_TIMINGS=1 "$vitgraph" -C "$ws" compare build:-2 build:-1 >/dev/null 2>"$out/timings-$n.txt"

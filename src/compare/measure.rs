@@ -121,6 +121,9 @@ pub(crate) fn config_of(node_id: &str) -> String {
     }
 }
 
+/// Runs whose `results.json` is read at once (in parallel).
+const CHUNK: usize = 8192;
+
 /// Each run's values of `metrics` (analyses' runs, without a
 /// `results.json`, are left out), in the order of `runs`. Headline metrics
 /// come from the run's summary, read with the run set, where the store
@@ -162,31 +165,37 @@ pub(crate) fn read_runs(
             }
         }
     }
-    let from_files: Vec<(usize, Run, Option<Vec<u8>>)> = pending
-        .into_par_iter()
-        .map(|(at, run, measurement)| {
-            let doc = read_doc(store, &run, &measurement)?;
-            let (values, fresh) = match &slots {
-                Some(slots) => {
-                    let s = summary::summarize(&doc);
-                    let values = slots.iter().map(|&i| s[i]).collect();
-                    (values, Some(summary::encode(&s)))
-                }
-                None => (values_of(&doc, metrics), None),
-            };
-            Ok((at, run_of(run, measurement, values), fresh))
-        })
-        .collect::<Result<_, String>>()?;
-    let mut fresh: Vec<(ContentHash, Vec<u8>)> = Vec::new();
-    for (at, run, bytes) in from_files {
-        if let Some(bytes) = bytes {
-            fresh.push((run.measurement, bytes));
+    // In chunks, from the back: what a chunk read is in place (and its
+    // summaries kept) before the next is read, so that the files' runs are
+    // not held twice at once.
+    while !pending.is_empty() {
+        let chunk = pending.split_off(pending.len().saturating_sub(CHUNK));
+        let from_files: Vec<(usize, Run, Option<Vec<u8>>)> = chunk
+            .into_par_iter()
+            .map(|(at, run, measurement)| {
+                let doc = read_doc(store, &run, &measurement)?;
+                let (values, fresh) = match &slots {
+                    Some(slots) => {
+                        let s = summary::summarize(&doc);
+                        let values = slots.iter().map(|&i| s[i]).collect();
+                        (values, Some(summary::encode(&s)))
+                    }
+                    None => (values_of(&doc, metrics), None),
+                };
+                Ok((at, run_of(run, measurement, values), fresh))
+            })
+            .collect::<Result<_, String>>()?;
+        let mut fresh: Vec<(ContentHash, Vec<u8>)> = Vec::new();
+        for (at, run, bytes) in from_files {
+            if let Some(bytes) = bytes {
+                fresh.push((run.measurement, bytes));
+            }
+            read[at] = Some(run);
         }
-        read[at] = Some(run);
-    }
-    if !fresh.is_empty() && !store.is_read_only() {
-        // A cache: a comparison that cannot keep it has lost nothing.
-        let _ = store.journal().save_summaries(&fresh);
+        if !fresh.is_empty() && !store.is_read_only() {
+            // A cache: a comparison that cannot keep it has lost nothing.
+            let _ = store.journal().save_summaries(&fresh);
+        }
     }
     Ok(read.into_iter().flatten().collect())
 }
