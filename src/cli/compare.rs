@@ -289,7 +289,7 @@ pub(super) fn page_view(
                 .map(|ch| {
                     vec![
                         ch.status.to_owned(),
-                        ch.name.clone(),
+                        ch.name.to_string(),
                         format!("{:.3}", ch.a_total_ns / 1e6),
                         format!("{:.3}", ch.b_total_ns / 1e6),
                         format!("{:.0} → {:.0}", ch.a_instances, ch.b_instances),

@@ -8,7 +8,8 @@
 //! and `…<8, AddFunctor<c10::Half>>` are one kernel. The rows come sorted by
 //! how much of the difference in kernel time they carry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -18,7 +19,8 @@ use crate::analysis::Metrics;
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Profile {
     pub analyses: usize,
-    pub kernels: BTreeMap<String, KernelTotals>,
+    /// By normalized name.
+    pub kernels: BTreeMap<Arc<str>, KernelTotals>,
     pub kernel_count: f64,
     pub kernel_time_ns: f64,
     /// Median launch latency (the mean of the analyses' medians), ns.
@@ -45,7 +47,7 @@ pub(crate) struct KernelTotals {
     pub instances: f64,
     pub total_ns: f64,
     /// One of the full names it stands for.
-    pub example: String,
+    pub example: Arc<str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -55,18 +57,39 @@ pub(crate) struct CopyTotals {
     pub time_ns: f64,
 }
 
+/// Kernel names as profiles hold them: each distinct full name once, with
+/// its normalized form. The configurations of a study run the same
+/// kernels: at 100,000 configurations, a name per kernel per profile was
+/// most of `compare --kernels`' memory, and normalizing it anew most of
+/// its time.
+#[derive(Default)]
+pub(crate) struct Names(HashMap<String, (Arc<str>, Arc<str>)>);
+
+impl Names {
+    /// (normalized, full) for the full name `raw`.
+    fn of(&mut self, raw: &str) -> (Arc<str>, Arc<str>) {
+        if let Some(known) = self.0.get(raw) {
+            return known.clone();
+        }
+        let names: (Arc<str>, Arc<str>) = (Arc::from(normalize(raw)), Arc::from(raw));
+        self.0.insert(raw.to_owned(), names.clone());
+        names
+    }
+}
+
 impl Profile {
     /// The per-analysis mean over `analyses`.
     pub(crate) fn of(analyses: &[&Metrics]) -> Profile {
         let mut p = Profile::default();
+        let mut names = Names::default();
         for m in analyses {
-            p.add(m);
+            p.add(m, &mut names);
         }
         p.finish()
     }
 
     /// Adds one analysis's devices to the sums.
-    pub(crate) fn add(&mut self, m: &Metrics) {
+    pub(crate) fn add(&mut self, m: &Metrics, names: &mut Names) {
         self.analyses += 1;
         for d in &m.devices {
             self.kernel_count += d.kernel_count as f64;
@@ -78,11 +101,12 @@ impl Profile {
             self.sums.util += d.gpu_utilization;
             self.sums.util_n += 1;
             for k in &d.kernels {
-                let entry = self.kernels.entry(normalize(&k.name)).or_default();
+                let (name, full) = names.of(&k.name);
+                let entry = self.kernels.entry(name).or_default();
                 entry.instances += k.instances as f64;
                 entry.total_ns += k.total_ns as f64;
                 if entry.example.is_empty() {
-                    entry.example = k.name.clone();
+                    entry.example = full;
                 }
             }
             for (dir, c) in &d.memcpy {
@@ -213,8 +237,8 @@ fn names_a_configuration(argument: &str) -> bool {
 /// One kernel's change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct KernelChange {
-    pub name: String,
-    pub example: String,
+    pub name: Arc<str>,
+    pub example: Arc<str>,
     /// `added`, `removed` or `changed`.
     pub status: &'static str,
     pub a_instances: f64,
@@ -239,7 +263,7 @@ pub(crate) struct KernelDiff {
 }
 
 pub(crate) fn diff(a: Profile, b: Profile) -> KernelDiff {
-    let names: std::collections::BTreeSet<&String> =
+    let names: std::collections::BTreeSet<&Arc<str>> =
         a.kernels.keys().chain(b.kernels.keys()).collect();
     let empty = KernelTotals::default();
     let mut changes: Vec<KernelChange> = names

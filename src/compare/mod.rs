@@ -135,8 +135,9 @@ fn read_analyses(
     runs.par_iter()
         .filter_map(|run| Some((run, store.objects().path(&run.metrics?))))
         .try_fold(
-            HashMap::new,
-            |mut acc: HashMap<String, kernels::Profile>, (run, path)| {
+            || (HashMap::new(), kernels::Names::default()),
+            |(mut acc, mut names): (HashMap<String, kernels::Profile>, kernels::Names),
+             (run, path)| {
                 let text = std::fs::read(&path).map_err(|e| {
                     format!(
                         "{}: cannot read its metrics.json ({}): {e}",
@@ -154,10 +155,11 @@ fn read_analyses(
                     })?;
                 acc.entry(measure::config_of(&run.node_id))
                     .or_default()
-                    .add(&metrics);
-                Ok(acc)
+                    .add(&metrics, &mut names);
+                Ok((acc, names))
             },
         )
+        .map(|folded| folded.map(|(acc, _)| acc))
         .try_reduce(HashMap::new, |mut a, b| {
             for (config, profile) in b {
                 a.entry(config).or_default().merge(profile);

@@ -47,11 +47,11 @@ fn profile(analyses: usize, kernels: &[(&str, f64, f64)]) -> Profile {
     };
     for (name, instances, total_ns) in kernels {
         p.kernels.insert(
-            normalize(name),
+            normalize(name).into(),
             KernelTotals {
                 instances: *instances,
                 total_ns: *total_ns,
-                example: name.to_string(),
+                example: (*name).into(),
             },
         );
         p.kernel_count += instances;
@@ -82,7 +82,7 @@ fn a_known_change_is_found_and_ranked_by_its_share() {
     let seen: Vec<(&str, &str, f64)> = d
         .changes
         .iter()
-        .map(|c| (c.name.as_str(), c.status, c.delta_ns))
+        .map(|c| (&*c.name, c.status, c.delta_ns))
         .collect();
     assert_eq!(
         seen,
