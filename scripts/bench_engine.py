@@ -21,6 +21,10 @@ commands. For each tool it measures, in the same run:
 Usage: scripts/bench_engine.py [--n 3333] [--repeat 7] [--vitgraph target/release/vitgraph]
                                [--tools vitgraph,ninja,make]
 Prints a markdown table.
+
+Two builds of vitgraph in one run (sharing the "commands alone" baseline,
+measured in the order given): --vitgraph before=OLD --vitgraph after=NEW;
+each becomes a row `vitgraph before`, `vitgraph after`.
 """
 
 import argparse
@@ -151,14 +155,30 @@ def one_input_commands(root, n, repeat):
     return median(lambda: sh(["sh", script], root), repeat)
 
 
+def vitgraph_builds(given):
+    """`--vitgraph` values as {row name: absolute path}: one unlabelled PATH
+    is the row `vitgraph`, LABEL=PATH the row `vitgraph LABEL`."""
+    default = os.path.join(os.path.dirname(__file__), "..", "target", "release", "vitgraph")
+    builds = {}
+    for value in given or [default]:
+        label, sep, path = value.partition("=")
+        if not sep:
+            label, path = "", value
+        name = f"vitgraph {label}" if label else "vitgraph"
+        if name in builds:
+            sys.exit(f"--vitgraph {value}: the row {name!r} is given twice; label each build (before=PATH)")
+        builds[name] = os.path.abspath(path)
+    return builds
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3333)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--tools", default="vitgraph,ninja,make", help="comma-separated subset of vitgraph,ninja,make")
-    ap.add_argument("--vitgraph", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "vitgraph"))
+    ap.add_argument("--vitgraph", action="append", help="PATH, or LABEL=PATH (repeatable: one row per build)")
     args = ap.parse_args()
-    vg = os.path.abspath(args.vitgraph)
+    builds = vitgraph_builds(args.vitgraph)
     n, nodes = args.n, 3 * args.n + 1
     base = tempfile.mkdtemp(prefix="vitgraph-bench-")
     env = dict(os.environ, VITGRAPH_NO_PROGRESS="1")
@@ -170,12 +190,14 @@ def main():
         t_one_cmds = one_input_commands(cmds_dir, n, args.repeat)
 
         tools = {
-            "vitgraph": (vitgraph_ws, [vg, "build", "-j", "1"], [vg, "status"]),
+            name: (vitgraph_ws, [vg, "build", "-j", "1"], [vg, "status"]) for name, vg in builds.items()
+        }
+        tools.update({
             "ninja": (ninja_ws, ["ninja", "-j", "1"], ["ninja", "-n"]),
             "make": (make_ws, ["make", "-j", "1"], ["make", "-q"]),
-        }
+        })
         wanted = args.tools.split(",")
-        tools = {k: v for k, v in tools.items() if k in wanted}
+        tools = {k: v for k, v in tools.items() if k.split(" ")[0] in wanted}
         for name, (setup, build, status) in tools.items():
             root = os.path.join(base, name)
             os.makedirs(root)
@@ -183,7 +205,8 @@ def main():
             # The cold build once, timed and with its peak memory.
             cold, rss_cold = timed_rss(build, root, env)
             noop = median(lambda: sh(build, root, env), args.repeat)
-            st_cmd = status if name == "vitgraph" else None
+            is_vitgraph = name.startswith("vitgraph")
+            st_cmd = status if is_vitgraph else None
             stat = median(lambda: sh(st_cmd, root, env), args.repeat) if st_cmd else float("nan")
 
             def one_input():
@@ -196,8 +219,8 @@ def main():
             # The one-input rebuild left a fresh workspace: settle, then a no-op.
             sh(build, root, env)
             changed, rss_changed = float("nan"), float("nan")
-            if name in ("vitgraph", "ninja"):
-                peer = status if name == "vitgraph" else ["ninja", "-n"]
+            if is_vitgraph or name == "ninja":
+                peer = status if is_vitgraph else ["ninja", "-n"]
                 with open(os.path.join(root, "inputs", f"{n // 3}.txt"), "a") as f:
                     f.write("changed\n")
                 changed = median(lambda: sh(peer, root, env), args.repeat)
@@ -227,9 +250,10 @@ def main():
     for name, r in rows.items():
         if r["changed"] == r["changed"]:
             print(f"| {name} | {r['changed'] * 1000:.0f} ms | {r['rss_changed']:.0f} MB |")
-    if "vitgraph" not in rows or "ninja" not in rows:
+    first = next((k for k in rows if k.startswith("vitgraph")), None)
+    if first is None or "ninja" not in rows:
         return
-    v, nj = rows["vitgraph"], rows["ninja"]
+    v, nj = rows[first], rows["ninja"]
     print(f"\nvitgraph no-op / ninja no-op = {v['noop'] / nj['noop']:.2f}; status / ninja no-op = {v['status'] / nj['noop']:.2f}")
     print(f"one-input rebuild minus its four commands run alone ({t_one_cmds * 1000:.1f} ms): {(v['one'] - t_one_cmds) * 1000:.0f} ms"
           f" (ninja: {(nj['one'] - t_one_cmds) * 1000:.0f} ms)")
