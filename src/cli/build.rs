@@ -59,6 +59,7 @@ pub(super) fn build(
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let selection = crate::graph::select(&graph, &args.targets)?;
+    super::refuse(ws, &graph, &selection)?;
     let incremental = match session.judge(&graph, &selection) {
         Judgement::Fresh => {
             let nodes: Vec<noop::NodeName> = selection

@@ -56,6 +56,7 @@ pub(super) fn run_node(ws: &Workspace, overrides: &[Override], node: &str) -> Re
         ));
     };
     let selection = crate::graph::select(&graph, &[node.to_string()])?;
+    super::refuse(ws, &graph, &selection)?;
     let store = Arc::new(Store::open(&ws.root)?);
     let env = HostEnv::new();
     let options = BuildOptions {

@@ -340,6 +340,19 @@ pub(crate) fn load(ws: &Workspace, overrides: &[Override]) -> Result<Graph, Fail
     Ok(graph)
 }
 
+/// Refuses a selection that holds a node its pipeline cannot run as
+/// written (`graph::Refusal`), with the error the loader would show.
+pub(crate) fn refuse(
+    ws: &Workspace,
+    graph: &Graph,
+    selection: &[crate::graph::NodeIdx],
+) -> Result<(), Failure> {
+    match graph.refusal(selection) {
+        Some(r) => Err(crate::pipeline::refusal_error(&ws.root, r).into()),
+        None => Ok(()),
+    }
+}
+
 /// What the workspace's graph is made from, as the pipeline layer hashes
 /// it: the no-op snapshot's token (see `engine::noop::Sources`).
 pub(crate) struct PipelineSources<'a> {

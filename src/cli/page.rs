@@ -56,10 +56,17 @@ pub(super) fn report(
 ) -> Result<i32, Failure> {
     let t = super::Timer::start();
     let graph = load(ws, overrides)?;
-    let warnings = graph.warnings.clone();
+    let mut warnings = graph.warnings.clone();
     t.lap("load pipelines");
     let (graph, selection, evals, states, store) =
         status::planned(ws, graph, &args.targets, &args.cluster)?;
+    warnings.extend(
+        graph
+            .refusals
+            .iter()
+            .filter(|r| selection.binary_search(&r.node).is_ok())
+            .map(|r| crate::pipeline::refusal_line(&ws.root, r)),
+    );
     let output = match &args.output {
         Some(p) if p.is_absolute() => p.clone(),
         Some(p) => std::env::current_dir()

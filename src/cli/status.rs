@@ -227,6 +227,7 @@ pub(super) fn status(
     let graph = load(ws, overrides)?;
     t.lap("load pipelines");
     let selection = crate::graph::select(&graph, &args.targets)?;
+    super::refuse(ws, &graph, &selection)?;
     let reached =
         judged_by_session(ws, &graph, &selection, &mut session)?.map(|evals| (selection, evals));
     // Judged: every selected node (a full plan), or only those a change

@@ -317,6 +317,33 @@ pub struct Graph {
     /// What loading noticed but did not refuse (a `files:` pattern that
     /// matched nothing), one line each with its place.
     pub warnings: Vec<String>,
+    /// Nodes that cannot run as their pipeline writes them, refused when a
+    /// command selects one (a plot whose line would zig-zag).
+    pub refusals: Vec<Refusal>,
+}
+
+/// Why a node is refused, and where its pipeline says what is wrong: the
+/// error as the pipeline loader would show it, kept as data so the graph
+/// cache holds it too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub node: NodeIdx,
+    pub message: String,
+    pub help: String,
+    /// The pipeline file, relative to the workspace, and the byte range.
+    pub file: String,
+    pub start: u32,
+    pub end: u32,
+    pub label: String,
+}
+
+impl Graph {
+    /// The first refusal of a node in `selection` (sorted node indices).
+    pub fn refusal(&self, selection: &[NodeIdx]) -> Option<&Refusal> {
+        self.refusals
+            .iter()
+            .find(|r| selection.binary_search(&r.node).is_ok())
+    }
 }
 
 impl Graph {
@@ -337,6 +364,7 @@ impl Graph {
             index,
             listings: Vec::new(),
             warnings: Vec::new(),
+            refusals: Vec::new(),
         }
     }
 

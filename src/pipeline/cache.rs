@@ -36,7 +36,7 @@ use crate::graph::{Graph, Listing, Need, Node, Stage};
 use crate::tasks::TaskSpec;
 use crate::value::Value;
 
-const MAGIC: &[u8; 8] = b"VGGRAPH4";
+const MAGIC: &[u8; 8] = b"VGGRAPH5";
 /// Nodes per independently decoded chunk.
 const CHUNK: usize = 2048;
 
@@ -170,6 +170,15 @@ fn encode(graph: &Graph, token: &[u8; 32]) -> Vec<u8> {
     for s in &graph.warnings {
         w.str(s);
     }
+    w.u64(graph.refusals.len() as u64);
+    for f in &graph.refusals {
+        w.u64(f.node as u64);
+        for text in [&f.message, &f.help, &f.file, &f.label] {
+            w.str(text);
+        }
+        w.u64(u64::from(f.start));
+        w.u64(u64::from(f.end));
+    }
     let stage_index: HashMap<&str, u64> = graph
         .stages
         .iter()
@@ -246,6 +255,21 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
     for _ in 0..r.len()? {
         warnings.push(r.str()?.to_string());
     }
+    let mut refusals = Vec::new();
+    for _ in 0..r.len()? {
+        let node = r.len()?;
+        let mut text = || Some(r.str()?.to_string());
+        let (message, help, file, label) = (text()?, text()?, text()?, text()?);
+        refusals.push(crate::graph::Refusal {
+            node,
+            message,
+            help,
+            file,
+            label,
+            start: u32::try_from(r.u64()?).ok()?,
+            end: u32::try_from(r.u64()?).ok()?,
+        });
+    }
     let mut stages = Vec::new();
     for _ in 0..r.len()? {
         let name = r.str()?.to_string();
@@ -306,8 +330,12 @@ fn read(bytes: &[u8], root: &Path, token: &[u8; 32]) -> Option<Graph> {
         return None;
     }
     let mut graph = Graph::new(nodes, stages);
+    if refusals.iter().any(|f| f.node >= graph.nodes.len()) {
+        return None;
+    }
     graph.listings = listings;
     graph.warnings = warnings;
+    graph.refusals = refusals;
     Some(graph)
 }
 

@@ -16,6 +16,7 @@ mod files;
 mod load;
 mod nodes;
 mod overrides;
+mod plots;
 mod repeat;
 mod settings;
 mod subst;
@@ -25,6 +26,7 @@ pub use error::{PipelineError, Sources};
 pub use load::{load, pipeline_files};
 pub use nodes::node_id;
 pub use overrides::Override;
+pub use plots::{refusal_error, refusal_line};
 pub use settings::{load_settings, FILE as SETTINGS_FILE};
 
 use crate::value::Value;

@@ -56,6 +56,7 @@ pub(super) fn expand_nodes(
     let mut graph = Graph::new(ex.nodes, ex.stages);
     graph.listings = ex.listings;
     graph.warnings = ex.warnings;
+    graph.refusals = super::plots::refusals(sources, stages, &graph);
     Ok(graph)
 }
 

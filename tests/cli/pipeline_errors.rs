@@ -886,3 +886,95 @@ fn a_pipeline_title_that_is_not_text() {
         &["`title` must be text in quotes", "title: \"…\""],
     );
 }
+
+#[test]
+fn a_plot_line_through_a_param_it_does_not_show() {
+    // The report joins dtype × n; its second plot draws n and splits by
+    // nothing: its line would zig-zag between f16 and f32. Found as the
+    // pipelines load and refused at the plot, before the sweep runs.
+    one(
+        "report_plot_hidden_param",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(
+            matrix: { "dtype": ["f16", "f32"], "n": [64, 128] },
+            task: Command(run: "echo '{}' > ${out}/results.json", outputs: ["results.json"]),
+        ),
+        "report": Stage(
+            needs: ["runs"],
+            task: Report(title: "t", sources: ["runs"], columns: ["t"],
+                         plots: [Plot(x: "n", y: "t", series: "dtype"), Plot(x: "n", y: "t", log_x: true)]),
+        ),
+    },
+)
+"#,
+        r#"Plot(x: "n", y: "t", log_x"#,
+        &[
+            "`report`: the line `t` of the plot of `t` against `n` has two rows at n = 64: they differ in `dtype`",
+            "add dtype to the plot's `series` (one line per value), draw one panel per value with `facet: \"dtype\"`",
+        ],
+    );
+}
+
+#[test]
+fn a_refused_report_leaves_the_rest_of_the_workspace_usable() {
+    // A `-p` override meant for one study can make another study's plot
+    // ambiguous: only commands that select the refused report fail.
+    let text = r#"Pipeline(
+    params: { "dtype": ["f16"], "n": [64] },
+    stages: {
+        "runs": Stage(
+            matrix: { "dtype": "${dtype}", "n": "${n}" },
+            task: Command(run: "echo '{}' > ${out}/results.json", outputs: ["results.json"]),
+        ),
+        "report": Stage(
+            needs: ["runs"],
+            task: Report(title: "t", sources: ["runs"], columns: ["t"], plots: [Plot(x: "n", y: "t")]),
+        ),
+        "other": Stage(task: Command(run: "echo hi > ${out}/x", outputs: ["x"])),
+    },
+)
+"#;
+    let ws = Workspace::with_pipelines(&[("study.ron", text)]);
+    // As written, one dtype: nothing to refuse.
+    let out = ws.run(&["status", "report"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let over = ["-p", "dtype=[\"f16\",\"f32\"]"];
+    let refused = |args: &[&str]| {
+        let mut all = over.to_vec();
+        all.extend_from_slice(args);
+        let out = ws.run(&all);
+        assert_eq!(out.code, 2, "{args:?}: {}\n{}", out.stdout, out.stderr);
+        let err = flat(&out.stderr);
+        assert!(
+            err.contains("`report`: the line `t` of the plot of `t` against `n` has two rows at n = 64: they differ in `dtype`")
+                && err.contains("study.ron:10:")
+                && err.contains("this plot"),
+            "{args:?}: {err}"
+        );
+    };
+    // Twice each: the second command reads the graph from its cache.
+    for _ in 0..2 {
+        refused(&["status", "report"]);
+        refused(&["build"]);
+        refused(&["build", "-n", "report"]);
+    }
+    assert!(!ws.path().join("out/runs").exists(), "nothing ran");
+    // The study page is written, and says why the report is not built.
+    let mut page = over.to_vec();
+    page.push("report");
+    let out = ws.run(&page);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let html = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap();
+    assert!(
+        html.contains("(pipelines/study.ron:10:")
+            && html.contains("they differ in `dtype`")
+            && html.contains("not built until fixed"),
+        "the page names the refusal"
+    );
+    let mut other = over.to_vec();
+    other.extend_from_slice(&["build", "other"]);
+    let out = ws.run(&other);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(ws.path().join("out/other/x").exists());
+}

@@ -19,6 +19,7 @@ mod labels;
 mod load;
 mod markdown;
 mod plot;
+mod preflight;
 mod run;
 mod spec;
 mod table;
@@ -27,5 +28,6 @@ mod zigzag;
 
 pub use bootstrap::{ratio_interval, Rng, Statistic};
 pub(crate) use load::lookup;
+pub use preflight::check_plots;
 pub use run::run;
 pub use spec::{Compare, Plot, ReportSpec, VERSION};

@@ -1,0 +1,110 @@
+//! A `Report`'s plots checked against the params of the nodes it joins, as
+//! the pipelines load: a line through a param the plot does not show
+//! refuses the report node, pointing at the plot, before a sweep runs for
+//! hours to feed it. The refusal is kept with the graph and stops every
+//! command that selects the node (`build`, `status`, `exec`); the other
+//! nodes of the workspace stay usable, since a `-p` override meant for one
+//! study can make another study's plot ambiguous.
+
+use std::path::Path;
+
+use super::decl::StageDecl;
+use super::syntax::{Kind, Node, Span};
+use super::{PipelineError, Sources};
+use crate::graph::{Graph, Refusal};
+use crate::tasks::{report, TaskError, TaskSpec};
+
+/// The refusals of the `Report` nodes of `graph` whose plots would zig-zag.
+pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) -> Vec<Refusal> {
+    let mut out = Vec::new();
+    for decl in decls {
+        let Some(stage) = graph.stage(&decl.name.name) else {
+            continue;
+        };
+        for &i in &stage.nodes {
+            let TaskSpec::Report(spec) = &graph.nodes[i].task else {
+                break;
+            };
+            let configs = graph.nodes[i]
+                .needs
+                .iter()
+                .filter(|need| spec.sources.contains(&need.stage))
+                .flat_map(|need| need.nodes.iter())
+                .map(|&up| graph.nodes[up].id_params.as_slice());
+            let Err((plot, e)) = report::check_plots(spec, configs) else {
+                continue;
+            };
+            let (detail, help) = match e {
+                TaskError::BadSpec { detail, help, .. } => (detail, help),
+                other => (other.to_string(), String::new()),
+            };
+            let span = plot_spans(decl.task())
+                .get(plot)
+                .copied()
+                .unwrap_or(decl.task().span);
+            out.push(Refusal {
+                node: i,
+                message: format!("`{}`: {detail}", graph.nodes[i].id),
+                help,
+                file: sources.name(span.src).to_owned(),
+                start: span.start,
+                end: span.end,
+                label: "this plot".to_owned(),
+            });
+        }
+    }
+    out.sort_by_key(|r| r.node);
+    out
+}
+
+/// A refusal as the error a pipeline's loader shows: the message, the plot
+/// underlined in its file (read again from the workspace `root`), the fix.
+pub fn refusal_error(root: &Path, r: &Refusal) -> PipelineError {
+    match std::fs::read_to_string(root.join(&r.file)) {
+        Ok(text) if (r.end as usize) <= text.len() => {
+            let mut sources = Sources::default();
+            let src = sources.add(r.file.clone(), text);
+            let span = Span {
+                src,
+                start: r.start,
+                end: r.end,
+            };
+            sources.error(r.message.clone(), span, r.label.clone())
+        }
+        _ => PipelineError::plain(format!("{} ({})", r.message, r.file)),
+    }
+    .with_help(r.help.clone())
+}
+
+/// A refusal in one line, for the study page: what cannot run, where the
+/// pipeline says it, and the fix.
+pub fn refusal_line(root: &Path, r: &Refusal) -> String {
+    let place = match std::fs::read_to_string(root.join(&r.file)) {
+        Ok(text) if (r.end as usize) <= text.len() => {
+            let mut sources = Sources::default();
+            let src = sources.add(r.file.clone(), text);
+            sources.location(Span {
+                src,
+                start: r.start,
+                end: r.end,
+            })
+        }
+        _ => r.file.clone(),
+    };
+    format!("{} ({place}); not built until fixed: {}", r.message, r.help)
+}
+
+/// The spans of a `Report(plots: [...])`'s plots, in order.
+fn plot_spans(task: &Node) -> Vec<Span> {
+    let Kind::Struct { fields, .. } = &task.kind else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .find(|(name, _)| name.name == "plots")
+        .and_then(|(_, value)| match &value.kind {
+            Kind::List(items) => Some(items.iter().map(|item| item.span).collect()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
