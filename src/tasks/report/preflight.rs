@@ -146,6 +146,20 @@ mod tests {
         check_plots(&spec(plot), configs.iter().map(Vec::as_slice))
     }
 
+    /// A report of the one plot `plot`.
+    fn one(plot: &str) -> ReportSpec {
+        ron::from_str(&format!(
+            r#"(title: "t", sources: ["runs"], plots: [{plot}])"#
+        ))
+        .unwrap()
+    }
+
+    /// `plot` alone over [`configs`].
+    fn run(plot: &str) -> Result<(), (usize, TaskError)> {
+        let configs = configs();
+        check_plots(&one(plot), configs.iter().map(Vec::as_slice))
+    }
+
     #[test]
     fn a_line_through_a_param_the_plot_does_not_show_is_found_from_params() {
         let (plot, e) = check(r#"Plot(x: "n", y: "t", series: "m")"#).unwrap_err();
@@ -164,14 +178,6 @@ mod tests {
 
     #[test]
     fn a_series_a_facet_or_a_filter_for_every_hidden_param_passes() {
-        let one = |plot: &str| -> ReportSpec {
-            ron::from_str(&format!(
-                r#"(title: "t", sources: ["runs"], plots: [{plot}])"#
-            ))
-            .unwrap()
-        };
-        let configs = configs();
-        let run = |plot: &str| check_plots(&one(plot), configs.iter().map(Vec::as_slice));
         for ok in [
             r#"Plot(x: "n", y: "t", series: ["m", "dtype"])"#,
             r#"Plot(x: "n", y: "t", series: "m", facet: "dtype")"#,
@@ -190,14 +196,6 @@ mod tests {
 
     #[test]
     fn a_column_that_is_not_a_param_is_left_to_the_report() {
-        let one = |plot: &str| -> ReportSpec {
-            ron::from_str(&format!(
-                r#"(title: "t", sources: ["runs"], plots: [{plot}])"#
-            ))
-            .unwrap()
-        };
-        let configs = configs();
-        let run = |plot: &str| check_plots(&one(plot), configs.iter().map(Vec::as_slice));
         // x, a series or a filter that only the files hold.
         assert!(run(r#"Plot(x: "latency_ms.median", y: "t")"#).is_ok());
         assert!(run(r#"Plot(x: "n", y: "t", series: "op")"#).is_ok());
@@ -209,6 +207,7 @@ mod tests {
             ("dtype".to_owned(), Value::Str("f32".to_owned())),
         ]
         .into();
+        let configs = configs();
         assert!(check_plots(&fixed, configs.iter().map(Vec::as_slice)).is_ok());
     }
 }
