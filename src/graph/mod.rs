@@ -338,15 +338,6 @@ pub struct Refusal {
 }
 
 impl Graph {
-    /// The first refusal of a node in `selection` (sorted node indices).
-    pub fn refusal(&self, selection: &[NodeIdx]) -> Option<&Refusal> {
-        self.refusals
-            .iter()
-            .find(|r| selection.binary_search(&r.node).is_ok())
-    }
-}
-
-impl Graph {
     /// Builds a graph from nodes in topological order (debug-asserted).
     pub fn new(nodes: Vec<Node>, stages: Vec<Stage>) -> Graph {
         debug_assert!(nodes
@@ -366,6 +357,13 @@ impl Graph {
             warnings: Vec::new(),
             refusals: Vec::new(),
         }
+    }
+
+    /// The first refusal of a node in `selection` (sorted node indices).
+    pub fn refusal(&self, selection: &[NodeIdx]) -> Option<&Refusal> {
+        self.refusals
+            .iter()
+            .find(|r| selection.binary_search(&r.node).is_ok())
     }
 
     pub fn find(&self, id: &str) -> Option<NodeIdx> {

@@ -642,6 +642,29 @@ mod tests {
     }
 
     #[test]
+    fn refusals_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("pipelines")).unwrap();
+        fs::write(
+            root.join("pipelines/p.ron"),
+            r#"Pipeline(stages: {
+                "b": Stage(matrix: {"x": [1, 2], "y": ["a", "b"]},
+                           task: Command(run: "m ${x} ${y}", outputs: ["results.json"])),
+                "r": Stage(needs: ["b"], task: Report(title: "r", sources: ["b"], columns: ["t"],
+                                                      plots: [Plot(x: "x", y: "t")])),
+            })"#,
+        )
+        .unwrap();
+        let graph = super::super::load(root, &[]).unwrap();
+        assert_eq!(graph.refusals.len(), 1);
+        assert_eq!(graph.refusals[0].node, graph.find("r").unwrap());
+        let token = [4u8; 32];
+        let back = read(&encode(&graph, &token), root, &token).expect("the cache reads back");
+        assert_eq!(back.refusals, graph.refusals);
+    }
+
+    #[test]
     fn values_read_back_exactly() {
         let params = vec![
             ("b".to_string(), Value::Bool(true)),
