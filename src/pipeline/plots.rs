@@ -1,12 +1,14 @@
 //! A `Report`'s plots checked against the params of the nodes it joins, as
-//! the pipelines load: a line through a param the plot does not show
-//! refuses the report node, pointing at the plot, before a sweep runs for
+//! the pipelines load: a plot of a column the table cannot have, or a line
+//! through a param the plot does not show, refuses the report node, pointing at the plot, before a sweep runs for
 //! hours to feed it. The refusal is kept with the graph and stops every
 //! command that selects the node (`build`, `status`, `exec`); the other
 //! nodes of the workspace stay usable, since a `-p` override meant for one
 //! study can make another study's plot ambiguous.
 
 use std::path::Path;
+
+use miette::Diagnostic;
 
 use super::decl::StageDecl;
 use super::syntax::{Kind, Node, Span};
@@ -36,7 +38,10 @@ pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) ->
             };
             let (detail, help) = match e {
                 TaskError::BadSpec { detail, help, .. } => (detail, help),
-                other => (other.to_string(), String::new()),
+                other => (
+                    other.to_string(),
+                    other.help().map(|h| h.to_string()).unwrap_or_default(),
+                ),
             };
             let span = plot_spans(decl.task())
                 .get(plot)

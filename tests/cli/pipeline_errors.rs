@@ -978,3 +978,31 @@ fn a_refused_report_leaves_the_rest_of_the_workspace_usable() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(ws.path().join("out/other/x").exists());
 }
+
+#[test]
+fn a_plot_of_a_column_the_report_does_not_list() {
+    // `columns` is given and lacks the plotted metric: the table cannot
+    // have it, whatever the runs write.
+    one(
+        "report_plot_unknown_column",
+        r#"Pipeline(
+    stages: {
+        "runs": Stage(
+            matrix: { "n": [64, 128] },
+            task: Command(run: "echo '{}' > ${out}/results.json", outputs: ["results.json"]),
+        ),
+        "report": Stage(
+            needs: ["runs"],
+            task: Report(title: "t", sources: ["runs"], columns: ["latency_ms.median"],
+                         plots: [Plot(x: "n", y: "latency_ms.p99")]),
+        ),
+    },
+)
+"#,
+        r#"Plot(x: "n", y: "latency_ms.p99")"#,
+        &[
+            "`report`: `plot.y` names `latency_ms.p99`, which is not a column of the report table",
+            "the table's columns are `n`, `latency_ms.median`; a metric must also be listed in `columns`",
+        ],
+    );
+}

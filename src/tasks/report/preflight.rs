@@ -1,21 +1,24 @@
-//! A plot's zig-zag found from params alone, before anything runs: the
+//! A plot's faults found from params alone, before anything runs: the
 //! pipelines' loader knows every node a report will join and its params,
-//! so a plot whose line would pass through a param it neither draws,
-//! splits by, facets nor fixes can be refused before a sweep of hours
-//! runs. The report checks its rows again when it runs ([`super::zigzag`]),
-//! for what params cannot tell: columns of `rows` tables and environments.
+//! so a plot of a column the table cannot have, or whose line would pass
+//! through a param it neither draws, splits by, facets nor fixes, can be
+//! refused before a sweep of hours runs. The report checks its rows again
+//! when it runs ([`super::zigzag`]), for what params cannot tell: columns
+//! of `rows` tables and environments.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::cell::Cell;
 use super::compare::same;
 use super::join::kept;
 use super::spec::{Plot, ReportSpec};
+use super::table::{CI_HIGH, CI_LOW, ENV_GROUP, INTERVAL, INVALID, NODES, REPS, SAMPLES, WIDE};
 use crate::tasks::{TaskError, REP_PARAM};
 use crate::value::Value;
 
-/// The first plot of `spec` (its index, and the error) whose line would
-/// pass through a hidden param, judged from `configs`: the params of the
+/// The first plot of `spec` (its index, and the error) that names a column
+/// the table cannot have, or whose line would pass through a hidden param,
+/// judged from `configs`: the params of the
 /// nodes the report joins (repetitions fold into one configuration, as the
 /// report folds them). A plot whose `x`, `series`, `facet` or `filter`
 /// names a column that is not a param of every configuration is left to
@@ -43,10 +46,60 @@ pub fn check_plots<'a>(
             rows.push(params);
         }
     }
+    let params: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| r.keys())
+        .map(String::as_str)
+        .collect();
     for (i, plot) in spec.plots.iter().enumerate() {
+        if let Some(e) = missing_column(spec, plot, &params) {
+            return Err((i, e));
+        }
         check_plot(plot, &rows).map_err(|e| (i, e))?;
     }
     Ok(())
+}
+
+/// A column the plot names that the table cannot have. With `columns`
+/// given, the table holds the params, those columns (and their interval
+/// bounds) and the report's own columns (`reps`, `interval`, …); without,
+/// its columns come from the files, and nothing is judged here.
+fn missing_column(spec: &ReportSpec, plot: &Plot, params: &BTreeSet<&str>) -> Option<TaskError> {
+    if spec.columns.is_empty() {
+        return None;
+    }
+    let own = [REPS, INTERVAL, WIDE, INVALID, SAMPLES, ENV_GROUP, NODES];
+    let known = |name: &str| {
+        params.contains(name)
+            || own.contains(&name)
+            || spec.columns.iter().any(|c| {
+                c == name
+                    || [CI_LOW, CI_HIGH]
+                        .iter()
+                        .any(|bound| name.strip_suffix(bound) == Some(c.as_str()))
+            })
+    };
+    let series = plot.series.iter().flat_map(|s| &s.0);
+    let named = [("plot.x", &plot.x), ("plot.y", &plot.y)]
+        .into_iter()
+        .chain(series.map(|c| ("plot.series", c)))
+        .chain(plot.facet.iter().map(|c| ("plot.facet", c)))
+        .chain(plot.filter.keys().map(|c| ("plot.filter", c)));
+    let (field, name) = named.into_iter().find(|(_, name)| !known(name))?;
+    let columns: Vec<String> = params
+        .iter()
+        .copied()
+        .chain(spec.columns.iter().map(String::as_str))
+        .map(|c| format!("`{c}`"))
+        .collect();
+    Some(TaskError::UnknownTableColumn {
+        field: field.to_owned(),
+        name: name.clone(),
+        help: format!(
+            "the table's columns are {}; a metric must also be listed in `columns`",
+            columns.join(", ")
+        ),
+    })
 }
 
 /// One plot over the configurations' params.
@@ -192,6 +245,36 @@ mod tests {
             panic!()
         };
         assert!(detail.contains("differ in `dtype`"), "{detail}");
+    }
+
+    #[test]
+    fn a_plot_of_a_column_the_table_cannot_have_is_found() {
+        let with_columns = |plot: &str| -> Result<(), (usize, TaskError)> {
+            let mut spec = one(plot);
+            spec.columns = vec!["t".to_owned()];
+            let configs = configs();
+            check_plots(&spec, configs.iter().map(Vec::as_slice))
+        };
+        let e = with_columns(r#"Plot(x: "n", y: "latency_ms.p99", series: ["m", "dtype"])"#)
+            .unwrap_err()
+            .1;
+        let TaskError::UnknownTableColumn { field, name, help } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (field.as_str(), name.as_str()),
+            ("plot.y", "latency_ms.p99")
+        );
+        assert!(help.contains("`dtype`, `m`, `n`, `t`"), "{help}");
+        // A param, a listed column, its interval bound, the report's own.
+        for ok in [
+            r#"Plot(x: "n", y: "t.ci95_high", series: ["m", "dtype"])"#,
+            r#"Plot(x: "reps", y: "t", series: ["m", "dtype"], filter: {"n": 64})"#,
+        ] {
+            assert!(with_columns(ok).is_ok(), "{ok}");
+        }
+        // Without `columns`, the files say what the table holds.
+        assert!(run(r#"Plot(x: "n", y: "latency_ms.p99", series: ["m", "dtype"])"#).is_ok());
     }
 
     #[test]
