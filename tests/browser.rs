@@ -673,7 +673,7 @@ fn a_stale_report_says_so_over_its_old_table() {
     // The title edited, and an input of its runs: the page shows the old
     // table under the new title, and says so.
     let study = STUDY.replace("Throughput by model", "Throughput per model");
-    std::fs::write(ws.path().join("pipelines/study.ron"), study).unwrap();
+    std::fs::write(ws.path().join("pipelines/study.ron"), &study).unwrap();
     std::fs::write(ws.path().join("data.txt"), "2\n").unwrap();
     let page = ws.page();
     b.open(&page);
@@ -694,6 +694,25 @@ fn a_stale_report_says_so_over_its_old_table() {
     );
     assert!(banner.contains("`vitgraph build report`"), "{banner}");
     screenshot(&b, "stale-report.png");
+
+    // Its plot loses its series: the line would zig-zag through `model`,
+    // so no build can bring the report up to date, and the banner says why
+    // instead of naming a build.
+    let refused = study.replace(r#", series: "model""#, "");
+    std::fs::write(ws.path().join("pipelines/study.ron"), refused).unwrap();
+    b.open(&ws.page());
+    sound(&b);
+    let banner = b.js("return document.querySelector('#report-list .stale-banner').textContent;");
+    let banner = banner.as_str().unwrap();
+    assert!(banner.starts_with("Stale: "), "{banner}");
+    assert!(
+        banner.contains("Refused: `report`: the line `throughput_images_per_s`")
+            && banner.contains("they differ in `model`")
+            && banner.contains("(pipelines/study.ron:23:")
+            && !banner.contains("`vitgraph build report`"),
+        "{banner}"
+    );
+    screenshot(&b, "refused-report.png");
 }
 
 #[test]

@@ -494,6 +494,12 @@ impl Gather<'_> {
                 built_title,
                 stale,
                 running: state == "running",
+                refused: self
+                    .graph
+                    .refusals
+                    .iter()
+                    .find(|r| r.node == i)
+                    .map(|r| crate::pipeline::refusal_line(self.root, r)),
                 title: spec.title.clone(),
                 table,
                 compare: read("compare.csv").map(|t| parse_csv(&t)),

@@ -236,6 +236,10 @@ pub(crate) struct ReportView {
     pub stale: Vec<String>,
     /// Its node is being built right now.
     pub running: bool,
+    /// Why the pipelines, as they stand, refuse to build it (a plot that
+    /// would zig-zag), with the place and the fix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]

@@ -515,14 +515,18 @@
       const notes = [];
       if (r.running) notes.push("being built right now: what follows is the previous run's.");
       if (r.built_title) notes.push(`built under the title “${r.built_title}”; the pipeline's title has changed since.`);
+      // A report the pipelines refuse cannot be brought up to date by a build.
+      const fix = r.refused
+        ? el("p", { class: "refused" }, el("strong", {}, "Refused: "), r.refused)
+        : el("p", {}, "`vitgraph build " + r.node + "` brings it up to date.");
       if (r.stale.length) {
         div.append(el("div", { class: "notice warning stale-banner" },
           el("strong", {}, "Stale: "), "the table and plots below are from the run built " + r.built + ", and no longer what the pipelines and inputs would give, because",
           el("ul", { class: "reasons" }, ...r.stale.map((x) => el("li", {}, x))),
           ...notes.map((n) => el("p", {}, n)),
-          el("p", {}, "`vitgraph build " + r.node + "` brings it up to date.")));
-      } else if (notes.length) {
-        div.append(el("div", { class: "notice warning stale-banner" }, ...notes.map((n) => el("p", {}, n))));
+          fix));
+      } else if (notes.length || r.refused) {
+        div.append(el("div", { class: "notice warning stale-banner" }, ...notes.map((n) => el("p", {}, n)), ...(r.refused ? [fix] : [])));
       }
       if (r.env_lines.length) div.append(el("ul", { class: "env-lines" }, ...r.env_lines.map((l) => el("li", {}, l))));
       if (r.table) div.append(table(r.table, r.params, "table-" + i));
