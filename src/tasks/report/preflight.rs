@@ -6,7 +6,7 @@
 //! when it runs ([`super::zigzag`]), for what params cannot tell: columns
 //! of `rows` tables and environments.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::cell::Cell;
 use super::compare::same;
@@ -18,11 +18,12 @@ use crate::value::Value;
 
 /// The first plot of `spec` (its index, and the error) that names a column
 /// the table cannot have, or whose line would pass through a hidden param,
-/// judged from `configs`: the params of the
-/// nodes the report joins (repetitions fold into one configuration, as the
-/// report folds them). A plot whose `x`, `series`, `facet` or `filter`
-/// names a column that is not a param of every configuration is left to
-/// the report: its values are known only once the files are read.
+/// judged from `configs`: the params of the nodes the report joins
+/// (repetitions fold into one configuration, as the report folds them). A
+/// plot whose `x`, `series`, `facet` or `filter` names a column that is not
+/// a param of every configuration is left to the report: its values are
+/// known only once the files are read. So is a report whose `filter`
+/// leaves no configuration (it fails saying so when it runs).
 pub fn check_plots<'a>(
     spec: &ReportSpec,
     configs: impl IntoIterator<Item = &'a [(String, Value)]>,
@@ -30,7 +31,7 @@ pub fn check_plots<'a>(
     if spec.plots.is_empty() {
         return Ok(());
     }
-    let mut seen: HashMap<String, ()> = HashMap::new();
+    let mut seen: HashSet<String> = HashSet::new();
     let mut rows: Vec<BTreeMap<String, Value>> = Vec::new();
     for config in configs {
         let params: BTreeMap<String, Value> = config
@@ -42,9 +43,12 @@ pub fn check_plots<'a>(
             continue;
         }
         let key = serde_json::to_string(&params).unwrap_or_default();
-        if seen.insert(key, ()).is_none() {
+        if seen.insert(key) {
             rows.push(params);
         }
+    }
+    if rows.is_empty() {
+        return Ok(());
     }
     let params: BTreeSet<&str> = rows
         .iter()
@@ -292,5 +296,11 @@ mod tests {
         .into();
         let configs = configs();
         assert!(check_plots(&fixed, configs.iter().map(Vec::as_slice)).is_ok());
+        // A filter that leaves nothing: the report says so when it runs,
+        // not a plot column as missing here.
+        let mut none = one(r#"Plot(x: "n", y: "t")"#);
+        none.columns = vec!["t".to_owned()];
+        none.filter = [("m".to_owned(), Value::Int(3))].into();
+        assert!(check_plots(&none, configs.iter().map(Vec::as_slice)).is_ok());
     }
 }
