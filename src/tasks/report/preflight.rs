@@ -4,7 +4,7 @@
 //! through a param it neither draws, splits by, facets nor fixes, can be
 //! refused before a sweep of hours runs. The report checks its rows again
 //! when it runs ([`super::zigzag`]), for what params cannot tell: columns
-//! of `rows` tables and environments.
+//! only the files hold, such as those of `rows` tables.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 

@@ -19,18 +19,33 @@ pub(super) fn hidden_params(
         return Ok(());
     };
     let (a, b) = (&table.rows[pair[0].1], &table.rows[pair[1].1]);
-    let differ: Vec<&str> = (0..table.param_count)
-        .filter(|&i| a.cells[i] != b.cells[i])
-        .map(|i| table.names[i].as_str())
-        .collect();
+    let apart = |columns: std::ops::Range<usize>, text: bool| -> Vec<&str> {
+        columns
+            .filter(|&i| a.cells[i] != b.cells[i])
+            .filter(|&i| table.names[i] != plot.x && table.names[i] != plot.y)
+            .filter(|&i| !text || a.cells[i].as_f64().is_none() || b.cells[i].as_f64().is_none())
+            .map(|i| table.names[i].as_str())
+            .collect()
+    };
+    // Params first; rows of one configuration (entries of a `rows` table)
+    // differ in value columns instead: text ones (`op`) name it best.
+    let values = table.param_count..table.param_count + table.value_count;
+    let mut differ = apart(0..table.param_count, false);
+    if differ.is_empty() {
+        differ = apart(values.clone(), true);
+    }
+    if differ.is_empty() {
+        differ = apart(values, false);
+    }
     Err(error(plot, label, pair[0].0, &differ))
 }
 
 /// The error for the line `label` of `plot`, which has two rows at `x`
-/// that differ in the params `differ` (none: they differ in environment).
+/// that differ in the columns `differ` (none: two rows alike in every
+/// column the table shows).
 pub(super) fn error(plot: &Plot, label: &str, x: f64, differ: &[&str]) -> TaskError {
     let named = if differ.is_empty() {
-        "rows of other environments".to_owned()
+        "no column the table shows (the same configuration twice)".to_owned()
     } else {
         differ
             .iter()
@@ -48,5 +63,61 @@ pub(super) fn error(plot: &Plot, label: &str, x: f64, differ: &[&str]) -> TaskEr
         help: format!(
             "add {first} to the plot's `series` (one line per value), draw one panel per value with `facet: \"{first}\"`, or fix it with `filter: {{ \"{first}\": … }}`"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cell::Cell;
+    use super::super::plot::series;
+    use super::super::table::TableRow;
+    use super::*;
+
+    /// One configuration (`m = 1`) whose `rows` table gives two entries per
+    /// `n`, told apart by the text column `op`.
+    fn entries() -> Table {
+        let row = |op: &str, n: i64, t: f64| TableRow {
+            cells: vec![
+                Cell::Int(1),
+                Cell::Str(op.into()),
+                Cell::Int(n),
+                Cell::Float(t),
+            ],
+            intervals: vec![None; 4],
+            per_rep: vec![None; 4],
+            reps: 1,
+            samples: None,
+            env_group: None,
+            images: None,
+        };
+        Table {
+            names: ["m", "op", "n", "t"].map(str::to_owned).to_vec(),
+            param_count: 1,
+            value_count: 3,
+            rows: vec![
+                row("mm", 64, 1.0),
+                row("add", 64, 0.5),
+                row("mm", 128, 2.0),
+                row("add", 128, 0.7),
+            ],
+            env_groups: Vec::new(),
+            node_count: 1,
+            rows_without_gpu: 0,
+        }
+    }
+
+    #[test]
+    fn entries_of_one_configuration_are_told_apart_by_their_text_column() {
+        let plot: Plot = ron::from_str(r#"Plot(x: "n", y: "t", series: "m")"#).unwrap();
+        let TaskError::BadSpec { detail, help, .. } = series(&entries(), &plot).unwrap_err() else {
+            panic!("a spec error");
+        };
+        assert!(
+            detail.contains("two rows at n = 64: they differ in `op`,"),
+            "{detail}"
+        );
+        assert!(help.contains("add op to the plot's `series`"), "{help}");
+        let split: Plot = ron::from_str(r#"Plot(x: "n", y: "t", series: "op")"#).unwrap();
+        assert!(series(&entries(), &split).is_ok());
     }
 }
