@@ -617,21 +617,25 @@ mod tests {
         assert!(read(&longer, root, &token).is_none());
     }
 
+    /// A workspace of the one pipeline `text`, and its graph as loaded.
+    fn loaded(text: &str) -> (tempfile::TempDir, Graph) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("pipelines")).unwrap();
+        fs::write(dir.path().join("pipelines/p.ron"), text).unwrap();
+        let graph = super::super::load(dir.path(), &[]).unwrap();
+        (dir, graph)
+    }
+
     #[test]
     fn repetitions_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs::create_dir_all(root.join("pipelines")).unwrap();
-        fs::write(
-            root.join("pipelines/p.ron"),
+        let (dir, graph) = loaded(
             r#"Pipeline(stages: {
                 "b": Stage(matrix: {"x": [1, 2]}, repeat: 3,
                            task: Command(run: "m ${x}", measure: true, outputs: ["results.json"])),
                 "t": Stage(for_each: "b", task: Command(run: "t", outputs: ["t.txt"])),
             })"#,
-        )
-        .unwrap();
-        let graph = super::super::load(root, &[]).unwrap();
+        );
+        let root = dir.path();
         let token = [3u8; 32];
         let bytes = encode(&graph, &token);
         let back = read(&bytes, root, &token).expect("the cache reads back");
@@ -643,20 +647,15 @@ mod tests {
 
     #[test]
     fn refusals_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs::create_dir_all(root.join("pipelines")).unwrap();
-        fs::write(
-            root.join("pipelines/p.ron"),
+        let (dir, graph) = loaded(
             r#"Pipeline(stages: {
                 "b": Stage(matrix: {"x": [1, 2], "y": ["a", "b"]},
                            task: Command(run: "m ${x} ${y}", outputs: ["results.json"])),
                 "r": Stage(needs: ["b"], task: Report(title: "r", sources: ["b"], columns: ["t"],
                                                       plots: [Plot(x: "x", y: "t")])),
             })"#,
-        )
-        .unwrap();
-        let graph = super::super::load(root, &[]).unwrap();
+        );
+        let root = dir.path();
         assert_eq!(graph.refusals.len(), 1);
         assert_eq!(graph.refusals[0].node, graph.find("r").unwrap());
         let token = [4u8; 32];

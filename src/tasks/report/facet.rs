@@ -226,19 +226,13 @@ mod tests {
 
     /// A two-way sweep: `patch` × `depth` × `batch`, the value `t`.
     fn sweep() -> Table {
-        let row = |patch: i64, depth: i64, batch: i64, t: f64| TableRow {
-            cells: vec![
+        let row = |patch: i64, depth: i64, batch: i64, t: f64| {
+            TableRow::of_cells(vec![
                 Cell::Int(patch),
                 Cell::Int(depth),
                 Cell::Int(batch),
                 Cell::Float(t),
-            ],
-            intervals: vec![None; 4],
-            per_rep: vec![None; 4],
-            reps: 1,
-            samples: None,
-            env_group: None,
-            images: None,
+            ])
         };
         let mut rows = Vec::new();
         for depth in [12, 6] {

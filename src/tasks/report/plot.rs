@@ -531,20 +531,14 @@ mod tests {
     /// Params `m`, `dtype`, `k`, then the value `t`: two values of `m` and of
     /// `dtype` at `k = 1`, and one row at `k = 2` that the filter drops.
     fn table() -> Table {
-        let row = |m: i64, dtype: &str, k: i64, n: i64, t: f64| TableRow {
-            cells: vec![
+        let row = |m: i64, dtype: &str, k: i64, n: i64, t: f64| {
+            TableRow::of_cells(vec![
                 Cell::Int(m),
                 Cell::Str(dtype.into()),
                 Cell::Int(k),
                 Cell::Int(n),
                 Cell::Float(t),
-            ],
-            intervals: vec![None; 5],
-            per_rep: vec![None; 5],
-            reps: 1,
-            samples: None,
-            env_group: None,
-            images: None,
+            ])
         };
         Table {
             names: ["m", "dtype", "k", "n", "t"].map(str::to_owned).to_vec(),

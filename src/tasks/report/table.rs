@@ -52,6 +52,23 @@ pub(super) struct TableRow {
     pub images: Option<i64>,
 }
 
+#[cfg(test)]
+impl TableRow {
+    /// A row of one run with these cells and nothing else known (tests).
+    pub(super) fn of_cells(cells: Vec<Cell>) -> TableRow {
+        let n = cells.len();
+        TableRow {
+            cells,
+            intervals: vec![None; n],
+            per_rep: vec![None; n],
+            reps: 1,
+            samples: None,
+            env_group: None,
+            images: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Table {
     pub names: Vec<String>,

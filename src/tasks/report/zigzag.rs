@@ -76,19 +76,13 @@ mod tests {
     /// One configuration (`m = 1`) whose `rows` table gives two entries per
     /// `n`, told apart by the text column `op`.
     fn entries() -> Table {
-        let row = |op: &str, n: i64, t: f64| TableRow {
-            cells: vec![
+        let row = |op: &str, n: i64, t: f64| {
+            TableRow::of_cells(vec![
                 Cell::Int(1),
                 Cell::Str(op.into()),
                 Cell::Int(n),
                 Cell::Float(t),
-            ],
-            intervals: vec![None; 4],
-            per_rep: vec![None; 4],
-            reps: 1,
-            samples: None,
-            env_group: None,
-            images: None,
+            ])
         };
         Table {
             names: ["m", "op", "n", "t"].map(str::to_owned).to_vec(),
