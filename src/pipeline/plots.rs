@@ -65,18 +65,9 @@ pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) ->
 /// A refusal as the error a pipeline's loader shows: the message, the plot
 /// underlined in its file (read again from the workspace `root`), the fix.
 pub fn refusal_error(root: &Path, r: &Refusal) -> PipelineError {
-    match std::fs::read_to_string(root.join(&r.file)) {
-        Ok(text) if (r.end as usize) <= text.len() => {
-            let mut sources = Sources::default();
-            let src = sources.add(r.file.clone(), text);
-            let span = Span {
-                src,
-                start: r.start,
-                end: r.end,
-            };
-            sources.error(r.message.clone(), span, r.label.clone())
-        }
-        _ => PipelineError::plain(format!("{} ({})", r.message, r.file)),
+    match located(root, r) {
+        Some((sources, span)) => sources.error(r.message.clone(), span, r.label.clone()),
+        None => PipelineError::plain(format!("{} ({})", r.message, r.file)),
     }
     .with_help(r.help.clone())
 }
@@ -84,19 +75,25 @@ pub fn refusal_error(root: &Path, r: &Refusal) -> PipelineError {
 /// A refusal in one line, for the study page: what cannot run, where the
 /// pipeline says it, and the fix.
 pub fn refusal_line(root: &Path, r: &Refusal) -> String {
-    let place = match std::fs::read_to_string(root.join(&r.file)) {
-        Ok(text) if (r.end as usize) <= text.len() => {
-            let mut sources = Sources::default();
-            let src = sources.add(r.file.clone(), text);
-            sources.location(Span {
-                src,
-                start: r.start,
-                end: r.end,
-            })
-        }
-        _ => r.file.clone(),
-    };
+    let place = located(root, r).map_or_else(|| r.file.clone(), |(s, span)| s.location(span));
     format!("{} ({place}); not built until fixed: {}", r.message, r.help)
+}
+
+/// The refusal's pipeline file, read again, and its span in it; `None`
+/// when the file is gone or shorter than the span.
+fn located(root: &Path, r: &Refusal) -> Option<(Sources, Span)> {
+    let text = std::fs::read_to_string(root.join(&r.file)).ok()?;
+    if r.end as usize > text.len() {
+        return None;
+    }
+    let mut sources = Sources::default();
+    let src = sources.add(r.file.clone(), text);
+    let span = Span {
+        src,
+        start: r.start,
+        end: r.end,
+    };
+    Some((sources, span))
 }
 
 /// The spans of a `Report(plots: [...])`'s plots, in order.
