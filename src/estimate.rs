@@ -27,6 +27,9 @@ pub enum Basis {
     /// The batches of one process only: it says nothing of how far the
     /// next process lands.
     WithinRun,
+    /// A ratio of two configurations measured together, in the same
+    /// processes: the spread of its per-process ratios.
+    Paired,
 }
 
 impl Basis {
@@ -34,6 +37,7 @@ impl Basis {
         match self {
             Basis::Repetitions => "repetitions",
             Basis::WithinRun => "within-run",
+            Basis::Paired => "paired",
         }
     }
 }
@@ -113,6 +117,41 @@ pub fn ratio_of_repetitions(baseline: &[f64], candidate: &[f64]) -> Option<Estim
         high: ratio * half.exp(),
         runs: baseline.len().min(candidate.len()),
         basis: Basis::Repetitions,
+    })
+}
+
+/// `candidate / baseline` of two configurations measured in the same
+/// processes (a block measured together): `baseline[i]` and `candidate[i]`
+/// come from process `i`. Whatever sets a process's speed acts on both and
+/// cancels in their ratio, so the estimate rests on the per-process
+/// log-ratios `dᵢ = ln(cᵢ / bᵢ)`: it is `exp(mean d)`, the geometric mean
+/// of the per-process ratios, and its interval
+/// `exp(mean d ± t(0.975, n−1) · s_d / √n)`, the t-interval over the
+/// processes on the log scale. The t-interval, not a bootstrap: with 3 to
+/// 10 processes a bootstrap sees at most a few dozen distinct resamples
+/// and its percentile interval is too narrow, while the t-interval is exact
+/// when the log-ratios are normal and close to it otherwise. None unless
+/// both sides have the same two or more processes with positive, finite
+/// values.
+pub fn paired_ratio(baseline: &[f64], candidate: &[f64]) -> Option<Estimate> {
+    if baseline.len() != candidate.len() || baseline.len() < 2 {
+        return None;
+    }
+    let logs: Option<Vec<f64>> = baseline
+        .iter()
+        .zip(candidate)
+        .map(|(&b, &c)| (b > 0.0 && c > 0.0).then(|| (c / b).ln()))
+        .collect();
+    let logs = logs?;
+    let (mean, var) = mean_var(&logs)?;
+    let n = logs.len() as f64;
+    let half = t_quantile(0.975, n - 1.0) * (var / n).sqrt();
+    Some(Estimate {
+        value: mean.exp(),
+        low: (mean - half).exp(),
+        high: (mean + half).exp(),
+        runs: logs.len(),
+        basis: Basis::Paired,
     })
 }
 

@@ -43,6 +43,7 @@ impl Fixture {
                     .collect(),
                 dir: dir.clone(),
                 rep: None,
+                together: None,
             });
         dir
     }

@@ -106,7 +106,14 @@ impl Fake {
             for name in job.task.outputs() {
                 let path = job.staging.join(&name);
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(path, text).unwrap();
+                // A measurement's results.json is checked as it is
+                // recorded: a text that is not JSON goes in an object.
+                let measured = name == crate::tasks::command::RESULTS_JSON && job.task.measures();
+                if measured && serde_json::from_str::<serde_json::Value>(text).is_err() {
+                    std::fs::write(path, serde_json::json!({ "text": text }).to_string()).unwrap();
+                } else {
+                    std::fs::write(path, text).unwrap();
+                }
             }
         };
         match plan {

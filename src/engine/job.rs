@@ -436,6 +436,7 @@ impl JobCtx {
             dest: &self.dest,
             replace: self.force,
             measures: self.task.measures(),
+            members: self.task.member_keys(),
         };
         super::record::stage(&self.store, finished).map_err(|e| {
             let _ = std::fs::remove_dir_all(staging);

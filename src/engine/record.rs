@@ -31,6 +31,8 @@ pub(crate) struct Finished<'a> {
     /// The task measures (its `results.json` may hold a verdict, see
     /// `validity`); no other task's outputs are read.
     pub measures: bool,
+    /// The member keys of a block measured together (`together`).
+    pub members: Option<Vec<String>>,
 }
 
 /// Stages the run of `f` (outputs copied into the store) and materializes it.
@@ -40,6 +42,17 @@ pub(crate) fn stage(
 ) -> Result<(StagedRun, Materialized), StoreError> {
     // A run measured invalid carries its verdict in its record; the run it
     // replaces says how many times in a row the key was.
+    if f.measures {
+        let path = f.staging.join(crate::tasks::command::RESULTS_JSON);
+        crate::tasks::command::check_results(&path, f.members.as_deref()).map_err(
+            |(detail, help)| StoreError::BadResults {
+                node_id: f.node_id.to_owned(),
+                path: f.dest.join(crate::tasks::command::RESULTS_JSON),
+                detail,
+                help,
+            },
+        )?;
+    }
     let before = if f.replace && f.measures {
         store.reader().run_for_key(&f.key)?
     } else {
@@ -84,6 +97,7 @@ pub(crate) fn is_outputs(e: &StoreError) -> bool {
         StoreError::MissingOutput { .. }
             | StoreError::OutputNotFile { .. }
             | StoreError::DanglingOutput { .. }
+            | StoreError::BadResults { .. }
     )
 }
 

@@ -278,6 +278,7 @@ mod tests {
                 resources: Default::default(),
                 measure: false,
                 env: None,
+                together: None,
             }),
             needs: Vec::new(),
             file: None,

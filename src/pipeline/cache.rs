@@ -646,6 +646,27 @@ mod tests {
     }
 
     #[test]
+    fn blocks_measured_together_read_back() {
+        let (dir, graph) = loaded(
+            r#"Pipeline(stages: {
+                "b": Stage(matrix: {"m": ["a", "b"], "n": [1, 2], "k": [7]}, together: ["m", "n"], repeat: 2,
+                           task: Command(run: "m ${m} ${n} ${k}", measure: true, outputs: ["results.json"])),
+            })"#,
+        );
+        let ids: Vec<&str> = graph.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["b[k=7,rep=1]", "b[k=7,rep=2]"]);
+        let crate::tasks::TaskSpec::Command(c) = &graph.nodes[0].task else {
+            panic!("a command")
+        };
+        assert_eq!(c.run, "m a,b 1,2 7");
+        let keys = c.together.as_ref().unwrap().keys();
+        assert_eq!(keys, ["a,1", "a,2", "b,1", "b,2"]);
+        let token = [5u8; 32];
+        let back = read(&encode(&graph, &token), dir.path(), &token).expect("the cache reads back");
+        assert_eq!(format!("{:?}", back.nodes), format!("{:?}", graph.nodes));
+    }
+
+    #[test]
     fn refusals_read_back() {
         let (dir, graph) = loaded(
             r#"Pipeline(stages: {

@@ -52,6 +52,9 @@ pub(super) struct StageDecl {
     pub repeat: Option<Node>,
     /// `precision: (metric: …, ci_rel: …)`: more repetitions while imprecise.
     pub precision: Option<Node>,
+    /// `together: ["axis", …]`: these matrix axes are measured in one
+    /// process, one node per combination of the other params.
+    pub together: Option<Node>,
     /// `description: "…"`: what the stage is, for people.
     pub description: Option<String>,
 }
@@ -85,6 +88,7 @@ const STAGE: &[(&str, Reader)] = &[
     ("isolation", read_isolation),
     ("repeat", read_repeat),
     ("precision", read_precision),
+    ("together", read_together),
 ];
 
 pub(super) fn read_file(
@@ -307,6 +311,7 @@ fn read_stage(
         isolation: None,
         repeat: None,
         precision: None,
+        together: None,
         description: None,
     };
     for (field, value) in fields {
@@ -543,6 +548,9 @@ keep_node! {
     read_repeat => repeat;
     /// `precision: (…)`: read with the params when the stage expands.
     read_precision => precision;
+    /// `together: ["axis", …]`: checked against the matrix when the stage
+    /// expands (see `together`).
+    read_together => together;
 }
 
 pub(super) fn check_duplicates(

@@ -21,6 +21,7 @@ mod repeat;
 mod settings;
 mod subst;
 pub mod syntax;
+mod together;
 
 pub use error::{PipelineError, Sources};
 pub use load::{load, pipeline_files};

@@ -10,6 +10,7 @@ use super::decl::{FileDecl, StageDecl};
 use super::expand;
 use super::repeat::{self, DEFAULT_PRECISE_REPEAT};
 use super::syntax::{Kind, Node, Span};
+use super::together;
 use super::{value_of, PipelineError, Sources};
 use crate::graph::{Graph, Need, NodeIdx, REP_PARAM};
 
@@ -77,6 +78,8 @@ impl Expander<'_> {
     /// Adds the nodes of stage `s` (its upstream stages are in already).
     fn stage(&mut self, s: &StageDecl, file: &FileDecl) -> Result<(), PipelineError> {
         let (combos, files_of) = self.combos(s, file)?;
+        // `together`: the combinations that differ only in its axes are one node.
+        let (combos, files_of) = together::group(self.sources, s, combos, files_of)?;
         let needs_names: Vec<String> = s.upstream().map(|u| u.name.clone()).collect();
         let scope = Scope {
             params: &file.params,
@@ -257,12 +260,19 @@ impl Expander<'_> {
         let mut id_params: Vec<Param> = up
             .map(|u| self.node_id_params[u].clone())
             .unwrap_or_default();
-        for p in combo {
+        // A together axis holds its block's values: not in the id, and
+        // `${axis}` reads them joined by `,`.
+        let (block, own): (Vec<&Param>, Vec<&Param>) =
+            combo.iter().partition(|p| together::is_axis(s, &p.name));
+        for p in own {
             overlay(&mut id_params, p.clone());
         }
         let mut params = file.params.clone();
         for p in &id_params {
             overlay(&mut params, p.clone());
+        }
+        for p in &block {
+            overlay(&mut params, together::joined(p));
         }
         if let (Some(rel), Some(pattern)) = (matched, &s.files) {
             overlay(&mut params, file_param(rel, pattern.span));
@@ -302,6 +312,10 @@ impl Expander<'_> {
                 task_of(self.sources, s, &scope)
             }
         };
+        let task = task.and_then(|mut t| {
+            together::attach(self.sources, s, &mut t, &block)?;
+            Ok(t)
+        });
         let values: Vec<(String, crate::value::Value)> = params
             .iter()
             .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))

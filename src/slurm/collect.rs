@@ -93,6 +93,7 @@ fn record_run(
         dest: &record.dest,
         replace: record.replace,
         measures: job.task.measures(),
+        members: job.task.member_keys(),
     };
     let (staged, materialized) = match crate::engine::record::stage(store, finished) {
         Ok(s) => s,

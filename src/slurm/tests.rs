@@ -81,6 +81,7 @@ impl Bench {
                 },
                 measure: false,
                 env: None,
+                together: None,
             }),
             root: self.store.root().to_path_buf(),
             staging: dir.join("out"),

@@ -75,6 +75,16 @@ pub enum StoreError {
         path: PathBuf,
     },
 
+    /// A measuring task's `results.json` is not what a measurement writes.
+    #[error("node `{node_id}`: `{}` {detail}; {help}", path.display())]
+    #[diagnostic(code(vitgraph::store::bad_results))]
+    BadResults {
+        node_id: String,
+        path: PathBuf,
+        detail: String,
+        help: String,
+    },
+
     /// A declared output is a directory or another non-file.
     #[error("declared output `{name}` of node `{node_id}` is not a regular file (`{}`)", path.display())]
     #[diagnostic(

@@ -26,6 +26,7 @@ pub mod report;
 pub(crate) mod summary;
 pub mod vit;
 
+pub use command::Together;
 pub use error::TaskError;
 
 use std::collections::BTreeMap;
@@ -196,6 +197,15 @@ impl TaskSpec {
         }
     }
 
+    /// The member keys of a block measured together (see
+    /// [`command::Together`]); None for every other task.
+    pub fn member_keys(&self) -> Option<Vec<String>> {
+        match self {
+            TaskSpec::Command(c) => c.together.as_ref().map(command::Together::keys),
+            _ => None,
+        }
+    }
+
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
@@ -242,6 +252,11 @@ pub struct UpstreamNode {
     /// report folds into one row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rep: Option<u32>,
+    /// The members of a block measured together: the node's
+    /// `results.json` holds one object per member, each a configuration
+    /// of its own with the together axes' values added to `params`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together: Option<Together>,
 }
 
 /// A command prefix the engine runs a built-in task under (`numactl …`,

@@ -17,3 +17,4 @@ mod repetitions;
 mod runtime_errors;
 mod software_env;
 mod status_text;
+mod together;

@@ -152,7 +152,10 @@ fn the_first_repetition_keeps_the_key_of_the_unrepeated_configuration() {
     assert_eq!(runs.len(), 6);
     // Repetition 1 is the run made without `repeat`, restored to its folder.
     assert!(o.cached().contains(&"bench[m=a,rep=1]".to_string()));
-    assert_eq!(b.out("bench/m=a,rep=1/results.json"), "bench[m=a]");
+    assert_eq!(
+        b.out("bench/m=a,rep=1/results.json"),
+        r#"{"text":"bench[m=a]"}"#
+    );
 }
 
 #[test]

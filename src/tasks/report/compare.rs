@@ -8,7 +8,7 @@ use super::bootstrap::{ratio_interval, Statistic};
 use super::cell::Cell;
 use super::spec::Compare;
 use super::table::Table;
-use crate::estimate::{ratio_of_repetitions, Basis};
+use crate::estimate::{paired_ratio, ratio_of_repetitions, Basis};
 use crate::tasks::TaskError;
 
 /// The column names of `compare.csv` after the group's params and the param.
@@ -137,16 +137,23 @@ fn pair(
     if b == 0.0 {
         return finish(cells, tail, env(value), "baseline metric is zero");
     }
-    let ratio = v / b;
-    tail[0] = Cell::Float(ratio);
-    // Both sides repeated: Welch's interval over the repetitions. Else the
-    // bootstrap over per-batch samples, which sees one run's noise only.
+    let mut ratio = v / b;
+    // Measured together (the same processes): the paired estimate over the
+    // per-process ratios. Both sides repeated apart: Welch's interval over
+    // the repetitions. Else the bootstrap over per-batch samples, which
+    // sees one run's noise only.
+    let together = base.processes.len() >= 2 && base.processes == value.processes;
     let repeated = match (&base.per_rep[metric], &value.per_rep[metric]) {
+        (Some(b), Some(c)) if together => paired_ratio(b, c),
         (Some(b), Some(c)) => ratio_of_repetitions(b, c),
         _ => None,
     };
+    if let Some(e) = repeated.filter(|e| e.basis == Basis::Paired) {
+        ratio = e.value;
+    }
+    tail[0] = Cell::Float(ratio);
     let (interval, basis) = match repeated {
-        Some(e) => (Some((e.low, e.high)), Basis::Repetitions),
+        Some(e) => (Some((e.low, e.high)), e.basis),
         None => (
             Statistic::for_metric(&spec.metric).and_then(|stat| {
                 let (low, high) = ratio_interval(

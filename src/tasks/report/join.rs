@@ -87,8 +87,12 @@ pub(super) fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>
             .ok_or_else(|| TaskError::SourceNotNeeded {
                 stage: stage.clone(),
             })?;
-        for node in nodes {
-            let files = super::load::read_node(node, spec.device)?;
+        let read: Vec<NodeFiles> = nodes
+            .iter()
+            .map(|node| super::load::read_node(node, spec.device))
+            .collect::<Result<Vec<_>, _>>()?;
+        for files in read.into_iter().flat_map(super::load::members) {
+            let files = files?;
             let mut own = node_docs(&files);
             if let Some(entries) = &files.rows {
                 for entry in entries {
@@ -98,11 +102,11 @@ pub(super) fn join_rows(spec: &ReportSpec, ctx: &TaskContext) -> Result<Vec<Row>
                 }
                 continue;
             }
-            let key = serde_json::to_string(&node.params).unwrap_or_default();
+            let key = serde_json::to_string(&files.node.params).unwrap_or_default();
             match by_params.get(&key) {
                 Some(&i) => {
                     let row = &mut rows[i];
-                    row.nodes.push(node.id.clone());
+                    row.nodes.push(files.node.id.clone());
                     row.docs.append(&mut own);
                     let extra = new_row(&files, Vec::new(), false)?;
                     row.facets = row.facets.take().or(extra.facets);

@@ -65,6 +65,55 @@ pub(super) fn read_node(node: &UpstreamNode, device: usize) -> Result<NodeFiles,
     Ok(files)
 }
 
+/// A node's files as configurations: a block measured together
+/// (`together`) gives one per member, whose params add the member's values
+/// of the together axes and whose `results.json` is the member's object
+/// (with the block's `env` where the member has none); any other node
+/// gives itself.
+pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
+    let Some(together) = files.node.together.clone() else {
+        return vec![Ok(files)];
+    };
+    let path = files.node.dir.join(RESULTS_JSON);
+    let top = files.results.as_ref();
+    let Some(Json::Object(members)) = top.and_then(|r| r.get("members")) else {
+        return vec![Err(shape(
+            &files.node,
+            &path,
+            "a block measured together has no `members` object",
+        ))];
+    };
+    together
+        .members
+        .iter()
+        .map(|values| {
+            let key = crate::tasks::command::member_key(values);
+            let Some(Json::Object(doc)) = members.get(&key) else {
+                return Err(shape(
+                    &files.node,
+                    &path,
+                    &format!("member `{key}` is missing or not an object"),
+                ));
+            };
+            let mut doc = doc.clone();
+            if let Some(env) = top.and_then(|r| r.get("env")) {
+                doc.entry("env").or_insert_with(|| env.clone());
+            }
+            let mut node = files.node.clone();
+            for (axis, v) in together.axes.iter().zip(values) {
+                node.params.insert(axis.clone(), v.clone());
+            }
+            node.together = None;
+            Ok(NodeFiles {
+                node,
+                metrics: None,
+                results: Some(Json::Object(doc)),
+                rows: None,
+            })
+        })
+        .collect()
+}
+
 fn read_json(node: &UpstreamNode, path: &Path) -> Result<Json, TaskError> {
     let text = std::fs::read_to_string(path).map_err(|source| TaskError::UpstreamRead {
         node: node.id.clone(),

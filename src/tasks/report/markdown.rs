@@ -62,8 +62,11 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
         let _ = writeln!(
             md,
             "`ratio` is the row's `{}` divided by the baseline row's, within rows equal in every \
-             other param. Where both rows fold two or more repetitions, its 95% interval is \
-             Welch's over the repetitions (log scale); otherwise it is a percentile bootstrap \
+             other param. Where both rows were measured together (`together`: the same \
+             processes measured both), the ratio is the geometric mean of the per-process \
+             ratios and its 95% interval the t-interval over the processes on the log scale \
+             (`interval` = `paired`). Where both rows fold two or more repetitions measured \
+             apart, its 95% interval is Welch's over the repetitions (log scale); otherwise it is a percentile bootstrap \
              over per-batch latencies (seed {}, {} resamples), which sees one run's noise only \
              (`interval` = `within-run`). A ratio whose interval holds 1 is noted \
              \"no difference shown\". Rows of different environments are not paired.\n",

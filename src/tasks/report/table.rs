@@ -50,6 +50,10 @@ pub(super) struct TableRow {
     /// Index into [`Table::env_groups`]; `None` when no file had `env`.
     pub env_group: Option<usize>,
     pub images: Option<i64>,
+    /// The processes behind the row, one per repetition in `rep` order
+    /// (the ids of the nodes that measured it): two rows measured together
+    /// share them.
+    pub processes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -65,6 +69,7 @@ impl TableRow {
             samples: None,
             env_group: None,
             images: None,
+            processes: Vec::new(),
         }
     }
 }
@@ -268,6 +273,11 @@ impl Layout<'_> {
             samples: row.samples.clone(),
             env_group: group_index,
             images: row.images,
+            processes: if row.repetitions.is_empty() {
+                vec![row.nodes.join(" ")]
+            } else {
+                row.repetitions.iter().map(|r| r.nodes.join(" ")).collect()
+            },
         }
     }
 }

@@ -1,0 +1,339 @@
+//! `together: ["axis", …]`: matrix axes measured in one process. A stage's
+//! combinations that differ only in the together axes become one node (one
+//! *block*), whose task sees each together axis as the block's values
+//! joined by `,` and whose `results.json` holds one object per member.
+//!
+//! The block's members are kept on the task ([`crate::tasks::Together`]),
+//! so they are part of the node's key: adding or removing a value measures
+//! the block again.
+
+use std::collections::HashMap;
+
+use super::de::Param;
+use super::decl::StageDecl;
+use super::expand::Combo;
+use super::syntax::{Kind, Node, Span};
+use super::{value_of, PipelineError, Sources};
+use crate::tasks::{TaskSpec, Together, REP_PARAM};
+
+/// How `together` is written.
+const HELP: &str =
+    "write `together: [\"model\"]`: matrix axes whose values one process measures side by side";
+
+/// The together axes a stage names, checked against its declaration:
+/// each a distinct axis of its matrix (not `rep`); None without `together`.
+fn axes_of(sources: &Sources, s: &StageDecl) -> Result<Option<(Vec<String>, Span)>, PipelineError> {
+    let Some(node) = &s.together else {
+        return Ok(None);
+    };
+    let Kind::List(items) = &node.kind else {
+        return Err(sources
+            .error(
+                "`together` must be a list of matrix axes",
+                node.span,
+                format!("found {}", node.kind.describe()),
+            )
+            .with_help(HELP));
+    };
+    if items.is_empty() {
+        return Err(sources
+            .error("`together` names no axis", node.span, "empty list")
+            .with_help(HELP));
+    }
+    if let Some(files) = &s.files {
+        return Err(sources
+            .error(
+                format!("stage `{}` has both `files` and `together`", s.name.name),
+                node.span,
+                "`together` here",
+            )
+            .with_label(files.span, "`files` here")
+            .with_help("`together` groups matrix axes; a `files` stage has none"));
+    }
+    let mut axes: Vec<String> = Vec::new();
+    for item in items {
+        axes.push(axis_of(sources, s, item, &axes)?);
+    }
+    // Keep the matrix's order, whatever the order of the list.
+    axes.sort_by_key(|a| s.axes.iter().position(|x| &x.name == a));
+    if let Some(precision) = &s.precision {
+        return Err(sources
+            .error(
+                "a `precision` target is not judged on a `together` stage yet",
+                precision.span,
+                "precision here",
+            )
+            .with_label(node.span, "`together` here")
+            .with_help("give the stage a fixed `repeat` instead"));
+    }
+    Ok(Some((axes, node.span)))
+}
+
+/// One entry of `together`: an axis of the matrix, not `rep`, not named
+/// before (`seen`).
+fn axis_of(
+    sources: &Sources,
+    s: &StageDecl,
+    item: &Node,
+    seen: &[String],
+) -> Result<String, PipelineError> {
+    let Kind::Str { value, .. } = &item.kind else {
+        return Err(sources
+            .error(
+                "each entry of `together` must be an axis name in quotes",
+                item.span,
+                format!("found {}", item.kind.describe()),
+            )
+            .with_help(HELP));
+    };
+    let known: Vec<&str> = s.axes.iter().map(|a| a.name.as_str()).collect();
+    if value == REP_PARAM {
+        return Err(sources
+            .error(
+                format!("`{REP_PARAM}` cannot be measured together"),
+                item.span,
+                "a repetition is a process of its own",
+            )
+            .with_help(
+                "`together` names matrix axes; each repetition measures the whole block again",
+            ));
+    }
+    if !known.contains(&value.as_str()) {
+        return Err(sources
+            .error(
+                format!("`together` names `{value}`, which is not an axis of the matrix"),
+                item.span,
+                "no such axis",
+            )
+            .with_help(format!(
+                "the matrix's axes are {}",
+                if known.is_empty() {
+                    "none: add a `matrix`".to_owned()
+                } else {
+                    known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )));
+    }
+    if seen.contains(value) {
+        return Err(sources
+            .error(
+                format!("`together` names `{value}` twice"),
+                item.span,
+                "again here",
+            )
+            .with_help("name each axis once"));
+    }
+    Ok(value.clone())
+}
+
+/// A stage's combinations (and the files they matched) as its nodes'
+/// combinations: grouped into blocks when the stage has `together`, as
+/// they are otherwise.
+#[allow(clippy::type_complexity)]
+pub(super) fn group(
+    sources: &Sources,
+    s: &StageDecl,
+    combos: Vec<Combo>,
+    files_of: Vec<Option<String>>,
+) -> Result<(Vec<Combo>, Vec<Option<String>>), PipelineError> {
+    Ok(match axes_of(sources, s)? {
+        Some((axes, span)) => {
+            let blocks = blocks(sources, s, &axes, span, combos)?;
+            let none = vec![None; blocks.len()];
+            (blocks, none)
+        }
+        None => (combos, files_of),
+    })
+}
+
+/// The stage's combinations grouped into blocks: one combination per set of
+/// values of the other axes (in first-seen order), in which each together
+/// axis holds the list of its values (distinct, in matrix order). With
+/// several together axes a block must hold every combination of their
+/// values, since its command measures their product.
+fn blocks(
+    sources: &Sources,
+    s: &StageDecl,
+    axes: &[String],
+    span: Span,
+    combos: Vec<Combo>,
+) -> Result<Vec<Combo>, PipelineError> {
+    let mut out: Vec<(Combo, Vec<Vec<Node>>, usize)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for combo in combos {
+        let (rest, mine): (Vec<Param>, Vec<Param>) =
+            combo.into_iter().partition(|p| !axes.contains(&p.name));
+        let key = rest
+            .iter()
+            .map(|p| format!("{}={:?}", p.name, value_of(&p.node)))
+            .collect::<Vec<_>>()
+            .join("\u{0}");
+        let slot = *index.entry(key).or_insert_with(|| {
+            out.push((rest, vec![Vec::new(); axes.len()], 0));
+            out.len() - 1
+        });
+        let (_, values, count) = &mut out[slot];
+        *count += 1;
+        for (axis, list) in axes.iter().zip(values.iter_mut()) {
+            let Some(p) = mine.iter().find(|p| &p.name == axis) else {
+                continue;
+            };
+            if !list.iter().any(|v| value_of(v) == value_of(&p.node)) {
+                list.push(p.node.clone());
+            }
+        }
+    }
+    let mut blocks = Vec::with_capacity(out.len());
+    for (mut rest, values, count) in out {
+        let product: usize = values.iter().map(Vec::len).product();
+        if axes.len() > 1 && product != count {
+            return Err(sources
+                .error(
+                    format!(
+                        "stage `{}`: a block of its together axes holds {count} of the {product} combinations of their values",
+                        s.name.name
+                    ),
+                    span,
+                    "measured together here",
+                )
+                .with_help("with several `together` axes a block measures every combination of their values: drop the `exclude` or `include` entries that remove some, or measure one axis together"));
+        }
+        for (axis, list) in axes.iter().zip(values) {
+            let at = list.first().map_or(span, |n| n.span);
+            rest.push(Param {
+                name: axis.clone(),
+                node: Node {
+                    kind: Kind::List(list),
+                    span: at,
+                },
+            });
+        }
+        blocks.push(rest);
+    }
+    Ok(blocks)
+}
+
+/// A block's together params as its task reads them: each axis's values
+/// joined by `,` (`${model}` is `a,b`).
+pub(super) fn joined(p: &Param) -> Param {
+    let Kind::List(items) = &p.node.kind else {
+        return p.clone();
+    };
+    let text = items
+        .iter()
+        .filter_map(value_of)
+        .map(|v| v.display())
+        .collect::<Vec<_>>()
+        .join(",");
+    Param {
+        name: p.name.clone(),
+        node: Node {
+            kind: Kind::Str {
+                value: text,
+                raw_offset: 0,
+                escaped: true,
+            },
+            span: p.node.span,
+        },
+    }
+}
+
+/// The block's members: every combination of the together axes' values,
+/// the first axis varying slowest.
+pub(super) fn members(axes: &[String], params: &[Param]) -> Together {
+    let lists: Vec<Vec<crate::value::Value>> = axes
+        .iter()
+        .map(
+            |a| match params.iter().find(|p| &p.name == a).map(|p| &p.node.kind) {
+                Some(Kind::List(items)) => items.iter().filter_map(value_of).collect(),
+                _ => Vec::new(),
+            },
+        )
+        .collect();
+    let mut members: Vec<Vec<crate::value::Value>> = vec![Vec::new()];
+    for list in &lists {
+        members = members
+            .into_iter()
+            .flat_map(|m| {
+                list.iter().map(move |v| {
+                    let mut next = m.clone();
+                    next.push(v.clone());
+                    next
+                })
+            })
+            .collect();
+    }
+    Together {
+        axes: axes.to_vec(),
+        members,
+    }
+}
+
+/// Whether `name` is one of the stage's together axes.
+pub(super) fn is_axis(s: &StageDecl, name: &str) -> bool {
+    let Some(Node {
+        kind: Kind::List(items),
+        ..
+    }) = &s.together
+    else {
+        return false;
+    };
+    items
+        .iter()
+        .any(|i| matches!(&i.kind, Kind::Str { value, .. } if value == name))
+}
+
+/// Sets a block's members (its together params, `block`) on its task,
+/// which must measure through the together contract (a `Command` with
+/// `measure: true`). A node of a stage without `together` keeps none.
+pub(super) fn attach(
+    sources: &Sources,
+    s: &StageDecl,
+    task: &mut TaskSpec,
+    block: &[&Param],
+) -> Result<(), PipelineError> {
+    let Some(node) = s.together.as_ref().filter(|_| !block.is_empty()) else {
+        if let TaskSpec::Command(c) = task {
+            if c.together.is_some() {
+                return Err(sources
+                    .error(
+                        "`together` is a key of the stage, not of its `Command`",
+                        s.task().span,
+                        "in this task",
+                    )
+                    .with_help("write `together: [\"axis\"]` beside `matrix`"));
+            }
+        }
+        return Ok(());
+    };
+    let span = node.span;
+    let axes: Vec<String> = block.iter().map(|p| p.name.clone()).collect();
+    let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
+    match task {
+        TaskSpec::Command(c) if c.measure => {
+            c.together = Some(members(&axes, &params));
+            Ok(())
+        }
+        TaskSpec::Command(_) => Err(sources
+            .error(
+                "`together` measures several configurations in one process, and this `Command` measures nothing",
+                span,
+                "measured together here",
+            )
+            .with_help("add `measure: true` to the `Command` and write `results.json` as `{\"members\": {\"<value>\": {…}}}` (the book's Repetitions chapter)")),
+        other => Err(sources
+            .error(
+                format!(
+                    "`together` is measured through a `Command` with `measure: true`; a `{}` task measures one configuration per process",
+                    other.kind()
+                ),
+                span,
+                "measured together here",
+            )
+            .with_help("drop `together`, or measure the block with a measuring `Command`")),
+    }
+}

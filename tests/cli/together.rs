@@ -1,0 +1,214 @@
+//! Configurations measured together, end to end on the CPU: a measuring
+//! `Command` whose timings carry a seeded speed factor per process (±20 %)
+//! and 1 % noise per sample. Measured together, the factor cancels in the
+//! report's ratio; measured one configuration per process, it does not.
+
+use super::harness::Ws;
+
+/// `bench.py MODE IMPLS REP OUT`: times each implementation of `IMPLS`
+/// (`a,b`) in one process whose speed factor is drawn from its seed
+/// (`MODE`, the repetition and, measured apart, the implementation): 200
+/// samples of `level × factor × (1 ± 1 %)` each, in shuffled blocks. Writes
+/// one run's `results.json`, or with `together` one object per member.
+const BENCH: &str = r#"import json, math, random, statistics, sys
+mode, impls, rep, out = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
+level = {"a": 2.0, "b": 3.7, "c": 5.0}
+proc = random.Random(f"{mode}-{rep}-{sys.argv[2]}")
+factor = math.exp(0.1 * proc.gauss(0, 1))
+samples = {i: [] for i in impls}
+for _ in range(10):
+    order = list(impls)
+    proc.shuffle(order)
+    for i in order:
+        samples[i] += [level[i] * factor * (1 + 0.01 * proc.gauss(0, 1)) for _ in range(20)]
+def one(i):
+    return {"latency_ms": {"median": statistics.median(samples[i])}, "samples": {"latency_ms": samples[i]}}
+doc = {"members": {i: one(i) for i in impls}} if mode == "together" else one(impls[0])
+with open(out, "w") as f:
+    json.dump(doc, f)
+"#;
+
+const PIPELINE: &str = r#"Pipeline(params: {"reps": 5}, stages: {
+  "together": Stage(matrix: {"impl": ["a", "b"]}, together: ["impl"], repeat: "${reps}",
+                    task: Command(run: "python3 bench.py together ${impl} ${rep} ${out}/results.json",
+                                  inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "apart": Stage(matrix: {"impl": ["a", "b"]}, repeat: "${reps}",
+                 task: Command(run: "python3 bench.py apart ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "together_report": Stage(needs: ["together"],
+      task: Report(title: "together", sources: ["together"], columns: ["latency_ms.median"],
+                   compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
+  "apart_report": Stage(needs: ["apart"],
+      task: Report(title: "apart", sources: ["apart"], columns: ["latency_ms.median"],
+                   compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
+})"#;
+
+fn workspace() -> Ws {
+    let ws = Ws::new(&[("p.ron", PIPELINE)]);
+    ws.write("bench.py", BENCH);
+    ws
+}
+
+fn column(csv: &str, name: &str) -> Vec<String> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let i = header
+        .iter()
+        .position(|h| *h == name)
+        .unwrap_or_else(|| panic!("no `{name}` in {header:?}"));
+    lines
+        .map(|l| l.split(',').nth(i).unwrap_or("").to_owned())
+        .collect()
+}
+
+/// The comparison's ratio, its interval's half-width relative to the
+/// ratio, and the interval's kind.
+fn ratio(ws: &Ws, report: &str) -> (f64, f64, String) {
+    let csv = ws.read(&format!("out/{report}/compare.csv"));
+    let num = |name: &str| -> f64 { column(&csv, name)[0].parse().unwrap() };
+    let (r, lo, hi) = (num("ratio"), num("ci95_low"), num("ci95_high"));
+    (r, (hi - lo) / 2.0 / r, column(&csv, "interval")[0].clone())
+}
+
+#[test]
+fn measured_together_a_ratio_is_known_to_2_percent_where_apart_it_is_five_times_wider() {
+    let ws = workspace();
+    let r = ws.run(&["build", "--json", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    // One node per repetition measures both implementations.
+    let mut together: Vec<String> = r
+        .nodes_with("finished")
+        .into_iter()
+        .filter(|n| n.starts_with("together["))
+        .collect();
+    together.sort();
+    assert_eq!(
+        together,
+        (1..=5)
+            .map(|k| format!("together[rep={k}]"))
+            .collect::<Vec<_>>()
+    );
+    // Each member is a configuration of the report's table, repeated 5 times.
+    let table = ws.read("out/together_report/table.csv");
+    assert_eq!(column(&table, "impl"), ["a", "b"]);
+    assert_eq!(column(&table, "reps"), ["5", "5"]);
+
+    let truth = 3.7 / 2.0;
+    let (paired, paired_half, kind) = ratio(&ws, "together_report");
+    assert_eq!(kind, "paired");
+    assert!(
+        (paired / truth - 1.0).abs() <= 0.02,
+        "together: {paired} against {truth}"
+    );
+    assert!(paired_half <= 0.02, "together: ±{paired_half}");
+    let (apart, apart_half, kind) = ratio(&ws, "apart_report");
+    assert_eq!(kind, "repetitions");
+    assert!(
+        apart_half >= 5.0 * paired_half,
+        "apart ±{apart_half} ({apart}) is not 5× together's ±{paired_half}"
+    );
+    eprintln!(
+        "together: {paired:.4} ±{:.2} %; apart: {apart:.4} ±{:.2} % (truth {truth})",
+        100.0 * paired_half,
+        100.0 * apart_half
+    );
+}
+
+#[test]
+fn a_value_added_to_a_together_axis_measures_the_block_again() {
+    let ws = workspace();
+    let r = ws.run(&["build", "--json", "-p", "reps=2", "together"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.nodes_with("started").len(), 2);
+    let r = ws.run(&["build", "--json", "-p", "reps=2", "together"]);
+    assert_eq!(r.nodes_with("started").len(), 0, "nothing is stale");
+    // The block now holds c too: both repetitions measure the three again.
+    let r = ws.run(&[
+        "build",
+        "--json",
+        "-p",
+        "reps=2",
+        "-p",
+        "impl=[a,b,c]",
+        "together",
+    ]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.nodes_with("started").len(), 2);
+    let doc: serde_json::Value =
+        serde_json::from_str(&ws.read("out/together/rep=1/results.json")).unwrap();
+    let mut members: Vec<&String> = doc["members"].as_object().unwrap().keys().collect();
+    members.sort();
+    assert_eq!(members, ["a", "b", "c"]);
+}
+
+#[test]
+fn a_block_that_leaves_out_a_member_fails_naming_the_file_and_the_member() {
+    let ws = workspace();
+    ws.write(
+        "bench.py",
+        "import json, sys\njson.dump({\"members\": {\"a\": {\"latency_ms\": {\"median\": 1.0}}}}, open(sys.argv[4], \"w\"))\n",
+    );
+    let r = ws.run(&["build", "-p", "reps=1", "together"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    let err = r.stderr();
+    assert!(
+        err.contains("out/together/results.json")
+            && err.contains("has no member `b` (the block is `a`, `b`)"),
+        "{err}"
+    );
+    assert!(
+        !ws.path().join("out/together/results.json").exists(),
+        "nothing recorded"
+    );
+}
+
+#[test]
+fn a_measuring_command_that_writes_nan_fails_at_build_time() {
+    let ws = workspace();
+    ws.write(
+        "bench.py",
+        "import json, sys\njson.dump({\"latency_ms\": {\"median\": float(\"nan\")}}, open(sys.argv[4], \"w\"))\n",
+    );
+    let r = ws.run(&["build", "-p", "reps=1", "apart"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    let err = r.stderr();
+    assert!(
+        err.contains("results.json` is not JSON") && err.contains("allow_nan=False"),
+        "{err}"
+    );
+}
+
+#[test]
+fn together_is_checked_against_the_matrix_and_the_task() {
+    let cases = [
+        (
+            r#"together: ["model"]"#,
+            "`together` names `model`, which is not an axis of the matrix",
+        ),
+        (
+            r#"together: "impl""#,
+            "`together` must be a list of matrix axes",
+        ),
+        (r#"together: ["rep"]"#, "`rep` cannot be measured together"),
+    ];
+    for (key, message) in cases {
+        let text = format!(
+            r#"Pipeline(stages: {{ "s": Stage(matrix: {{"impl": ["a", "b"]}}, {key},
+                task: Command(run: "m ${{impl}}", outputs: ["results.json"], measure: true)) }})"#
+        );
+        let ws = Ws::new(&[("p.ron", &text)]);
+        let r = ws.run(&["status"]);
+        assert_eq!(r.code(), 2, "{key}: {}", r.stderr());
+        assert!(r.stderr().contains(message), "{key}: {}", r.stderr());
+    }
+    let text = r#"Pipeline(stages: { "s": Stage(matrix: {"impl": ["a", "b"]}, together: ["impl"],
+        task: Command(run: "m ${impl}", outputs: ["results.json"])) })"#;
+    let ws = Ws::new(&[("p.ron", text)]);
+    let r = ws.run(&["status"]);
+    assert_eq!(r.code(), 2);
+    assert!(
+        r.stderr().contains("this `Command` measures nothing"),
+        "{}",
+        r.stderr()
+    );
+}
