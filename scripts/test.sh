@@ -15,4 +15,6 @@ if [ -n "$VITGRAPH_FEATURES" ]; then
     VITGRAPH_LEAN_EXE="$(cd "$bin" && pwd)/vitgraph-lean"
     export VITGRAPH_LEAN_EXE
 fi
+# The Python package (python/: the measurement helper), standard library only.
+python3 -m unittest discover -s python/tests
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"
