@@ -6,12 +6,16 @@ measurement helper (`python/vitgraph/measure.py`).
     python3 examples/vit_together.py --models vit16x6x384,vit32x12x768 \\
         --batch 1 --device cuda --out results.json
 
-`--models` is the block's values of the together axis as vitgraph passes
-them (`${model}`: joined by `,`). A value `NAME#K` is another instance of
-`NAME` (its own weights and input): measuring a model beside a second
-instance of itself is the A/A check, whose ratio should be 1. With one
-model and no `--together`, the file is one run's `results.json`, for the
-same configuration measured one per process.
+`--models`, `--batch` and `--graph` take the block's values of each axis as
+vitgraph passes them (`${model}`: joined by `,`); the block is every
+combination of them, and `--axes` names the together axes in matrix order,
+which make each member's key (`vit16x6x384,8,cuda` for `--axes
+model,batch,graph`). A value `NAME#K` is another instance of `NAME` (its
+own weights and input): measuring a model beside a second instance of
+itself is the A/A check, whose ratio should be 1. `--graph cuda` replays
+the forward pass as a captured CUDA graph. Without `--together`, the file
+is one run's `results.json` (one model, batch and graph), for the same
+configuration measured one per process.
 
 The model is `vit_compile_bench.py`'s (the `Vit` task's, layer for layer),
 bf16 by default, input already on the device; a batch is one forward pass.
@@ -37,46 +41,76 @@ def config(name, seed):
     }
 
 
+def graphed(torch, model, x):
+    """One forward pass captured as a CUDA graph; its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.inference_mode():
+        for _ in range(3):
+            model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.inference_mode(), torch.cuda.graph(g):
+        model(x)
+    return g.replay
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", required=True)
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", default="1")
+    p.add_argument("--graph", default="none")
+    p.add_argument("--axes", default="model", help="the together axes, in matrix order")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
     p.add_argument("--device", default="cuda")
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--batches", type=int, default=400)
-    p.add_argument("--block", type=int, default=20)
+    p.add_argument("--block", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--together", action="store_true", help="write one object per member")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     import torch
 
-    names = args.models.split(",")
-    if not args.together and len(names) != 1:
-        p.error("measured apart, `--models` names one model (or pass --together)")
+    values = {
+        "model": args.models.split(","),
+        "batch": [int(b) for b in args.batch.split(",")],
+        "graph": args.graph.split(","),
+    }
+    axes = args.axes.split(",")
+    if any(a not in values for a in axes):
+        p.error(f"--axes names {args.axes!r}; the axes are model, batch, graph")
+    combos = [(m, b, g) for m in values["model"] for b in values["batch"] for g in values["graph"]]
+    if not args.together and len(combos) != 1:
+        p.error("measured apart, one model, batch and graph (or pass --together)")
+    if any(g not in ("none", "cuda") for g in values["graph"]):
+        p.error("--graph takes none or cuda")
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
-    members = {}
-    for i, name in enumerate(names):
-        c = config(name, seed=1000 + i)
+    members, images = {}, {}
+    for i, (name, batch, graph) in enumerate(combos):
+        c = config(name, seed=1000 + values["model"].index(name))
         model = build_model(torch, c, dtype, args.device)
         torch.manual_seed(i)
-        x = torch.randn(args.batch, 3, 224, 224).to(device=args.device, dtype=dtype)
-
-        def step(model=model, x=x):
-            with torch.inference_mode():
-                model(x)
-
-        members[name] = step
+        x = torch.randn(batch, 3, 224, 224).to(device=args.device, dtype=dtype)
+        if graph == "cuda":
+            step = graphed(torch, model, x)
+        else:
+            def step(model=model, x=x):
+                with torch.inference_mode():
+                    model(x)
+        member = dict(zip(("model", "batch", "graph"), (name, batch, graph)))
+        key = ",".join(str(member[a]) for a in axes)
+        members[key] = step
+        images[key] = batch
     doc = measure_together(
         members, warmup=args.warmup, batches=args.batches, block=args.block,
-        seed=args.seed, device=args.device, images={n: args.batch for n in names},
+        seed=args.seed, device=args.device, images=images,
     )
     doc["env"]["torch"] = torch.__version__
     if str(args.device).startswith("cuda"):
         doc["env"]["gpu"] = torch.cuda.get_device_name()
     if not args.together:
-        one = doc["members"][names[0]]
+        one = next(iter(doc["members"].values()))
         one["method"], one["env"] = doc["method"], doc["env"]
         doc = one
     write_results(doc, args.out)

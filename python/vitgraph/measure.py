@@ -105,7 +105,7 @@ def measure_together(
     *,
     warmup=50,
     batches=400,
-    block=20,
+    block=4,
     seed=1,
     device=None,
     images=None,
