@@ -155,6 +155,27 @@ pub fn paired_ratio(baseline: &[f64], candidate: &[f64]) -> Option<Estimate> {
     })
 }
 
+/// How much of the spread between processes pairing removed from a
+/// comparison measured together: `1 − var(d) / (var(ln b) + var(ln c))`,
+/// with `d` the per-process log-ratios. Near 1 when whatever moves a
+/// process's speed moves both members alike (it cancels in their ratio);
+/// near 0 or below when it moves them unequally — a launch-bound eager run
+/// against a CUDA graph, whose replay the host's speed does not touch —
+/// so the paired interval still carries that spread. None as for
+/// [`paired_ratio`], or when neither member varies between processes.
+pub fn cancellation(baseline: &[f64], candidate: &[f64]) -> Option<f64> {
+    if baseline.len() != candidate.len() || baseline.iter().chain(candidate).any(|v| *v <= 0.0) {
+        return None;
+    }
+    let lb: Vec<f64> = baseline.iter().map(|v| v.ln()).collect();
+    let lc: Vec<f64> = candidate.iter().map(|v| v.ln()).collect();
+    let d: Vec<f64> = lb.iter().zip(&lc).map(|(b, c)| c - b).collect();
+    let (_, vb) = mean_var(&lb)?;
+    let (_, vc) = mean_var(&lc)?;
+    let (_, vd) = mean_var(&d)?;
+    (vb + vc > 0.0).then(|| 1.0 - vd / (vb + vc))
+}
+
 /// Mean and sample variance of two or more finite values.
 fn mean_var(values: &[f64]) -> Option<(f64, f64)> {
     if values.len() < 2 || !values.iter().all(|v| v.is_finite()) {

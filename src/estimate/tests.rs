@@ -260,3 +260,21 @@ fn paired_coverage_with_shared_and_with_member_specific_process_factors() {
         }
     }
 }
+
+/// Cancellation: a factor shared by both members cancels (near 1); one
+/// acting on the baseline only does not (near 0).
+#[test]
+fn cancellation_tells_a_shared_process_factor_from_one_on_a_single_member() {
+    let mut rng = Normal(17);
+    let factors: Vec<f64> = (0..10).map(|_| (0.15 * rng.next()).exp()).collect();
+    let noise = |rng: &mut Normal| 1.0 + 0.002 * rng.next();
+    let b: Vec<f64> = factors.iter().map(|f| 2.0 * f * noise(&mut rng)).collect();
+    let shared: Vec<f64> = factors.iter().map(|f| 3.7 * f * noise(&mut rng)).collect();
+    let alone: Vec<f64> = factors.iter().map(|_| 0.5 * noise(&mut rng)).collect();
+    let c = cancellation(&b, &shared).unwrap();
+    assert!(c > 0.95, "{c}");
+    let c = cancellation(&b, &alone).unwrap();
+    assert!(c < 0.1, "{c}");
+    assert!(cancellation(&[1.0, 1.0], &[2.0, 2.0]).is_none());
+    assert!(cancellation(&[1.0, 2.0], &[2.0]).is_none());
+}

@@ -8,11 +8,13 @@ use super::harness::Ws;
 /// `bench.py MODE IMPLS REP OUT`: times each implementation of `IMPLS`
 /// (`a,b`) in one process whose speed factor is drawn from its seed
 /// (`MODE`, the repetition and, measured apart, the implementation): 200
-/// samples of `level × factor × (1 ± 1 %)` each, in shuffled blocks. Writes
-/// one run's `results.json`, or with `together` one object per member.
+/// samples of `level × factor × (1 ± 1 %)` each, in shuffled blocks. `g`
+/// is untouched by the factor (as a CUDA graph is by a slow launching
+/// core). Writes one run's `results.json`, or with `together` one object
+/// per member.
 const BENCH: &str = r#"import json, math, random, statistics, sys
 mode, impls, rep, out = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
-level = {"a": 2.0, "b": 3.7, "c": 5.0}
+level = {"a": 2.0, "b": 3.7, "c": 5.0, "g": 0.5}
 proc = random.Random(f"{mode}-{rep}-{sys.argv[2]}")
 factor = math.exp(0.1 * proc.gauss(0, 1))
 samples = {i: [] for i in impls}
@@ -20,7 +22,8 @@ for _ in range(10):
     order = list(impls)
     proc.shuffle(order)
     for i in order:
-        samples[i] += [level[i] * factor * (1 + 0.01 * proc.gauss(0, 1)) for _ in range(20)]
+        f = 1.0 if i == "g" else factor
+        samples[i] += [level[i] * f * (1 + 0.01 * proc.gauss(0, 1)) for _ in range(20)]
 def one(i):
     return {"latency_ms": {"median": statistics.median(samples[i])}, "samples": {"latency_ms": samples[i]}}
 doc = {"members": {i: one(i) for i in impls}} if mode == "together" else one(impls[0])
@@ -61,21 +64,26 @@ fn column(csv: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The comparison's ratio, its interval's half-width relative to the
-/// ratio, and the interval's kind.
-fn ratio(ws: &Ws, report: &str) -> (f64, f64, String) {
+/// The comparison of `impl`'s row: its ratio, its interval's half-width
+/// relative to the ratio, the interval's kind and the note.
+fn ratio(ws: &Ws, report: &str, impl_: &str) -> (f64, f64, String, String) {
     let csv = ws.read(&format!("out/{report}/compare.csv"));
-    let num = |name: &str| -> f64 { column(&csv, name)[0].parse().unwrap() };
+    let row = column(&csv, "impl")
+        .iter()
+        .position(|v| v == impl_)
+        .unwrap_or_else(|| panic!("no row for {impl_} in {csv}"));
+    let num = |name: &str| -> f64 { column(&csv, name)[row].parse().unwrap() };
     let (r, lo, hi) = (num("ratio"), num("ci95_low"), num("ci95_high"));
-    (r, (hi - lo) / 2.0 / r, column(&csv, "interval")[0].clone())
+    let text = |name: &str| column(&csv, name)[row].clone();
+    (r, (hi - lo) / 2.0 / r, text("interval"), text("note"))
 }
 
 #[test]
 fn measured_together_a_ratio_is_known_to_2_percent_where_apart_it_is_five_times_wider() {
     let ws = workspace();
-    let r = ws.run(&["build", "--json", "-j", "1"]);
+    let r = ws.run(&["build", "--json", "-j", "1", "-p", "impl=[a,b,g]"]);
     assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
-    // One node per repetition measures both implementations.
+    // One node per repetition measures every implementation.
     let mut together: Vec<String> = r
         .nodes_with("finished")
         .into_iter()
@@ -90,18 +98,19 @@ fn measured_together_a_ratio_is_known_to_2_percent_where_apart_it_is_five_times_
     );
     // Each member is a configuration of the report's table, repeated 5 times.
     let table = ws.read("out/together_report/table.csv");
-    assert_eq!(column(&table, "impl"), ["a", "b"]);
-    assert_eq!(column(&table, "reps"), ["5", "5"]);
+    assert_eq!(column(&table, "impl"), ["a", "b", "g"]);
+    assert_eq!(column(&table, "reps"), ["5", "5", "5"]);
 
     let truth = 3.7 / 2.0;
-    let (paired, paired_half, kind) = ratio(&ws, "together_report");
+    let (paired, paired_half, kind, note) = ratio(&ws, "together_report", "b");
     assert_eq!(kind, "paired");
+    assert_eq!(note, "");
     assert!(
         (paired / truth - 1.0).abs() <= 0.02,
         "together: {paired} against {truth}"
     );
     assert!(paired_half <= 0.02, "together: ±{paired_half}");
-    let (apart, apart_half, kind) = ratio(&ws, "apart_report");
+    let (apart, apart_half, kind, _) = ratio(&ws, "apart_report", "b");
     assert_eq!(kind, "repetitions");
     assert!(
         apart_half >= 5.0 * paired_half,
@@ -112,6 +121,12 @@ fn measured_together_a_ratio_is_known_to_2_percent_where_apart_it_is_five_times_
         100.0 * paired_half,
         100.0 * apart_half
     );
+    // `g` is untouched by the factor that moves `a`: pairing cannot cancel
+    // it, the interval stays wide, and the note says why.
+    let (_, g_half, kind, note) = ratio(&ws, "together_report", "g");
+    assert_eq!(kind, "paired");
+    assert!(g_half > 0.05, "±{g_half}");
+    assert!(note.contains("moved these members unequally"), "{note}");
 }
 
 #[test]
@@ -122,7 +137,30 @@ fn a_value_added_to_a_together_axis_measures_the_block_again() {
     assert_eq!(r.nodes_with("started").len(), 2);
     let r = ws.run(&["build", "--json", "-p", "reps=2", "together"]);
     assert_eq!(r.nodes_with("started").len(), 0, "nothing is stale");
-    // The block now holds c too: both repetitions measure the three again.
+    // The block now holds c too: `status` says so in words, and both
+    // repetitions measure the three again.
+    let r = ws.run(&["status", "-p", "reps=2", "-p", "impl=[a,b,c]", "together"]);
+    assert!(
+        r.stdout().contains(
+            "stale  together[rep=1]  spec_changed: members measured together: c added (block a b → a b c)"
+        ),
+        "{}",
+        r.stdout()
+    );
+    let r = ws.run(&[
+        "explain",
+        "-p",
+        "reps=2",
+        "-p",
+        "impl=[a,c]",
+        "together[rep=2]",
+    ]);
+    assert!(
+        r.stdout()
+            .contains("members measured together: c added, b removed (block a b → a c)"),
+        "{}",
+        r.stdout()
+    );
     let r = ws.run(&[
         "build",
         "--json",

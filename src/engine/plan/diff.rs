@@ -36,6 +36,10 @@ pub(super) fn diff_parts(
             &serde_json::to_value(&params_now).unwrap_or_default(),
             &mut lines,
         );
+        if let Some((axes, members)) = block_change(&old.spec_value(), &now.spec_value()) {
+            lines.retain(|l| !axes.iter().any(|a| l.starts_with(&format!("{a}: "))));
+            lines.insert(0, members);
+        }
         if lines.is_empty() {
             json_diff("", &old.spec_value(), &now.spec_value(), &mut lines);
         }
@@ -75,4 +79,83 @@ pub(super) fn diff_parts(
             ));
         }
     }
+}
+
+/// How the members of a block measured together (`together`) changed, in
+/// words (`measured together: c added (block a,b → a,b,c)`), with the
+/// together axes; None when they did not.
+fn block_change(old: &serde_json::Value, now: &serde_json::Value) -> Option<(Vec<String>, String)> {
+    let keys = |spec: &serde_json::Value| -> Vec<String> {
+        spec.pointer("/Command/together/members")
+            .and_then(|m| m.as_array())
+            .map(|members| {
+                members
+                    .iter()
+                    .map(|m| {
+                        m.as_array()
+                            .map(|vs| {
+                                vs.iter()
+                                    .map(|v| match v {
+                                        serde_json::Value::String(s) => s.clone(),
+                                        other => other.to_string(),
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(",")
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (keys(old), keys(now));
+    if before == after {
+        return None;
+    }
+    let axes: Vec<String> = now
+        .pointer("/Command/together/axes")
+        .or_else(|| old.pointer("/Command/together/axes"))
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let list = |ks: &[String]| -> String {
+        if ks.is_empty() {
+            "none".to_owned()
+        } else {
+            ks.join(" ")
+        }
+    };
+    let added: Vec<String> = after
+        .iter()
+        .filter(|k| !before.contains(k))
+        .cloned()
+        .collect();
+    let removed: Vec<String> = before
+        .iter()
+        .filter(|k| !after.contains(k))
+        .cloned()
+        .collect();
+    let mut what = Vec::new();
+    if !added.is_empty() {
+        what.push(format!("{} added", list(&added)));
+    }
+    if !removed.is_empty() {
+        what.push(format!("{} removed", list(&removed)));
+    }
+    if what.is_empty() {
+        what.push("the same members in another order".to_owned());
+    }
+    Some((
+        axes,
+        format!(
+            "members measured together: {} (block {} → {})",
+            what.join(", "),
+            list(&before),
+            list(&after)
+        ),
+    ))
 }

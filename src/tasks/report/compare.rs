@@ -8,7 +8,7 @@ use super::bootstrap::{ratio_interval, Statistic};
 use super::cell::Cell;
 use super::spec::Compare;
 use super::table::Table;
-use crate::estimate::{paired_ratio, ratio_of_repetitions, Basis};
+use crate::estimate::{cancellation, paired_ratio, ratio_of_repetitions, Basis};
 use crate::tasks::TaskError;
 
 /// The column names of `compare.csv` after the group's params and the param.
@@ -180,6 +180,9 @@ fn pair(
             if basis == Basis::WithinRun {
                 notes.push("within-run interval only: the next run may land outside it");
             }
+            if basis == Basis::Paired && unequal_band(base, value, metric, (low, high), ratio) {
+                notes.push(UNEQUAL_BAND);
+            }
             notes.join("; ")
         }
         None if Statistic::for_metric(&spec.metric).is_none() => {
@@ -188,6 +191,26 @@ fn pair(
         None => "no interval: no repetitions and no per-batch samples".to_owned(),
     };
     finish(cells, tail, env(value), &note)
+}
+
+/// The note of a paired comparison whose members the process's speed
+/// moved unequally.
+pub(super) const UNEQUAL_BAND: &str = "measured together but the process's speed moved these members unequally (as it moves a launch-bound eager run and not a CUDA graph): pairing removed less than half the spread between processes and the interval carries the rest";
+
+/// Whether a paired comparison wider than ±2 % kept more than half of the
+/// spread its members show between processes ([`cancellation`] < 0.5).
+fn unequal_band(
+    base: &super::table::TableRow,
+    value: &super::table::TableRow,
+    metric: usize,
+    (low, high): (f64, f64),
+    ratio: f64,
+) -> bool {
+    let half = (high - low) / 2.0 / ratio;
+    let (Some(b), Some(c)) = (&base.per_rep[metric], &value.per_rep[metric]) else {
+        return false;
+    };
+    half > 0.02 && cancellation(b, c).is_some_and(|k| k < 0.5)
 }
 
 fn finish(mut cells: Vec<Cell>, tail: [Cell; 8], env: Option<String>, note: &str) -> Vec<Cell> {
