@@ -872,3 +872,58 @@ fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
     );
     screenshot(&b, "comparison.png");
 }
+
+/// A block measured together (`tests/cli/together.rs`'s script): `b` and
+/// `a` share each process's speed factor, `g` does not.
+const TOGETHER: &str = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"impl": ["a", "b", "g"]}, together: ["impl"], repeat: 5,
+                 task: Command(run: "python3 bench.py together ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "summary": Stage(needs: ["bench"],
+                   task: Report(title: "Together", sources: ["bench"], columns: ["latency_ms.median"],
+                                compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
+})"#;
+
+#[test]
+fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
+    let ws = Ws::with(TOGETHER);
+    std::fs::write(
+        ws.path().join("bench.py"),
+        include_str!("common/together_bench.py"),
+    )
+    .unwrap();
+    let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let findings =
+        b.js("return [...document.querySelectorAll('#findings li')].map(l => l.textContent);");
+    let findings: Vec<&str> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    let (b_, g) = (findings[0], findings[1]);
+    assert!(
+        b_.starts_with("Together: latency_ms.median at impl = b is 1.85")
+            && b_.contains("× its value at impl = a [1.8")
+            && b_.contains("— higher. Measured together: both in each of 5 processes")
+            && !b_.contains("unequally"),
+        "{b_}"
+    );
+    assert!(
+        g.starts_with("Together: latency_ms.median at impl = g is 0.2")
+            && g.contains("The process's speed moved them unequally"),
+        "{g}"
+    );
+    let heading = b.js("return document.querySelector('.compare-heading').textContent;");
+    assert_eq!(
+        heading,
+        json!("Comparison (95 % intervals: paired over the processes that measured both)")
+    );
+    screenshot(&b, "together-findings.png");
+}

@@ -539,7 +539,11 @@
         div.append(p);
       }
       if (r.compare) {
-        div.append(el("h4", {}, "Comparison (bootstrap intervals)"));
+        // Which intervals the rows have, from the rows themselves.
+        const kinds = { paired: "paired over the processes that measured both", repetitions: "Welch's over repetitions", "within-run": "bootstrap over one run's batches" };
+        const at = r.compare.names.indexOf("interval");
+        const seen = at < 0 ? [] : [...new Set(r.compare.rows.map((row) => row[at]).filter((k) => kinds[k]))];
+        div.append(el("h4", { class: "compare-heading" }, seen.length ? `Comparison (95 % intervals: ${seen.map((k) => kinds[k]).join("; ")})` : "Comparison"));
         div.append(table(r.compare, 0, "compare-" + i));
       }
       box.append(div);
@@ -561,12 +565,25 @@
         const others = t.names.slice(0, at).map((n, j) => [n, row[j]]).filter(([n]) => n !== param).map(([n, v]) => `${n}=${v}`).join(", ");
         const holdsOne = isFinite(lo) && isFinite(hi) && lo <= 1 && 1 <= hi;
         const verdict = !isFinite(lo) ? "no interval" : holdsOne ? "no difference shown (the interval holds 1)" : ratio > 1 ? "higher" : "lower";
-        const interval = isFinite(lo) ? ` [${lo.toFixed(2)}, ${hi.toFixed(2)}]` : "";
+        // Measured together: the interval is of the per-process ratios, and
+        // narrow enough to want three decimals.
+        const paired = col("interval") >= 0 && row[col("interval")] === "paired";
+        const digits = paired ? 3 : 2;
+        const interval = isFinite(lo) ? ` [${lo.toFixed(digits)}, ${hi.toFixed(digits)}]` : "";
+        const reps = col("reps_value") >= 0 ? row[col("reps_value")] : "";
+        const note = col("note") >= 0 ? String(row[col("note")] || "") : "";
+        let how = "";
+        if (paired) {
+          how = ` Measured together: both in each of ${reps} processes, the interval over their per-process ratios.`;
+          if (note.includes("moved these members unequally")) {
+            how += " The process's speed moved them unequally, so pairing did not cancel it: the interval carries it.";
+          }
+        }
         items.push(el("li", { class: holdsOne ? "finding same" : "finding" },
           el("strong", {}, r.title + ": "),
           r.stale.length ? el("span", { class: "badge stale", title: "the report is stale: see it under Reports" }, "stale") : null,
           r.stale.length ? " " : null,
-          `${others ? others + ": " : ""}${metric} at ${param} = ${p >= 0 ? row[p] : "?"} is ${ratio.toFixed(2)}× its value at ${param} = ${base}${interval} — ${verdict}.`));
+          `${others ? others + ": " : ""}${metric} at ${param} = ${p >= 0 ? row[p] : "?"} is ${ratio.toFixed(digits)}× its value at ${param} = ${base}${interval} — ${verdict}.${how}`));
       }
     }
     if (!items.length) return;
