@@ -38,6 +38,13 @@ impl Decision {
     /// runs (max_repeat 10)`, and for more: `±6.1 % > ±2 % after 3 runs`
     /// (the detail of the reason `imprecise`).
     pub(crate) fn describe(&self, p: &Precision) -> String {
+        match &p.baseline {
+            Some(b) => format!("ratios to `{b}`: {}", self.describe_estimate(p)),
+            None => self.describe_estimate(p),
+        }
+    }
+
+    fn describe_estimate(&self, p: &Precision) -> String {
         match self {
             Decision::Precise(e) => format!("precise at {} after {} runs", pm(e), e.runs),
             Decision::Spent { estimate, why } => match estimate {
@@ -76,13 +83,46 @@ fn percent(x: f64) -> String {
 /// What a configuration's repetitions before a gated node (`values`: the
 /// metric of each, `seconds`: their recorded run time) call for.
 pub(crate) fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
-    let estimate = estimate::of_repetitions(values);
+    judge(p, estimate::of_repetitions(values), values.len(), seconds)
+}
+
+/// The same for a block measured together, from each member's values in
+/// the repetitions so far (`members`: key and values, the baseline's
+/// among them): the widest of the members' paired ratios to the baseline
+/// decides, so repetitions stop once every comparison is precise.
+pub(crate) fn decide_paired(
+    p: &Precision,
+    baseline: &str,
+    members: &[(String, Vec<f64>)],
+    seconds: f64,
+) -> Decision {
+    let runs = members.first().map_or(0, |(_, v)| v.len());
+    let Some((_, base)) = members.iter().find(|(k, _)| k == baseline) else {
+        return judge(p, None, runs, seconds);
+    };
+    let mut widest: Option<Estimate> = None;
+    for (key, values) in members {
+        if key == baseline {
+            continue;
+        }
+        let Some(e) = estimate::paired_ratio(base, values) else {
+            return judge(p, None, runs, seconds);
+        };
+        if widest.is_none_or(|w| e.half_width_rel() > w.half_width_rel()) {
+            widest = Some(e);
+        }
+    }
+    judge(p, widest, runs, seconds)
+}
+
+/// The decision from an estimate over `runs` repetitions.
+fn judge(p: &Precision, estimate: Option<Estimate>, runs: usize, seconds: f64) -> Decision {
     if let Some(e) = estimate {
         if e.half_width_rel() <= p.ci_rel {
             return Decision::Precise(e);
         }
     }
-    let runs = values.len() as u32;
+    let runs = runs as u32;
     if runs >= p.max_repeat {
         return Decision::Spent {
             estimate,
@@ -100,27 +140,42 @@ pub(crate) fn decide(p: &Precision, values: &[f64], seconds: f64) -> Decision {
     Decision::More { estimate }
 }
 
-/// The metric `path` of a repetition's `results.json` under `dir`; None
-/// when the run says it measured nothing (a `status` other than `ok`).
-pub(crate) fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
+/// A repetition's `results.json` under `dir`: its path and its document.
+fn read_results(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value), String> {
     let file = dir.join("results.json");
     let text = std::fs::read_to_string(&file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let doc: serde_json::Value =
+    let doc =
         serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
-    let found = path.split('.').try_fold(&doc, |at, key| match at {
+    Ok((file, doc))
+}
+
+/// The number at dotted `path` in `doc` (list items by index).
+fn number_at(doc: &serde_json::Value, path: &str) -> Option<f64> {
+    let found = path.split('.').try_fold(doc, |at, key| match at {
         serde_json::Value::Object(map) => map.get(key),
         serde_json::Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
         _ => None,
     });
-    if let Some(v) = found.and_then(serde_json::Value::as_f64) {
-        return Ok(Some(v));
-    }
-    if doc
-        .get("status")
+    found.and_then(serde_json::Value::as_f64)
+}
+
+/// Whether a run's (or a member's) document says it measured nothing: a
+/// `status` other than `ok`.
+fn measured_nothing(doc: Option<&serde_json::Value>) -> bool {
+    doc.and_then(|d| d.get("status"))
         .and_then(serde_json::Value::as_str)
         .is_some_and(|s| s != "ok")
-    {
+}
+
+/// The metric `path` of a repetition's `results.json` under `dir`; None
+/// when the run says it measured nothing (a `status` other than `ok`).
+pub(crate) fn metric_of(dir: &Path, path: &str) -> Result<Option<f64>, String> {
+    let (file, doc) = read_results(dir)?;
+    if let Some(v) = number_at(&doc, path) {
+        return Ok(Some(v));
+    }
+    if measured_nothing(Some(&doc)) {
         return Ok(None);
     }
     Err(format!(
@@ -140,6 +195,34 @@ pub(crate) fn gate(
     let Some(p) = graph.stage_of(i).and_then(|s| s.precision.as_ref()) else {
         return Ok(Decision::More { estimate: None });
     };
+    let seconds = earlier.iter().map(|&(_, ms)| ms as f64 / 1000.0).sum();
+    if let (Some(keys), Some(baseline)) = (graph.nodes[i].task.member_keys(), &p.baseline) {
+        let mut members: Vec<(String, Vec<f64>)> =
+            keys.iter().map(|k| (k.clone(), Vec::new())).collect();
+        for &(j, _) in earlier {
+            let doc = read_results(&root.join(graph.nodes[j].out_rel()))?;
+            for (key, values) in &mut members {
+                let member = doc.1.get("members").and_then(|m| m.get(key.as_str()));
+                match member.map(|m| number_at(m, &p.metric)) {
+                    Some(Some(v)) => values.push(v),
+                    Some(None) if measured_nothing(member) => {
+                        return Ok(Decision::Unmeasured(format!(
+                            "`{}` measured nothing for member `{key}`",
+                            graph.nodes[j].id
+                        )))
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{} has no number at `members.{key}` → `{}` (the stage's `precision.metric`)",
+                            doc.0.display(),
+                            p.metric
+                        ))
+                    }
+                }
+            }
+        }
+        return Ok(decide_paired(p, baseline, &members, seconds));
+    }
     let mut values = Vec::with_capacity(earlier.len());
     for &(j, _) in earlier {
         match metric_of(&root.join(graph.nodes[j].out_rel()), &p.metric)? {
@@ -152,7 +235,6 @@ pub(crate) fn gate(
             }
         }
     }
-    let seconds = earlier.iter().map(|&(_, ms)| ms as f64 / 1000.0).sum();
     Ok(decide(p, &values, seconds))
 }
 
@@ -166,6 +248,7 @@ mod tests {
             ci_rel: 0.02,
             max_repeat,
             max_seconds,
+            baseline: None,
         }
     }
 

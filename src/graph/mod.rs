@@ -202,6 +202,12 @@ pub struct Precision {
     /// seconds of their recorded runs; none: no time budget.
     #[serde(default)]
     pub max_seconds: Option<f64>,
+    /// On a stage measured together (`together`), the member the others
+    /// are compared with: the target is met when every member's paired
+    /// ratio to it is within ±`ci_rel`. The block's first member when left
+    /// out (filled in as the stage expands); an error on any other stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
 }
 
 fn default_max_repeat() -> u32 {

@@ -137,6 +137,7 @@ impl Expander<'_> {
         let (slurm, placement) = cluster_of(self.sources, s, &scope)?;
         let task = mine.first().map(|&first| &self.nodes[first].task);
         let isolation = isolation_of(self.sources, s, &scope, task)?;
+        let precision = together::baseline_of(self.sources, s, precision, &self.nodes, &mine)?;
         self.stages.push(crate::graph::Stage {
             name: s.name.name.clone(),
             file: file.rel.clone(),

@@ -56,16 +56,6 @@ fn axes_of(sources: &Sources, s: &StageDecl) -> Result<Option<(Vec<String>, Span
     }
     // Keep the matrix's order, whatever the order of the list.
     axes.sort_by_key(|a| s.axes.iter().position(|x| &x.name == a));
-    if let Some(precision) = &s.precision {
-        return Err(sources
-            .error(
-                "a `precision` target is not judged on a `together` stage yet",
-                precision.span,
-                "precision here",
-            )
-            .with_label(node.span, "`together` here")
-            .with_help("give the stage a fixed `repeat` instead"));
-    }
     Ok(Some((axes, node.span)))
 }
 
@@ -336,4 +326,51 @@ pub(super) fn attach(
             )
             .with_help("drop `together`, or measure the block with a measuring `Command`")),
     }
+}
+
+/// A precision target on a stage measured together judges the members'
+/// paired ratios to a baseline member: `baseline` must be a member of every
+/// block (the block's first member when left out, filled in here); on a
+/// stage not measured together it is an error.
+pub(super) fn baseline_of<'n>(
+    sources: &Sources,
+    s: &StageDecl,
+    precision: Option<(crate::graph::Precision, &'n Node)>,
+    nodes: &[crate::graph::Node],
+    stage_nodes: &[crate::graph::NodeIdx],
+) -> Result<Option<(crate::graph::Precision, &'n Node)>, PipelineError> {
+    let Some((mut p, node)) = precision else {
+        return Ok(None);
+    };
+    let blocks: Vec<Vec<String>> = stage_nodes
+        .iter()
+        .filter_map(|&i| nodes[i].task.member_keys())
+        .collect();
+    if blocks.is_empty() {
+        if let Some(b) = &p.baseline {
+            return Err(sources
+                .error(
+                    format!("`precision.baseline` is `{b}`, and stage `{}` is not measured together", s.name.name),
+                    node.span,
+                    "in this precision target",
+                )
+                .with_help("a baseline names the member the others' ratios are judged against: give the stage `together: [\"axis\"]`, or drop `baseline`"));
+        }
+        return Ok(Some((p, node)));
+    }
+    let baseline = p.baseline.clone().unwrap_or_else(|| blocks[0][0].clone());
+    if let Some(block) = blocks.iter().find(|b| !b.contains(&baseline)) {
+        return Err(sources
+            .error(
+                format!("`precision.baseline` `{baseline}` is not a member of every block"),
+                node.span,
+                "in this precision target",
+            )
+            .with_help(format!(
+                "a member's key is its values of the together axes joined by `,`; one block holds {}",
+                block.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            )));
+    }
+    p.baseline = Some(baseline);
+    Ok(Some((p, node)))
 }

@@ -233,3 +233,59 @@ fn together_is_checked_against_the_matrix_and_the_task() {
         r.stderr()
     );
 }
+
+/// A precision target on a together stage judges the members' paired
+/// ratios to the baseline: `b / a` shares each process's factor and is
+/// precise after the first 3 processes, although `a` and `b` alone spread
+/// ±20 %; with `g`, untouched by the factor, the ratio `g / a` carries it
+/// and the block runs to its budget.
+#[test]
+fn a_precision_target_on_a_together_stage_stops_when_the_ratios_are_precise() {
+    let text = r#"Pipeline(params: {"maxr": 6}, stages: {
+  "bench": Stage(matrix: {"impl": ["a", "b"]}, together: ["impl"],
+                 precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: "${maxr}"),
+                 task: Command(run: "python3 bench.py together ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+})"#;
+    let ws = Ws::new(&[("p.ron", text)]);
+    ws.write("bench.py", BENCH);
+    let r = ws.run(&["build", "--json", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(
+        r.nodes_with("started").len(),
+        3,
+        "3 processes, then precise"
+    );
+    let standing = |args: &[&str]| -> (String, u64, String) {
+        let mut all = vec!["status", "--json"];
+        all.extend_from_slice(args);
+        let json: serde_json::Value = serde_json::from_str(&ws.run(&all).stdout()).unwrap();
+        let s = &json["precision"][0];
+        (
+            s["state"].as_str().unwrap().to_owned(),
+            s["runs"].as_u64().unwrap(),
+            s["detail"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let (state, runs, why) = standing(&[]);
+    assert_eq!((state.as_str(), runs), ("precise", 3), "{why}");
+    assert!(why.starts_with("ratios to `a`: precise at ±"), "{why}");
+    // `g`'s ratio to `a` carries the factor: the block runs to max_repeat.
+    let r = ws.run(&["build", "--json", "-j", "1", "-p", "impl=[a,b,g]"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.nodes_with("started").len(), 6, "{}", r.stdout());
+    let (state, runs, why) = standing(&["-p", "impl=[a,b,g]"]);
+    assert_eq!((state.as_str(), runs), ("budget_spent", 6), "{why}");
+    assert!(why.starts_with("ratios to `a`: budget spent at ±"), "{why}");
+    // A baseline that is no member is refused where it is written.
+    let bad = text.replace("ci_rel: 0.02,", "ci_rel: 0.02, baseline: \"z\",");
+    let ws = Ws::new(&[("p.ron", &bad)]);
+    let r = ws.run(&["status"]);
+    assert_eq!(r.code(), 2);
+    assert!(
+        r.stderr()
+            .contains("`precision.baseline` `z` is not a member of every block"),
+        "{}",
+        r.stderr()
+    );
+}
