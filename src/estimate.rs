@@ -5,7 +5,8 @@
 //! estimates of a metric (one median latency per process, say). Its value
 //! is their mean, and its interval the Student t-interval over them:
 //! `mean ± t(0.975, R−1) · s / √R`, where `s` is the repetitions' standard
-//! deviation. The spread of the R estimates holds both the noise within
+//! deviation — for a positive quantity on the log scale,
+//! `mean · exp(± t(0.975, R−1) · s / (mean · √R))`, so no bound is negative. The spread of the R estimates holds both the noise within
 //! each run and the shifts between runs, so the interval covers what one
 //! more build would measure, not only what one process saw. With one
 //! repetition there is no such interval: see [`Basis::WithinRun`].
@@ -73,14 +74,27 @@ impl Estimate {
 
 /// The t-interval over the repetitions' estimates; None with fewer than
 /// two, or with a value that is not a finite number.
+///
+/// A positive quantity (every value above 0: a latency, a throughput, a
+/// time) gets it on the log scale by the delta method,
+/// `mean · exp(± t(0.975, R−1) · s / (m · √R))`: the same width where the
+/// spread is small, and never a bound at or below 0 where it is large (a
+/// throughput of 10 ± 12 reads [2.9, 34], not [−2, 22], and a log axis can
+/// draw it). Any other quantity keeps `mean ± t · s / √R`.
 pub fn of_repetitions(values: &[f64]) -> Option<Estimate> {
     let (mean, var) = mean_var(values)?;
     let n = values.len() as f64;
     let half = t_quantile(0.975, n - 1.0) * (var / n).sqrt();
+    let (low, high) = if mean > 0.0 && values.iter().all(|v| *v > 0.0) {
+        let rel = half / mean;
+        (mean * (-rel).exp(), mean * rel.exp())
+    } else {
+        (mean - half, mean + half)
+    };
     Some(Estimate {
         value: mean,
-        low: mean - half,
-        high: mean + half,
+        low,
+        high,
         runs: values.len(),
         basis: Basis::Repetitions,
     })

@@ -627,10 +627,15 @@ fn repetitions_fold_into_one_row_with_a_t_interval() {
         let half = 4.302_652_729_9 * sd / 3f64.sqrt();
         let num = |i: usize| row[i].parse::<f64>().unwrap();
         assert!((num(1) - mean).abs() < 1e-9, "{row:?}");
-        assert!((num(2) - (mean - half)).abs() < 1e-6 && (num(3) - (mean + half)).abs() < 1e-6);
+        // A latency is positive: the interval is on the log scale.
+        let rel = half / mean;
+        assert!(
+            (num(2) - mean * (-rel).exp()).abs() < 1e-6 && (num(3) - mean * rel.exp()).abs() < 1e-6,
+            "{row:?}"
+        );
         assert_eq!((row[4].as_str(), row[5].as_str()), ("3", "repetitions"));
         assert_eq!(row[7], "180", "every batch of every repetition");
-        let wide = half / mean > 0.05;
+        let wide = rel.sinh() > 0.05;
         assert_eq!(!row[6].is_empty(), wide, "{row:?}");
     }
     assert!(

@@ -262,7 +262,7 @@ mod tests {
             .starts_with("precise at ±0.2 % after 3 runs"));
         let wide = decide(&p, &[10.0, 11.0, 9.0], 0.0);
         assert!(wide.needs_more());
-        assert_eq!(wide.describe(&p), "±24.8 % > ±2 % after 3 runs");
+        assert_eq!(wide.describe(&p), "±25.1 % > ±2 % after 3 runs");
         let tighter = decide(&p, &[10.0, 10.001, 9.999], 0.0);
         assert!(tighter.describe(&p).starts_with("precise at ±0.02 %"));
         let spent = decide(&p, &[10.0, 11.0, 9.0, 10.5, 9.5], 0.0);

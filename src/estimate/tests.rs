@@ -44,12 +44,24 @@ fn t_quantiles_agree_with_a_brute_force_integral() {
 
 #[test]
 fn the_interval_over_repetitions_is_the_t_interval() {
-    let e = of_repetitions(&[1.0, 2.0, 3.0]).unwrap();
+    // A quantity that may be negative: mean ± t · s / √R.
+    let e = of_repetitions(&[-1.0, 0.0, 1.0]).unwrap();
     let half = 4.302_652_730 / 3f64.sqrt();
+    assert!(e.value.abs() < 1e-12);
+    assert!((e.low + half).abs() < 1e-6 && (e.high - half).abs() < 1e-6);
+    // A positive one: the same relative half-width on the log scale.
+    let e = of_repetitions(&[1.0, 2.0, 3.0]).unwrap();
     assert!((e.value - 2.0).abs() < 1e-12);
-    assert!((e.low - (2.0 - half)).abs() < 1e-6 && (e.high - (2.0 + half)).abs() < 1e-6);
+    let rel = half / 2.0;
+    assert!((e.low - 2.0 * (-rel).exp()).abs() < 1e-6 && (e.high - 2.0 * rel.exp()).abs() < 1e-6);
     assert_eq!((e.runs, e.basis), (3, Basis::Repetitions));
-    assert!((e.half_width_rel() - half / 2.0).abs() < 1e-6);
+    assert!((e.half_width_rel() - rel.sinh()).abs() < 1e-6);
+    // However wide, a positive quantity's interval stays above 0.
+    let wide = of_repetitions(&[1.0, 30.0, 2.0]).unwrap();
+    assert!(
+        wide.low > 0.0 && wide.low < 1.0 && wide.high > 30.0,
+        "{wide:?}"
+    );
     assert!(
         of_repetitions(&[1.0]).is_none(),
         "one repetition has no spread"

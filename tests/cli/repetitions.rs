@@ -222,7 +222,7 @@ fn a_precision_target_adds_repetitions_and_status_says_where_each_configuration_
         .find(|s| s["configuration"] == "bench[impl=noisy]")
         .unwrap();
     assert_eq!(noisy["state"], "imprecise", "{noisy}");
-    assert_eq!(noisy["detail"], "±31.3 % > ±2 % after 5 runs", "{noisy}");
+    assert_eq!(noisy["detail"], "±31.8 % > ±2 % after 5 runs", "{noisy}");
     assert_eq!(stale[0]["id"], "bench[impl=noisy,rep=6]");
     assert_eq!(stale[0]["reasons"][0]["kind"], "imprecise");
     super::support::snapshot(
