@@ -54,7 +54,7 @@ impl Column {
             Column::Int(v) => v[i].map(|x| x.to_string()),
             Column::Float(v) => v[i].map(|x| format!("{x:?}")),
             Column::Bool(v) => v[i].map(|x| x.to_string()),
-            Column::Text(v) => v[i].clone(),
+            Column::Text(v) => v[i].as_deref().map(inert),
         }
         .unwrap_or_default()
     }
@@ -81,7 +81,7 @@ impl Table {
             out.push_str(&quoted.join(","));
             out.push('\n');
         };
-        line(self.names.clone(), &mut out);
+        line(self.names.iter().map(|n| inert(n)).collect(), &mut out);
         for i in 0..self.rows() {
             line(
                 self.columns.iter().map(|c| c.csv_field(i)).collect(),
@@ -173,6 +173,19 @@ fn split<T, U>(v: &[Option<T>], f: impl Fn(&T) -> U) -> (Vec<U>, Vec<i16>) {
     (values, levels)
 }
 
+/// A text cell as a spreadsheet reads it as text: one that begins with
+/// `=`, `+`, `-`, `@`, a tab or a carriage return (a formula to Excel,
+/// LibreOffice and Google Sheets, which run `=HYPERLINK(…)` and the like)
+/// gets a leading `'`, as OWASP's advice on CSV injection has it. Numbers
+/// are never text cells here, so `-0.5` stays a number.
+pub fn inert(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    }
+}
+
 fn csv_quote(field: &str) -> String {
     if field.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", field.replace('"', "\"\""))
@@ -211,6 +224,31 @@ mod tests {
             table().csv(),
             "i,x,s,b\n1,2.0,\"a,\"\"b\"\"\",true\n,0.5,3,\n"
         );
+    }
+
+    #[test]
+    fn csv_text_that_a_spreadsheet_would_run_is_written_inert() {
+        let t = Table {
+            names: ["=n", "x", "s"].map(String::from).to_vec(),
+            columns: vec![
+                Column::Int(vec![Some(-3)]),
+                Column::Float(vec![Some(-0.5)]),
+                Column::Text(vec![Some("=HYPERLINK(\"http://x\",\"y\")".into())]),
+            ],
+        };
+        assert_eq!(
+            t.csv(),
+            "'=n,x,s\n-3,-0.5,\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"\n"
+        );
+        for (text, want) in [
+            ("+1", "'+1"),
+            ("-x", "'-x"),
+            ("@a", "'@a"),
+            ("\tb", "'\tb"),
+            ("a=b", "a=b"),
+        ] {
+            assert_eq!(inert(text), want);
+        }
     }
 
     #[test]

@@ -927,3 +927,34 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     );
     screenshot(&b, "together-findings.png");
 }
+
+/// A failing task's log tail (here, a proxy's truncated HTML) and a
+/// description carry `<!--<script>` into the page's data: the page still
+/// runs its own script (and only it: the CSP names the script's hash).
+#[test]
+fn a_comment_opening_in_the_studys_text_does_not_swallow_the_page() {
+    let ws = Ws::with(
+        r#"Pipeline(title: "Study", description: "see <!--<script> here", stages: {
+  "a": Stage(task: Command(run: "echo a > ${out}/a.txt", outputs: ["a.txt"])),
+  "t": Stage(task: Command(run: "echo 'proxy said: <!--<script> (truncated)' >&2; exit 1", outputs: ["o.txt"])),
+})"#,
+    );
+    ws.vitgraph(&["build", "-k"]);
+    let page = ws.page();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let data = &html[html.find("id=\"data\">").unwrap()..];
+    let data = &data[..data.find("</script>").unwrap()];
+    assert!(!data[10..].contains('<'), "a `<` in the data block");
+    assert!(
+        html.contains("script-src 'sha256-"),
+        "the CSP names the script's hash"
+    );
+    assert!(!html.contains("script-src 'unsafe-inline'"));
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let nodes = b.js("return document.getElementById('node-browser').textContent;");
+    assert!(nodes.as_str().unwrap().contains("2 node(s)"), "{nodes}");
+    let lead = b.js("return document.querySelector('.lead').textContent;");
+    assert_eq!(lead, json!("see <!--<script> here"));
+}

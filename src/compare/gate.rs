@@ -52,6 +52,18 @@ impl Condition {
             .filter(|c| c.is_finite())
             .ok_or_else(|| bad(&format!("`{rest}` is not a number")))?
             * scale;
+        if scale == 1.0 && change.abs() >= 1.0 {
+            return Err(bad(&format!(
+                "`{rest}` without `%` reads as a fraction ({:+} %), which is seldom meant: write `{rest}%`, or `{:+}` for that fraction",
+                change * 100.0,
+                change / 100.0
+            )));
+        }
+        if direction == Direction::Below && change <= -1.0 {
+            return Err(bad(&format!(
+                "`< {rest}` can never trip: B / A is above 0, so a change is above −100 %"
+            )));
+        }
         Ok(Condition {
             metric: metric.to_owned(),
             direction,
@@ -92,6 +104,19 @@ mod tests {
         );
         let c = Condition::parse("latency_ms.p99>+0.05").unwrap();
         assert_eq!((c.direction, c.change), (Direction::Above, 0.05));
+        // A threshold that can never trip, or a bare number read as a
+        // fraction a hundred times the change meant, is refused.
+        let e = Condition::parse("t < -150%").unwrap_err();
+        assert!(e.contains("can never trip"), "{e}");
+        let e = Condition::parse("t < -5").unwrap_err();
+        assert!(
+            e.contains("reads as a fraction (-500 %)") && e.contains("`-5%`"),
+            "{e}"
+        );
+        assert!(
+            Condition::parse("t > +150%").is_ok(),
+            "a 2.5× rise can happen"
+        );
         for bad in ["latency_ms.p99", "x < y%", "< 5%", "a < 1 > 2", "a..b > 5%"] {
             let e = Condition::parse(bad).unwrap_err();
             assert!(e.contains("METRIC < -5%"), "{bad}: {e}");

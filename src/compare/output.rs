@@ -298,10 +298,13 @@ pub(crate) fn csv(c: &Comparison) -> String {
     out
 }
 
+/// A text field of the CSV: inert to spreadsheets ([`crate::tabular::inert`]),
+/// quoted when it holds a comma, a quote or a line break.
 fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    let s = crate::tabular::inert(s);
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }

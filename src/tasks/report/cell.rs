@@ -16,6 +16,16 @@ pub(super) enum Cell {
     Str(String),
 }
 
+/// Text as markdown shows it and nothing more: `&`, `<` and `>` as HTML
+/// entities (a renderer would otherwise pass `<img onerror=…>` through as
+/// HTML), and `|` escaped, since it would end a table cell.
+pub(super) fn markdown_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+}
+
 impl Cell {
     /// Numbers keep their kind; lists and objects become compact JSON text.
     pub(super) fn from_json(json: &Json) -> Cell {
@@ -68,7 +78,7 @@ impl Cell {
     pub(super) fn markdown(&self) -> String {
         match self {
             Cell::Float(x) => format_sig(*x),
-            Cell::Str(s) => s.replace('|', "\\|"),
+            Cell::Str(s) => markdown_text(s),
             other => other.text(),
         }
     }
@@ -140,6 +150,14 @@ mod tests {
                 Cell::Str("a".into()),
                 Cell::Null
             ]
+        );
+    }
+
+    #[test]
+    fn markdown_text_shows_html_as_text() {
+        assert_eq!(
+            Cell::Str("<img src=x onerror=alert(1)> a|b & c".into()).markdown(),
+            "&lt;img src=x onerror=alert(1)&gt; a\\|b &amp; c"
         );
     }
 

@@ -22,7 +22,7 @@ const FACETS: [(&str, &str); 6] = [
 ];
 
 pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
-    let mut md = format!("# {}\n\n", spec.title);
+    let mut md = format!("# {}\n\n", super::cell::markdown_text(&spec.title));
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);
     md.push_str("## Table\n\n");
@@ -255,7 +255,10 @@ fn span(lo: i64, hi: i64) -> String {
 
 /// A GitHub-flavoured markdown table.
 fn grid(md: &mut String, names: &[String], rows: &[&[Cell]]) {
-    let header: Vec<String> = names.iter().map(|n| n.replace('|', "\\|")).collect();
+    let header: Vec<String> = names
+        .iter()
+        .map(|n| super::cell::markdown_text(n))
+        .collect();
     let _ = writeln!(md, "| {} |", header.join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(names.len()));
     for row in rows {
