@@ -28,6 +28,10 @@ pub struct CompareArgs {
     /// change: `"throughput_images_per_s < -5%"`, `"latency_ms.p99 > +5%"`. Repeatable.
     #[arg(long = "fail-if", value_name = "CONDITION")]
     pub fail_if: Vec<String>,
+    /// Let a `--fail-if` gate pass where its metric cannot be compared (missing on a side,
+    /// not a number, no interval): without it such a pair fails the gate.
+    #[arg(long)]
+    pub allow_missing: bool,
     /// Also diff the kernels of each pair of analysed configurations (their `metrics.json`):
     /// added, removed and changed kernels, launch latency, GPU utilization, copies.
     #[arg(long)]
@@ -121,19 +125,38 @@ pub(super) fn compare(ws: &Workspace, args: CompareArgs) -> Result<i32, Failure>
         let _ = compare::output::write_text(&mut out, &comparison, args.changed)
             .and_then(|()| std::io::Write::flush(&mut out));
     }
-    gate(&comparison, &conditions)
+    gate(&comparison, &conditions, args.allow_missing)
 }
 
-/// Exit status 3 when a `--fail-if` condition trips, with the pairs that trip it.
-fn gate(comparison: &compare::Comparison, conditions: &[Condition]) -> Result<i32, Failure> {
+/// Exit status 3 when a `--fail-if` condition trips, with the pairs that
+/// trip it, or when a gated metric cannot be compared in a pair (or in
+/// any): a gate passes on evidence, never on its absence, unless
+/// `allow_missing`.
+fn gate(
+    comparison: &compare::Comparison,
+    conditions: &[Condition],
+    allow_missing: bool,
+) -> Result<i32, Failure> {
     let mut tripped = Vec::new();
+    let mut missing = Vec::new();
     for c in conditions {
         let rows = &comparison.pairing.rows;
         if !rows.iter().any(|r| *r.metric == *c.metric) {
-            eprintln!(
-                "warning: --fail-if `{}`: no pair has `{}`; the condition checks nothing",
-                c.text, c.metric
-            );
+            missing.push(format!(
+                "no pair has `{}`: `{}` checks nothing",
+                c.metric, c.text
+            ));
+        }
+        for row in rows.iter().filter(|r| *r.metric == *c.metric) {
+            if row.ratio_low.is_none() || row.ratio_high.is_none() {
+                missing.push(format!(
+                    "{}: {} not comparable ({}): `{}` cannot be judged",
+                    row.config,
+                    row.metric,
+                    row.why.as_deref().unwrap_or("no interval"),
+                    c.text
+                ));
+            }
         }
         for row in rows.iter().filter(|r| c.trips(r)) {
             let change = row.ratio.map_or(0.0, |r| (r - 1.0) * 100.0);
@@ -147,18 +170,30 @@ fn gate(comparison: &compare::Comparison, conditions: &[Condition]) -> Result<i3
             ));
         }
     }
-    if tripped.is_empty() {
+    for m in &missing {
+        eprintln!("{}: {m}", if allow_missing { "warning" } else { "missing" });
+    }
+    let blocked = !missing.is_empty() && !allow_missing;
+    if tripped.is_empty() && !blocked {
         if !conditions.is_empty() {
             eprintln!("gate passed: no --fail-if condition tripped");
         }
         return Ok(exit::SUCCESS);
     }
-    eprintln!(
-        "gate failed: {} pair(s) tripped a --fail-if condition:",
-        tripped.len()
-    );
-    for t in &tripped {
-        eprintln!("  {t}");
+    if !tripped.is_empty() {
+        eprintln!(
+            "gate failed: {} pair(s) tripped a --fail-if condition:",
+            tripped.len()
+        );
+        for t in &tripped {
+            eprintln!("  {t}");
+        }
+    }
+    if blocked {
+        eprintln!(
+            "gate failed: {} gated comparison(s) had no evidence (above); a benchmark that broke or renamed its metric must not pass the gate — fix it, or pass --allow-missing to let such pairs pass",
+            missing.len()
+        );
     }
     Ok(exit::REGRESSION)
 }

@@ -252,6 +252,21 @@ fn judge(
     if vb.is_empty() {
         return (Verdict::NotComparable, missing("B"));
     }
+    // A value that is no usable number (an overflow such as 1e400 read as
+    // infinity, a mean of values near f64's limit, a subnormal) says so.
+    for (side, values) in [("A", va), ("B", vb)] {
+        // Summed first, as the interval's arithmetic sums them.
+        let mean = values.iter().map(|v| v.value).sum::<f64>() / values.len() as f64;
+        if !mean.is_finite() || (mean != 0.0 && !mean.is_normal()) {
+            return (
+                Verdict::NotComparable,
+                Some(format!(
+                    "{side}'s `{}` is not a usable number (mean {mean:e}: an overflow or underflow of its runs' values)",
+                    metric.path
+                )),
+            );
+        }
+    }
     let Some(ratio) = ratio else {
         return (
             Verdict::NotComparable,

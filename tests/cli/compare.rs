@@ -101,6 +101,36 @@ fn a_slower_build_is_named_and_gated_and_the_same_runs_are_said_to_be_the_same()
     ]);
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert!(r.stderr().contains("gate passed"), "{}", r.stderr());
+    // A gated metric no pair can be judged on fails the gate: a benchmark
+    // that broke or renamed it must not pass, unless the user says so.
+    let missing = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            "baseline:main",
+            "HEAD",
+            "--fail-if",
+            "latency_ms.p42 > +5%",
+        ];
+        args.extend_from_slice(extra);
+        ws.run(&args)
+    };
+    let r = missing(&[]);
+    assert_eq!(r.code(), 3, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("missing: no pair has `latency_ms.p42`")
+            && r.stderr()
+                .contains("gate failed: 1 gated comparison(s) had no evidence"),
+        "{}",
+        r.stderr()
+    );
+    let r = missing(&["--allow-missing"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("warning: no pair has `latency_ms.p42`")
+            && r.stderr().contains("gate passed"),
+        "{}",
+        r.stderr()
+    );
 
     // The latest build against what stands now: the same runs.
     let r = ws.run(&["compare", "build:-1", "HEAD", "--csv"]);

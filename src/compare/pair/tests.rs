@@ -213,3 +213,25 @@ fn the_gate_rarely_fires_on_pure_noise() {
     assert!(rate <= 0.05, "{rate}");
     assert_eq!(fired, changed);
 }
+
+/// A side whose values overflow (or underflow) when averaged is not
+/// comparable for that reason, not for a lack of runs.
+#[test]
+fn an_overflowing_side_is_named_as_such() {
+    let metric = Metric::parse("latency_ms.median").unwrap();
+    let v = |value: f64| Value {
+        value,
+        rel_se: 0.0,
+        inverse: false,
+    };
+    let ok = [v(10.0), v(10.1), v(9.9)];
+    for bad in [[v(1.7e308); 3], [v(5e-324); 3], [v(f64::INFINITY); 3]] {
+        let (verdict, why) = judge(&ok, &bad, None, &metric, 0.02);
+        assert_eq!(verdict, Verdict::NotComparable);
+        let why = why.unwrap();
+        assert!(
+            why.starts_with("B's `latency_ms.median` is not a usable number"),
+            "{why}"
+        );
+    }
+}
