@@ -496,12 +496,11 @@ fn isolation_of(
     let Some(node) = &s.isolation else {
         return Ok(None);
     };
+    let isolation = de::from_node(node, scope).map_err(|e| sources.de_error(e))?;
     if let Some(task) = task {
-        repeat::check_isolated(sources, task, node.span)?;
+        repeat::check_isolated(sources, task, isolation, node.span)?;
     }
-    Ok(Some(
-        de::from_node(node, scope).map_err(|e| sources.de_error(e))?,
-    ))
+    Ok(Some(isolation))
 }
 
 /// A stage's `slurm: (…)` and `placement:`, read with the pipeline's params.

@@ -177,25 +177,31 @@ pub(super) fn check_measures(
         .with_help(help))
 }
 
-/// `isolation:` places a measurement that holds a GPU; on any other task it
-/// would say nothing.
+/// `isolation: Gpu` places a measurement that holds a GPU; `Host` (the
+/// default) holds the machine for a measurement that runs alone (a `Vit`
+/// or `OpBench`, on a GPU or the CPU; a `Command` with `exclusive: true`).
+/// On any other task either would say nothing.
 pub(super) fn check_isolated(
     sources: &Sources,
     task: &TaskSpec,
+    isolation: crate::config::Isolation,
     span: Span,
 ) -> Result<(), PipelineError> {
     let res = task.resources();
-    if res.exclusive && res.gpus > 0 {
+    if res.exclusive && (res.gpus > 0 || isolation == crate::config::Isolation::Host) {
         return Ok(());
     }
+    let message = match isolation {
+        crate::config::Isolation::Gpu => format!(
+            "`isolation: Gpu` places a measurement on a GPU, and this `{}` task takes no GPU to measure on",
+            task.kind()
+        ),
+        crate::config::Isolation::Host => format!(
+            "`isolation: Host` holds the machine for a measurement that runs alone, and this `{}` task does not",
+            task.kind()
+        ),
+    };
     Err(sources
-        .error(
-            format!(
-                "`isolation` places a measurement on a GPU, and this `{}` task takes no GPU to measure on",
-                task.kind()
-            ),
-            span,
-            "isolation set here",
-        )
-        .with_help("remove `isolation`, or measure on a GPU: `device: \"cuda\"` for `Vit` and `OpBench`, `resources: (gpus: 1, exclusive: true)` for a `Command`"))
+        .error(message, span, "isolation set here")
+        .with_help("remove `isolation`, or measure: `device: \"cuda\"` (or `\"cpu\"`) for `Vit` and `OpBench`, `resources: (gpus: 1, exclusive: true)` (or `exclusive: true` alone) for a `Command`"))
 }

@@ -209,7 +209,21 @@ impl TaskSpec {
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {
-        matches!(self, TaskSpec::Vit(_) | TaskSpec::OpBench(_)) || self.resources().gpus > 0
+        matches!(self, TaskSpec::Vit(_) | TaskSpec::OpBench(_))
+            || self.resources().gpus > 0
+            || self.measures()
+    }
+
+    /// The environment facets a hardware task's key holds: all of them
+    /// for a task that measures on a GPU or with libtorch; for a measuring
+    /// `Command` that asks for no GPU, the CPU's (a benchmark measured on
+    /// one CPU model is no measurement of another) and not the GPU's,
+    /// driver's, CUDA's or libtorch's, which it does not use.
+    pub fn keyed_facet(&self, facet: &str) -> bool {
+        match self {
+            TaskSpec::Command(c) if c.resources.gpus == 0 => matches!(facet, "cpu" | "numa"),
+            _ => true,
+        }
     }
 }
 

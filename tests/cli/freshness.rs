@@ -156,6 +156,49 @@ fn env_changed_names_the_facet() {
     );
 }
 
+/// A measuring `Command` is keyed on the CPU it measured on: measured on
+/// one machine it is not fresh on another CPU; the GPU facets, which a
+/// command that asks for no GPU does not use, leave it fresh.
+#[test]
+fn a_measuring_command_is_keyed_on_the_cpu() {
+    let ws = Ws::new(&[(
+        "m.ron",
+        r#"Pipeline(stages: {
+        "bench": Stage(task: Command(run: "echo {} > ${out}/results.json", outputs: ["results.json"], measure: true)),
+    })"#,
+    )]);
+    let host = r#"{"cpu":"Intel Xeon Platinum 8480+","gpu":"H100","driver_major":"580"}"#;
+    let build = ws
+        .cmd(&["build"])
+        .env("VITGRAPH_FAKE_ENV", host)
+        .output()
+        .unwrap();
+    assert_eq!(
+        build.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let reasons = |env: &str| {
+        let out = ws
+            .cmd(&["status", "--json"])
+            .env("VITGRAPH_FAKE_ENV", env)
+            .output()
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        s["nodes"][0]["reasons"].clone()
+    };
+    assert_eq!(
+        reasons(r#"{"cpu":"Apple M2","gpu":"none","driver_major":"none"}"#),
+        serde_json::json!([{"kind": "env_changed", "detail": "cpu Intel Xeon Platinum 8480+ → Apple M2"}])
+    );
+    assert_eq!(
+        reasons(r#"{"cpu":"Intel Xeon Platinum 8480+","gpu":"none","driver_major":"none"}"#),
+        serde_json::json!([]),
+        "the GPU's facets are not in a CPU benchmark's key"
+    );
+}
+
 #[test]
 fn task_version_changed_after_an_older_recording() {
     let ws = chain();

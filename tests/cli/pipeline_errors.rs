@@ -865,9 +865,34 @@ fn isolation_on_a_task_without_a_gpu() {
 "#,
         "Gpu",
         &[
-            "`isolation` places a measurement on a GPU",
+            "`isolation: Gpu` places a measurement on a GPU",
             "`resources: (gpus: 1, exclusive: true)`",
         ],
+    );
+}
+
+/// `isolation: Host` (the default) means something wherever a measurement
+/// runs alone, on the CPU too; on a task that shares the machine it is an
+/// error.
+#[test]
+fn isolation_host_is_accepted_where_a_measurement_runs_alone() {
+    let ws = crate::harness::Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "v": Stage(isolation: Host, task: Vit(model: "vit32x6x384", batch: 1, device: "cpu")) })"#,
+    )]);
+    let r = ws.run(&["status"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let ws = crate::harness::Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "c": Stage(isolation: Host, task: Command(run: "true", outputs: [])) })"#,
+    )]);
+    let r = ws.run(&["status"]);
+    assert_eq!(r.code(), 2);
+    assert!(
+        r.stderr()
+            .contains("`isolation: Host` holds the machine for a measurement that runs alone"),
+        "{}",
+        r.stderr()
     );
 }
 

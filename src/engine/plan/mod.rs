@@ -242,13 +242,16 @@ impl<'a> Evaluator<'a> {
             inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
         }
         let mut env = if node.task.measures_hardware() {
-            self.env
+            let mut facets = self
+                .env
                 .facets_of(node)
                 .map_err(|message| JudgeError::Environment {
                     node: node.id.clone(),
                     message,
                 })?
-                .clone()
+                .clone();
+            facets.retain(|f, _| node.task.keyed_facet(f));
+            facets
         } else {
             BTreeMap::new()
         };
