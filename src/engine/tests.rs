@@ -20,6 +20,7 @@ use crate::store::Store;
 mod isolation;
 mod precision;
 mod repeat;
+mod together;
 mod validity;
 
 struct FakeEnv(BTreeMap<String, String>);
