@@ -84,8 +84,8 @@ impl Node {
 
     /// The directory name under `out/<stage>/`: the id's params (`k1=v1,k2=v2`),
     /// or the stage name for a node without params. The encoding is
-    /// injective: `%` is written `%25`, `/` `%2F` and NUL `%00`, so two
-    /// nodes never share a folder. A name longer than [`MAX_DIR_NAME`]
+    /// injective: `%` is written `%25`, `/` `%2F`, `~` `%7E` and NUL `%00`,
+    /// so two nodes never share a folder. A name longer than [`MAX_DIR_NAME`]
     /// bytes keeps its first part and ends in `~` and 16 hex digits of its
     /// full text's hash, so every node's folder and log can be created.
     pub fn dir_name(&self) -> String {
@@ -101,6 +101,8 @@ impl Node {
                 match c {
                     '%' => s.push_str("%25"),
                     '/' => s.push_str("%2F"),
+                    // `~` marks a shortened name: never in a whole one.
+                    '~' => s.push_str("%7E"),
                     '\0' => s.push_str("%00"),
                     c => s.push(c),
                 }
@@ -299,6 +301,16 @@ mod tests {
             .map(|v| node(&[("v", v)]).dir_name())
             .collect();
         assert_eq!(names, ["v=a%2Fb", "v=a%252Fb", "v=a%25252Fb", "v=a%25b"]);
+        // A whole name never takes the form of a shortened one (F-T4-7: an
+        // id of exactly 200 bytes spelling `…~<16 hex>` shared its folder).
+        let h = "y".repeat(100);
+        let long = node(&[("a", &h), ("b", &h), ("c", &h)]).dir_name();
+        let (head, tail) = long.rsplit_once('~').unwrap();
+        let b = format!("{}~{tail}", &head["a=,b=".len() + h.len()..]);
+        assert_eq!(format!("a={h},b={b}"), long, "the id spells the short form");
+        let crafted = node(&[("a", &h), ("b", &b)]);
+        assert_ne!(crafted.dir_name(), long);
+        assert!(crafted.dir_name().len() <= MAX_DIR_NAME);
     }
 
     #[test]

@@ -50,6 +50,13 @@ pub(super) fn precision_of<'s>(
             ),
             format!("raise `max_repeat` to {least} or more, or lower `repeat`"),
         ))
+    } else if p.max_repeat > MAX_REPETITIONS {
+        return Err(too_many(
+            sources,
+            "precision.max_repeat",
+            u64::from(p.max_repeat),
+            node.span,
+        ));
     } else if p.max_seconds.is_some_and(|t| t.is_nan() || t <= 0.0) {
         Some((
             "`precision.max_seconds` must be a positive number of seconds".to_owned(),
@@ -75,7 +82,7 @@ pub(super) fn repeat_of<'s>(
     let Some(node) = &s.repeat else {
         return Ok(None);
     };
-    let n: u32 = de::from_node(node, scope).map_err(|e| {
+    let n: u64 = de::from_node(node, scope).map_err(|e| {
         let mut err = sources.de_error(e);
         err.message = format!("`repeat` of stage `{}`: {}", s.name.name, err.message);
         err
@@ -88,8 +95,27 @@ pub(super) fn repeat_of<'s>(
                 "no repetition would measure nothing",
             )
             .with_help("write `repeat: 3` for three processes per configuration, or leave `repeat` out for one")),
-        n => Ok(Some((n, node))),
+        n if n > u64::from(MAX_REPETITIONS) => Err(too_many(sources, "repeat", n, node.span)),
+        n => Ok(Some((n as u32, node))),
     }
+}
+
+/// The most repetitions a configuration may have (`repeat`,
+/// `precision.max_repeat`): each is a node, and a study that needs more
+/// processes than this for one configuration needs another design (measure
+/// the compared configurations together).
+pub(super) const MAX_REPETITIONS: u32 = 1000;
+
+fn too_many(sources: &Sources, field: &str, n: u64, span: Span) -> PipelineError {
+    sources
+        .error(
+            format!("`{field}` is {n}: too large (at most {MAX_REPETITIONS})"),
+            span,
+            "each repetition is a node of its own",
+        )
+        .with_help(format!(
+            "at most {MAX_REPETITIONS} repetitions a configuration; for a comparison that needs many, measure its configurations together (`together`), which cancels the spread between processes"
+        ))
 }
 
 /// Every combination `n` times, with the param `rep` (1 to `n`) last:

@@ -1031,3 +1031,28 @@ fn a_plot_of_a_column_the_report_does_not_list() {
         ],
     );
 }
+
+/// `repeat` and `precision.max_repeat` are bounded (1,000 repetitions a
+/// configuration): a larger one is a load error, never an allocation abort.
+#[test]
+fn too_many_repetitions_are_a_load_error() {
+    for (stage, field) in [
+        (
+            r#"repeat: "${n}""#,
+            "`repeat` is 4294967295: too large (at most 1000)",
+        ),
+        (
+            r#"repeat: 3, precision: (metric: "t", ci_rel: 0.05, max_repeat: "${n}")"#,
+            "`precision.max_repeat` is 4294967295: too large (at most 1000)",
+        ),
+    ] {
+        let text = format!(
+            r#"Pipeline(params: {{"n": 4294967295}}, stages: {{ "c": Stage({stage},
+                task: Command(run: "echo {{}} > ${{out}}/results.json", outputs: ["results.json"], measure: true)) }})"#
+        );
+        let ws = crate::harness::Ws::new(&[("p.ron", &text)]);
+        let r = ws.run(&["status"]);
+        assert_eq!(r.code(), 2, "{}", r.stderr());
+        assert!(r.stderr().contains(field), "{}", r.stderr());
+    }
+}
