@@ -317,3 +317,34 @@ fn diagnostic_switches_are_part_of_an_experiments_key() {
         .get("diag.VITGRAPH_COPY_STREAMS")
         .is_none());
 }
+
+/// Before any build made a store, read-only commands hash inputs straight
+/// from the files: a FIFO or a device among them is refused, never opened
+/// (it would block, or never end). Run under `timeout`, so a regression
+/// fails instead of hanging.
+#[test]
+fn a_fifo_input_is_refused_not_opened_before_the_first_build() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: { "f": Stage(task: Command(run: "cat in.fifo > ${out}/o", inputs: ["in.fifo"], outputs: ["o"])) })"#,
+    )]);
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws.path().join("in.fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in [&["status"][..], &["build", "-n"], &["report"]] {
+        let out = std::process::Command::new("timeout")
+            .arg("20")
+            .arg(super::harness::BIN)
+            .arg("-C")
+            .arg(ws.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(124), "{args:?} blocked on the FIFO");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not a regular file"), "{args:?}: {err}");
+    }
+}

@@ -51,9 +51,17 @@ impl<'a> Evaluator<'a> {
     fn hash_file(&self, path: &Path) -> Result<Option<ContentHash>, StoreError> {
         match self.hasher() {
             Some(h) => h.hash_file(path),
-            None => match std::fs::read(path) {
-                Ok(bytes) => Ok(Some(ContentHash::of_bytes(&bytes))),
-                Err(_) => Ok(None),
+            // Without a store, as with one: only a regular file is read (a
+            // FIFO would block, a device such as /dev/zero never end).
+            None => match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => match std::fs::read(path) {
+                    Ok(bytes) => Ok(Some(ContentHash::of_bytes(&bytes))),
+                    Err(_) => Ok(None),
+                },
+                Ok(m) if !m.is_dir() => Err(StoreError::NotAFile {
+                    path: path.to_owned(),
+                }),
+                _ => Ok(None),
             },
         }
     }
