@@ -71,14 +71,22 @@ fn run(
     let side =
         |text: &str| Side::parse(text).map_err(|m| usage(m, "see `vitgraph compare --help`"));
     let (a, b) = (side(a)?, side(b)?);
-    compare::compare(&ws.root, &a, &b, options).map_err(|m| {
-        Failure::Report(
+    compare::compare(&ws.root, &a, &b, options).map_err(|e| match e {
+        compare::CompareError::Side(m) => Failure::Report(
             miette::miette!(
                 help = "`vitgraph compare --help` lists the forms of a side",
                 "{m}"
             ),
             exit::USAGE,
-        )
+        ),
+        // As `status` does: the store, not the command line, is at fault.
+        compare::CompareError::Store(m) => Failure::Report(
+            miette::miette!(
+                help = "the store (`cache/`) could not be read: `vitgraph verify` checks its objects and says what to repair; a state database that is not one must be restored from a copy or removed (its runs are then forgotten)",
+                "{m}"
+            ),
+            exit::NODE_FAILED,
+        ),
     })
 }
 

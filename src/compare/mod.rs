@@ -64,12 +64,35 @@ pub(crate) struct Options<'a> {
 }
 
 /// Resolves both sides in the workspace at `root` and compares them.
+/// Why a comparison could not be made: a side that names nothing (the
+/// user's to fix), or a store that cannot be read (a damaged database, a
+/// missing object).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CompareError {
+    Side(String),
+    Store(String),
+}
+
+impl From<String> for CompareError {
+    fn from(message: String) -> CompareError {
+        CompareError::Side(message)
+    }
+}
+
+impl std::fmt::Display for CompareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompareError::Side(m) | CompareError::Store(m) => f.write_str(m),
+        }
+    }
+}
+
 pub(crate) fn compare(
     root: &Path,
     a: &select::Side,
     b: &select::Side,
     options: &Options<'_>,
-) -> Result<Comparison, String> {
+) -> Result<Comparison, CompareError> {
     let targets = Targets::new(options.targets)?;
     let chosen = !options.metrics.is_empty();
     let metrics: Vec<measure::Metric> = if chosen {
@@ -83,7 +106,7 @@ pub(crate) fn compare(
     };
     type Read = (Vec<measure::Run>, HashMap<String, kernels::Profile>, String);
     let builds = select::Builds::default();
-    let read = |side: &select::Side| -> Result<Read, String> {
+    let read = |side: &select::Side| -> Result<Read, CompareError> {
         let holding = if options.kernels {
             crate::store::Holding::MeasurementsAndAnalyses
         } else {
@@ -94,11 +117,11 @@ pub(crate) fn compare(
         timing("resolved");
         let runs: Vec<RecordedRun> = runs.into_iter().filter(|r| targets.keep(r)).collect();
         let analyses = if options.kernels {
-            read_analyses(&store, &runs)?
+            read_analyses(&store, &runs).map_err(CompareError::Store)?
         } else {
             HashMap::new()
         };
-        let measured = measure::read_runs(&store, runs, &metrics)?;
+        let measured = measure::read_runs(&store, runs, &metrics).map_err(CompareError::Store)?;
         Ok((measured, analyses, description))
     };
     // The two sides are read at once (each opens its own connection).

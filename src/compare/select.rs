@@ -134,18 +134,17 @@ pub(crate) fn resolve(
     here: &Path,
     builds: &Builds,
     holding: Holding,
-) -> Result<(Store, Vec<RecordedRun>, String), String> {
+) -> Result<(Store, Vec<RecordedRun>, String), super::CompareError> {
+    use super::CompareError;
     let root = side.workspace.clone().unwrap_or_else(|| here.to_path_buf());
-    let store = Store::open_existing(&root)
-        .map_err(|e| format!("`{}`: {e}", side.text))?
-        .ok_or_else(|| {
-            format!(
-                "`{}`: {} has no recorded runs (no `cache/state.sqlite`)",
-                side.text,
-                root.display()
-            )
-        })?;
-    let err = |e: crate::store::StoreError| format!("`{}`: {e}", side.text);
+    let err = |e: crate::store::StoreError| CompareError::Store(format!("`{}`: {e}", side.text));
+    let store = Store::open_existing(&root).map_err(err)?.ok_or_else(|| {
+        format!(
+            "`{}`: {} has no recorded runs (no `cache/state.sqlite`)",
+            side.text,
+            root.display()
+        )
+    })?;
     store.reader().read_once().map_err(err)?;
     let (runs, what) = match &side.selector {
         Selector::Current => (

@@ -322,3 +322,34 @@ fn the_kernel_diff_names_what_a_changed_trace_added_and_removed() {
     ok(&r);
     assert!(r.stdout().contains("more kernels differ"), "{}", r.stdout());
 }
+
+/// A store that cannot be read is the store's problem, not the command
+/// line's: exit 1 with a store-oriented hint, as `status` does; a side
+/// that names nothing stays a usage error (2).
+#[test]
+fn a_damaged_database_is_a_store_failure_and_a_bad_side_a_usage_error() {
+    let ws = built();
+    let r = ws.run(&["compare", "baseline:nope", "HEAD"]);
+    assert_eq!(r.code(), 2, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("lists the forms of a side"),
+        "{}",
+        r.stderr()
+    );
+    for f in ["cache/state.sqlite-wal", "cache/state.sqlite-shm"] {
+        let _ = std::fs::remove_file(ws.path().join(f));
+    }
+    // Replaced, not written over: the file's mode is the store's business.
+    let db = ws.path().join("cache/state.sqlite");
+    std::fs::remove_file(&db).unwrap();
+    std::fs::write(&db, vec![0x5a; 65536]).unwrap();
+    let r = ws.run(&["compare", "HEAD", "HEAD"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("file is not a database")
+            && r.stderr()
+                .contains("the store (`cache/`) could not be read"),
+        "{}",
+        r.stderr()
+    );
+}
