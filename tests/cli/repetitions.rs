@@ -46,7 +46,8 @@ fn started(r: &super::harness::Run) -> Vec<String> {
         .collect()
 }
 
-fn column(csv: &str, name: &str) -> Vec<String> {
+/// A CSV column by name (cells without commas).
+pub(super) fn column(csv: &str, name: &str) -> Vec<String> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let i = header

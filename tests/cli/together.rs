@@ -4,6 +4,7 @@
 //! report's ratio; measured one configuration per process, it does not.
 
 use super::harness::Ws;
+use super::repetitions::column;
 
 /// `bench.py MODE IMPLS REP OUT`: times each implementation of `IMPLS`
 /// (`a,b`) in one process whose speed factor is drawn from its seed
@@ -33,18 +34,6 @@ fn workspace() -> Ws {
     let ws = Ws::new(&[("p.ron", PIPELINE)]);
     ws.write("bench.py", BENCH);
     ws
-}
-
-fn column(csv: &str, name: &str) -> Vec<String> {
-    let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let i = header
-        .iter()
-        .position(|h| *h == name)
-        .unwrap_or_else(|| panic!("no `{name}` in {header:?}"));
-    lines
-        .map(|l| l.split(',').nth(i).unwrap_or("").to_owned())
-        .collect()
 }
 
 /// The comparison of `impl`'s row: its ratio, its interval's half-width

@@ -85,42 +85,19 @@ pub(super) fn diff_parts(
 /// words (`measured together: c added (block a,b → a,b,c)`), with the
 /// together axes; None when they did not.
 fn block_change(old: &serde_json::Value, now: &serde_json::Value) -> Option<(Vec<String>, String)> {
-    let keys = |spec: &serde_json::Value| -> Vec<String> {
-        spec.pointer("/Command/together/members")
-            .and_then(|m| m.as_array())
-            .map(|members| {
-                members
-                    .iter()
-                    .map(|m| {
-                        m.as_array()
-                            .map(|vs| {
-                                vs.iter()
-                                    .map(|v| match v {
-                                        serde_json::Value::String(s) => s.clone(),
-                                        other => other.to_string(),
-                                    })
-                                    .collect::<Vec<_>>()
-                                    .join(",")
-                            })
-                            .unwrap_or_default()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+    // The members as the task holds them: their keys are the block's.
+    let block = |spec: &serde_json::Value| {
+        spec.pointer("/Command/together")
+            .and_then(|t| serde_json::from_value::<crate::tasks::Together>(t.clone()).ok())
     };
+    let keys = |spec| block(spec).map(|t| t.keys()).unwrap_or_default();
     let (before, after) = (keys(old), keys(now));
     if before == after {
         return None;
     }
-    let axes: Vec<String> = now
-        .pointer("/Command/together/axes")
-        .or_else(|| old.pointer("/Command/together/axes"))
-        .and_then(|a| a.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect()
-        })
+    let axes = block(now)
+        .or_else(|| block(old))
+        .map(|t| t.axes)
         .unwrap_or_default();
     let list = |ks: &[String]| -> String {
         if ks.is_empty() {
