@@ -23,8 +23,8 @@
 //! - [`config`] the workspace's and stages' cluster settings, as plain data;
 //!   [`host`] this machine's environment fingerprint and libtorch executable;
 //! - leaves that everyone may use: [`atomic`] (whole-file writes), [`clock`]
-//!   (time and the racy window), [`codec`], [`estimate`] (values and 95 %
-//!   intervals over repetitions), [`exit`] (exit codes), [`gpu`]
+//!   (time and the racy window), [`codec`], [`stats`] (every 95 %
+//!   interval, the one generator and the verdicts), [`exit`] (exit codes), [`gpu`]
 //!   (GPU ids), [`hash`], [`listing`] (a folder's stat), [`logs`] (bounded log
 //!   excerpts), [`suggest`] ("did you mean"), [`tabular`] (Parquet), [`value`],
 //!   [`workspace`] (finding the root).
@@ -42,7 +42,6 @@ pub(crate) mod codec;
 pub(crate) mod compare;
 pub(crate) mod config;
 pub(crate) mod engine;
-pub mod estimate;
 pub(crate) mod exit;
 pub mod gpu;
 pub mod graph;
@@ -54,6 +53,7 @@ pub(crate) mod page;
 pub mod pipeline;
 pub(crate) mod report;
 pub mod slurm;
+pub mod stats;
 pub(crate) mod store;
 pub(crate) mod suggest;
 pub mod tabular;

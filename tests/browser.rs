@@ -862,13 +862,13 @@ fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
         // 5.0 against 9.6 ms, within the script's noise.
         text.starts_with("Bench: latency_ms.median at impl = fast is 0.5")
             && text.contains("× its value at impl = slow [")
-            && text.ends_with("— lower."),
+            && text.ends_with("— faster."),
         "{text}"
     );
     let summary = b.js("return document.querySelector('.compare-summary').textContent;");
     assert_eq!(
         summary,
-        json!("2 configurations paired, 2 metrics: 0 faster, 1 slower, 1 same, 0 not comparable")
+        json!("2 configurations paired, 2 metrics: 0 faster, 1 slower, 1 same, 0 inconclusive, 0 not comparable")
     );
     screenshot(&b, "comparison.png");
 }
@@ -911,7 +911,7 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     assert!(
         b_.starts_with("Together: latency_ms.median at impl = b is 1.85")
             && b_.contains("× its value at impl = a [1.8")
-            && b_.contains("— higher. Measured together: both in each of 5 processes")
+            && b_.contains("— slower. Measured together: both in each of 5 processes")
             && !b_.contains("unequally"),
         "{b_}"
     );

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use vitgraph::stats::latency::LatencyStats;
 use vitgraph::tasks::vit::results;
-use vitgraph::tasks::vit::stats::LatencyStats;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vit_compile_bench.py")

@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 
 use super::intervals::union;
 use super::metrics::*;
-use super::stats::{median, percentile, stats};
 use super::window::{batch_latency, find_window, Span};
+use crate::stats::nsys::{median, percentile, stats};
 use crate::trace::idmap::IdMap;
 use crate::trace::reader::{KernelRow, MemcpyRow, MemsetRow, RuntimeRow, Trace};
 use crate::trace::records::{copy_kind_label, copy_kind_operation, mem_kind_label, process_of_tid};

@@ -8,7 +8,6 @@ pub mod intervals;
 pub mod metrics;
 pub mod output;
 mod parquet_out;
-pub mod stats;
 pub mod text;
 pub mod window;
 pub mod window_out;

@@ -7,7 +7,7 @@
 //! range the window is the whole trace.
 
 use super::metrics::{BatchLatency, Window};
-use super::stats::{median_sorted, percentile_sorted, stats};
+use crate::stats::nsys::{median_sorted, percentile_sorted, stats};
 use crate::trace::kineto::GPU_ANNOTATION_DOMAIN;
 use crate::trace::reader::NvtxRow;
 

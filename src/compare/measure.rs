@@ -55,15 +55,7 @@ impl Metric {
 }
 
 fn default_direction(path: &str) -> Better {
-    let higher = [
-        "throughput",
-        "per_s",
-        "tflops",
-        "gbps",
-        "bandwidth",
-        "fraction_of",
-    ];
-    if higher.iter().any(|h| path.contains(h)) {
+    if crate::stats::verdict::higher_is_better(path) {
         Better::Higher
     } else {
         Better::Lower

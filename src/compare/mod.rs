@@ -14,7 +14,6 @@ pub(crate) mod measure;
 pub(crate) mod output;
 pub(crate) mod pair;
 pub(crate) mod select;
-pub(crate) mod stats;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -33,7 +33,8 @@ pub(crate) fn write_text(
     )?;
     writeln!(
         out,
-        "B / A with its 95 % interval; a change within ±{} is `same` (--threshold)\n",
+        "B / A with its 95 % interval; within ±{} is `same`, an interval holding 1 and reaching beyond ±{} `inconclusive` (--threshold)\n",
+        percent(c.threshold),
         percent(c.threshold)
     )?;
     let header = [
@@ -218,13 +219,14 @@ pub(crate) fn summary(c: &Comparison) -> String {
         seen.len()
     };
     let mut s = format!(
-        "\n{configs} configuration{} paired, {} metric{}: {} faster, {} slower, {} same, {} not comparable\n",
+        "\n{configs} configuration{} paired, {} metric{}: {} faster, {} slower, {} same, {} inconclusive, {} not comparable\n",
         if configs == 1 { "" } else { "s" },
         rows.len(),
         if rows.len() == 1 { "" } else { "s" },
         count(Verdict::Faster),
         count(Verdict::Slower),
         count(Verdict::Same),
+        count(Verdict::Inconclusive),
         count(Verdict::NotComparable),
     );
     for (name, only) in [("A", &c.pairing.only_a), ("B", &c.pairing.only_b)] {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::measure::{Better, Metric, Run, Value, HEADLINE};
-use super::stats::{self, Ratio};
-use crate::estimate::Estimate;
+use crate::stats::estimate::Estimate;
+use crate::stats::ratio::{self as stats, Design, Ratio};
+use crate::stats::verdict;
 
 /// What a pair's metric did, from A to B.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -18,8 +19,11 @@ use crate::estimate::Estimate;
 pub(crate) enum Verdict {
     Faster,
     Slower,
-    /// The interval holds 1, or the change is within the threshold.
+    /// The interval lies within the threshold, or excludes 1 with a change
+    /// smaller than the threshold (`crate::stats::verdict`).
     Same,
+    /// The interval holds 1 and reaches beyond the threshold.
+    Inconclusive,
     NotComparable,
 }
 
@@ -29,6 +33,7 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::Same => "same",
+            Verdict::Inconclusive => "inconclusive",
             Verdict::NotComparable => "not comparable",
         }
     }
@@ -211,8 +216,7 @@ fn row(
             invalid_runs: runs.iter().filter(|r| r.invalid.is_some()).count(),
         })
     };
-    let seed = seed_of(config, &metric.path);
-    let ratio = stats::ratio(&va, &vb, seed);
+    let ratio = stats::ratio(&va, &vb, Design::Apart);
     let (mut verdict, mut why) = judge(&va, &vb, ratio.as_ref(), metric, threshold);
     if same_runs(ra, rb) {
         (verdict, why) = (
@@ -279,14 +283,12 @@ fn judge(
             Some("one run a side and no batches kept: no interval".into()),
         );
     };
-    let change = ratio.value - 1.0;
-    if (low <= 1.0 && 1.0 <= high) || change.abs() < threshold {
-        return (Verdict::Same, None);
-    }
-    let up = change > 0.0;
-    let verdict = match (metric.better, up) {
-        (Better::Higher, true) | (Better::Lower, false) => Verdict::Faster,
-        _ => Verdict::Slower,
+    let higher = metric.better == Better::Higher;
+    let verdict = match verdict::judge(ratio.value, (low, high), threshold, higher) {
+        verdict::Verdict::Faster => Verdict::Faster,
+        verdict::Verdict::Slower => Verdict::Slower,
+        verdict::Verdict::Same => Verdict::Same,
+        verdict::Verdict::Inconclusive => Verdict::Inconclusive,
     };
     (verdict, None)
 }
@@ -296,17 +298,6 @@ fn judge(
 fn same_runs(ra: &[&Run], rb: &[&Run]) -> bool {
     let measured = |runs: &[&Run]| runs.iter().map(|r| r.measurement).collect::<BTreeSet<_>>();
     measured(ra) == measured(rb)
-}
-
-/// A seed per configuration and metric: the same comparison draws the same
-/// resamples every time.
-fn seed_of(config: &str, metric: &str) -> u64 {
-    let mut h = blake3::Hasher::new();
-    h.update(config.as_bytes());
-    h.update(b"\0");
-    h.update(metric.as_bytes());
-    let bytes = h.finalize();
-    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]))
 }
 
 fn distinct_parts<'a>(runs: &[&'a Run]) -> BTreeSet<&'a str> {

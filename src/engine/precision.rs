@@ -12,8 +12,8 @@
 
 use std::path::Path;
 
-use crate::estimate::{self, Estimate};
 use crate::graph::{Graph, NodeIdx, Precision};
+use crate::stats::estimate::{self, Estimate};
 
 /// What the repetitions so far say about a configuration.
 #[derive(Debug, Clone, PartialEq)]

@@ -564,7 +564,12 @@
         if (!isFinite(ratio)) continue;
         const others = t.names.slice(0, at).map((n, j) => [n, row[j]]).filter(([n]) => n !== param).map(([n, v]) => `${n}=${v}`).join(", ");
         const holdsOne = isFinite(lo) && isFinite(hi) && lo <= 1 && 1 <= hi;
-        const verdict = !isFinite(lo) ? "no interval" : holdsOne ? "no difference shown (the interval holds 1)" : ratio > 1 ? "higher" : "lower";
+        // The verdict the report wrote (`crate::stats::verdict`): `same`
+        // only where the interval lies within the margin, `inconclusive`
+        // where it holds 1 and reaches beyond it.
+        const written = col("verdict") >= 0 ? String(row[col("verdict")] || "") : "";
+        const words = { faster: "faster", slower: "slower", same: "the same within the margin", inconclusive: "inconclusive (the interval holds 1 and reaches beyond the margin)" };
+        const verdict = !isFinite(lo) ? "no interval" : words[written] || (holdsOne ? "no difference shown (the interval holds 1)" : ratio > 1 ? "higher" : "lower");
         // Measured together: the interval is of the per-process ratios, and
         // narrow enough to want three decimals.
         const paired = col("interval") >= 0 && row[col("interval")] === "paired";

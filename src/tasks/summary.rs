@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
-use super::report::{lookup, Statistic};
+use super::report::lookup;
+use crate::stats::Statistic;
 
 /// The headline metrics a summary holds, in its order: a `Vit` run's and an
 /// `OpBench` run's (see `compare`'s headline groups).
@@ -26,19 +27,10 @@ pub(crate) const PATHS: [&str; 5] = [
 ];
 
 /// The encoding's version: a summary of another is read again from its file.
-const VERSION: u8 = 1;
+/// 2: a statistic of `samples.X` for any `X.mean`, `X.median`, `X.pNN` (not only `latency_ms`).
+const VERSION: u8 = 2;
 
-/// A run's value of one metric, and how far its own batches say it could
-/// be off: the inner level of `compare`'s bootstrap.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Value {
-    pub value: f64,
-    /// The statistic's standard error over the run's batches, relative to
-    /// the value; 0 when the run kept no batches.
-    pub rel_se: f64,
-    /// A throughput: the inverse of a mean over the batches.
-    pub inverse: bool,
-}
+pub(crate) use crate::stats::Value;
 
 /// The values of [`PATHS`], in order; None where the run lacks one.
 pub(crate) type Summary = [Option<Value>; PATHS.len()];
@@ -133,7 +125,7 @@ pub(crate) fn values_of(doc: &Doc, paths: &[&str]) -> Vec<Option<Value>> {
                     .as_deref()
             });
             let (rel_se, inverse) = match (stat, batches) {
-                (Some(stat), Some(b)) => se_of(stat, b),
+                (Some(stat), Some(b)) => (stat.rel_se(b), stat == Statistic::InverseMean),
                 _ => (0.0, false),
             };
             Some(Value {
@@ -158,45 +150,6 @@ fn batches_of(doc: &Doc, head: &str) -> Option<Vec<f64>> {
     let mut list: Vec<f64> = list.into_iter().filter(|v| v.is_finite()).collect();
     list.sort_by(f64::total_cmp);
     (list.len() >= 2).then_some(list)
-}
-
-/// The statistic's relative standard error over `sorted` batches: for a
-/// quantile q of n batches, half the spread between the batches √(n·q·(1−q))
-/// ranks (at least one) either side of its rank — the order-statistic
-/// interval of one standard deviation; for a mean, sd/√n.
-fn se_of(stat: Statistic, sorted: &[f64]) -> (f64, bool) {
-    let n = sorted.len() as f64;
-    let at = |rank: f64| {
-        let r = rank.clamp(0.0, n - 1.0);
-        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
-        sorted[lo] + (sorted[hi] - sorted[lo]) * (r - lo as f64)
-    };
-    let quantile = |q: f64| {
-        let spread = (n * q * (1.0 - q)).sqrt().max(1.0);
-        let center = q * (n - 1.0);
-        let base = at(center);
-        if base == 0.0 {
-            0.0
-        } else {
-            ((at(center + spread) - at(center - spread)) / 2.0 / base).abs()
-        }
-    };
-    let mean_se = || {
-        let mean = sorted.iter().sum::<f64>() / n;
-        let var = sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        if mean == 0.0 {
-            0.0
-        } else {
-            (var / n).sqrt() / mean.abs()
-        }
-    };
-    match stat {
-        Statistic::Mean => (mean_se(), false),
-        Statistic::InverseMean => (mean_se(), true),
-        Statistic::Quantile(q) => (quantile(q), false),
-        Statistic::Min => (quantile(0.0), false),
-        Statistic::Max => (quantile(1.0), false),
-    }
 }
 
 #[cfg(test)]

@@ -306,7 +306,7 @@ pub fn warming(latency_ms: &[f64]) -> Option<String> {
     if h <= (1.0 + WARMING_EXCESS) * t || h.is_nan() {
         return None;
     }
-    let p = mann_whitney_greater(head, tail);
+    let p = crate::stats::rank::greater(head, tail);
     (p < WARMING_P).then(|| {
         format!(
             "warming: the first {} batches' median is {:.0} % above the last {}'s (Mann–Whitney p = {p:.1e})",
@@ -315,31 +315,6 @@ pub fn warming(latency_ms: &[f64]) -> Option<String> {
             tail.len()
         )
     })
-}
-
-/// One-sided p-value that `a` tends to be larger than `b` (normal
-/// approximation with continuity correction, ties counted half).
-pub fn mann_whitney_greater(a: &[f64], b: &[f64]) -> f64 {
-    let mut u = 0.0;
-    for x in a {
-        for y in b {
-            u += if x > y {
-                1.0
-            } else if x == y {
-                0.5
-            } else {
-                0.0
-            };
-        }
-    }
-    let (n1, n2) = (a.len() as f64, b.len() as f64);
-    let mean = n1 * n2 / 2.0;
-    let sd = (n1 * n2 * (n1 + n2 + 1.0) / 12.0).sqrt();
-    if sd == 0.0 {
-        return 1.0;
-    }
-    let z = (u - mean - 0.5) / sd;
-    1.0 - crate::estimate::t_cdf(z, 1e6)
 }
 
 /// The median of `v` (the mean of the middle two of an even count; NaN

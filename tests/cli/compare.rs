@@ -353,3 +353,91 @@ fn a_damaged_database_is_a_store_failure_and_a_bad_side_a_usage_error() {
         r.stderr()
     );
 }
+
+/// One pair, two ways to ask: a report's comparison of `impl` within one
+/// workspace, and `vitgraph compare` between two workspaces that each
+/// measured one implementation with the same seeds. Both call the one
+/// ratio of `vitgraph::stats`, so they give the same ratio and interval —
+/// over repetitions (Welch) and from one run's batches (within-run) alike.
+#[test]
+fn a_report_and_compare_give_one_pair_the_same_interval() {
+    for repeat in [3, 1] {
+        let rep = if repeat > 1 { "${rep}" } else { "1" };
+        let stage = |matrix: &str, impl_: &str| {
+            format!(
+                r#""bench": Stage({matrix}repeat: {repeat},
+                   task: Command(run: "python3 bench.py {impl_} {rep} ${{out}}/results.json",
+                                 inputs: ["bench.py", "levels.json"], outputs: ["results.json"], measure: true))"#
+            )
+        };
+        let report = format!(
+            r#"Pipeline(stages: {{ {},
+  "cmp": Stage(needs: ["bench"], task: Report(title: "t", sources: ["bench"], columns: ["latency_ms.median"],
+               compare: Some(Compare(param: "impl", baseline: "fast", metric: "latency_ms.median")))) }})"#,
+            stage(r#"matrix: {"impl": ["fast", "slow"]}, "#, "${impl}")
+        );
+        let one = |impl_: &str| {
+            let ws = Ws::new(&[(
+                "p.ron",
+                &format!("Pipeline(stages: {{ {} }})", stage("", impl_)),
+            )]);
+            ws.write("bench.py", BENCH);
+            ws.write("levels.json", r#"{"fast": 5.0, "slow": 8.0}"#);
+            ok(&ws.run(&["build", "-j", "1"]));
+            ws
+        };
+        let r = Ws::new(&[("p.ron", &report)]);
+        r.write("bench.py", BENCH);
+        r.write("levels.json", r#"{"fast": 5.0, "slow": 8.0}"#);
+        ok(&r.run(&["build", "-j", "1"]));
+        let csv = r.read("out/cmp/compare.csv");
+        let num =
+            |name: &str| -> f64 { super::repetitions::column(&csv, name)[0].parse().unwrap() };
+        let text = |name: &str| super::repetitions::column(&csv, name)[0].clone();
+        let reported = (num("ratio"), num("ci95_low"), num("ci95_high"));
+
+        let (a, b) = (one("fast"), one("slow"));
+        let sides = [
+            format!("workspace:{}", a.path().display()),
+            format!("workspace:{}", b.path().display()),
+        ];
+        let c = r.run(&[
+            "compare",
+            &sides[0],
+            &sides[1],
+            "--json",
+            "--metric",
+            "latency_ms.median",
+        ]);
+        ok(&c);
+        let rows = rows(&c);
+        let row = rows
+            .iter()
+            .find(|r| r["metric"] == "latency_ms.median")
+            .unwrap_or_else(|| panic!("{rows:?}"));
+        let compared = (
+            row["ratio"].as_f64().unwrap(),
+            row["ratio_low"].as_f64().unwrap(),
+            row["ratio_high"].as_f64().unwrap(),
+        );
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs();
+        assert!(
+            close(reported.0, compared.0)
+                && close(reported.1, compared.1)
+                && close(reported.2, compared.2),
+            "repeat {repeat}: report {reported:?} ({}) against compare {compared:?} ({})",
+            text("interval"),
+            row["ratio_basis"]
+        );
+        let basis = if repeat > 1 {
+            "repetitions"
+        } else {
+            "within-run"
+        };
+        assert_eq!(
+            (text("interval").as_str(), row["ratio_basis"].as_str()),
+            (basis, Some(basis))
+        );
+        assert_eq!(text("verdict"), row["verdict"].as_str().unwrap());
+    }
+}

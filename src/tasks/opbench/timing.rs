@@ -137,7 +137,7 @@ impl Times {
         }
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
-        let at = |p| crate::tasks::vit::stats::percentile(&sorted, p);
+        let at = |p| crate::stats::latency::percentile(&sorted, p);
         Times {
             median: at(50.0),
             p10: at(10.0),

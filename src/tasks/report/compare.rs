@@ -1,18 +1,19 @@
 //! Comparisons: for each group of rows equal in every param but one, the
 //! ratio of a metric at each value of that param to its value at the
-//! baseline, with a bootstrap 95% interval where per-batch samples exist.
+//! baseline, with its 95 % interval and verdict from [`crate::stats`].
 //! Rows of different environments are never paired; the pair is listed with a
 //! note instead.
 
-use super::bootstrap::{ratio_interval, Statistic};
 use super::cell::Cell;
 use super::spec::Compare;
 use super::table::Table;
-use crate::estimate::{cancellation, paired_ratio, ratio_of_repetitions, Basis};
+use crate::stats::estimate::cancellation;
+use crate::stats::verdict::{self, Verdict};
+use crate::stats::{self, Basis, Design, Statistic};
 use crate::tasks::TaskError;
 
 /// The column names of `compare.csv` after the group's params and the param.
-pub(super) const TAIL: [&str; 13] = [
+pub(super) const TAIL: [&str; 14] = [
     "baseline",
     "metric_baseline",
     "metric_value",
@@ -24,12 +25,10 @@ pub(super) const TAIL: [&str; 13] = [
     "reps_baseline",
     "reps_value",
     "interval",
+    "verdict",
     "env_group",
     "note",
 ];
-
-/// The note of a comparison whose interval holds 1.
-pub(super) const NO_DIFFERENCE: &str = "no difference shown: the 95% interval holds 1";
 
 /// The comparison as a table: group params, the compared param, then [`TAIL`].
 pub(super) struct Comparison {
@@ -38,6 +37,13 @@ pub(super) struct Comparison {
 }
 
 pub(super) fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskError> {
+    if !(spec.margin > 0.0 && spec.margin < 1.0) {
+        return Err(TaskError::BadSpec {
+            field: "compare.margin".to_owned(),
+            detail: format!("margin {} is not a fraction between 0 and 1", spec.margin),
+            help: "write the equivalence margin as a fraction: `margin: 0.02` for ±2 %".to_owned(),
+        });
+    }
     let param = table_column(table, "compare.param", &spec.param)?;
     let metric = table_column(table, "compare.metric", &spec.metric)?;
     let baseline = Cell::from_value(&spec.baseline);
@@ -107,6 +113,7 @@ fn pair(
         Cell::Null,
         Cell::Int(value.reps as i64),
         Cell::Null,
+        Cell::Null,
     ];
     let base = match bases {
         [one] => &table.rows[*one],
@@ -137,61 +144,63 @@ fn pair(
     if b == 0.0 {
         return finish(cells, tail, env(value), "baseline metric is zero");
     }
-    let mut ratio = v / b;
-    // Measured together (the same processes): the paired estimate over the
-    // per-process ratios. Both sides repeated apart: Welch's interval over
-    // the repetitions. Else the bootstrap over per-batch samples, which
-    // sees one run's noise only.
+    // The one ratio of `crate::stats`, by the design that measured the
+    // pair: together (the same processes), apart with repetitions, or one
+    // run on a side (its batches' noise only).
     let together = base.processes.len() >= 2 && base.processes == value.processes;
-    let repeated = match (&base.per_rep[metric], &value.per_rep[metric]) {
-        (Some(b), Some(c)) if together => paired_ratio(b, c),
-        (Some(b), Some(c)) => ratio_of_repetitions(b, c),
-        _ => None,
+    let design = if together {
+        Design::Together
+    } else {
+        Design::Apart
     };
-    if let Some(e) = repeated.filter(|e| e.basis == Basis::Paired) {
-        ratio = e.value;
-    }
-    tail[0] = Cell::Float(ratio);
-    let (interval, basis) = match repeated {
-        Some(e) => (Some((e.low, e.high)), e.basis),
-        None => (
-            Statistic::for_metric(&spec.metric).and_then(|stat| {
-                let (low, high) = ratio_interval(
-                    base.samples.as_deref()?,
-                    value.samples.as_deref()?,
-                    stat,
-                    spec.resamples,
-                    spec.seed,
-                )?;
-                Some((ratio * low, ratio * high))
-            }),
-            Basis::WithinRun,
-        ),
-    };
-    let note = match interval {
-        Some((low, high)) => {
+    let stat = Statistic::for_metric(&spec.metric);
+    let r = stats::ratio::ratio(&side(base, metric, b), &side(value, metric, v), design);
+    tail[0] = Cell::Float(r.map_or(v / b, |r| r.value));
+    let note = match r.and_then(|r| r.interval.map(|i| (r, i))) {
+        Some((r, (low, high))) => {
             tail[1] = Cell::Float(low);
             tail[2] = Cell::Float(high);
-            tail[7] = Cell::Str(basis.as_str().to_owned());
+            tail[7] = Cell::Str(r.basis.as_str().to_owned());
+            let higher = verdict::higher_is_better(&spec.metric);
+            let verdict = verdict::judge(r.value, (low, high), spec.margin, higher);
+            tail[8] = Cell::Str(verdict.as_str().to_owned());
             let mut notes = Vec::new();
-            if low <= 1.0 && 1.0 <= high {
-                notes.push(NO_DIFFERENCE);
+            if verdict == Verdict::Inconclusive {
+                notes.push(INCONCLUSIVE);
             }
-            if basis == Basis::WithinRun {
+            if r.basis == Basis::WithinRun {
                 notes.push("within-run interval only: the next run may land outside it");
             }
-            if basis == Basis::Paired && unequal_band(base, value, metric, (low, high), ratio) {
+            if r.basis == Basis::Paired && unequal_band(base, value, metric, (low, high), r.value) {
                 notes.push(UNEQUAL_BAND);
             }
             notes.join("; ")
         }
-        None if Statistic::for_metric(&spec.metric).is_none() => {
+        None if r.is_none() => "no interval: a value is not above 0".to_owned(),
+        None if stat.is_none() => {
             "no interval: no repetitions and no per-sample statistic for this metric".to_owned()
         }
         None => "no interval: no repetitions and no per-batch samples".to_owned(),
     };
     finish(cells, tail, env(value), &note)
 }
+
+/// A row's side of a ratio: its repetitions' values, or its one run's value
+/// with the standard error its batches give the metric's statistic.
+fn side(row: &super::table::TableRow, metric: usize, value: f64) -> Vec<stats::Value> {
+    if let Some(per_rep) = &row.per_rep[metric] {
+        return per_rep.iter().copied().map(stats::Value::exact).collect();
+    }
+    vec![stats::Value {
+        value,
+        rel_se: row.rel_se[metric].unwrap_or(0.0),
+        inverse: false,
+    }]
+}
+
+/// The note of an inconclusive comparison.
+pub(super) const INCONCLUSIVE: &str =
+    "inconclusive: the 95% interval holds 1 and reaches beyond the margin";
 
 /// The note of a paired comparison whose members the process's speed
 /// moved unequally.
@@ -213,7 +222,7 @@ fn unequal_band(
     half > 0.02 && cancellation(b, c).is_some_and(|k| k < 0.5)
 }
 
-fn finish(mut cells: Vec<Cell>, tail: [Cell; 8], env: Option<String>, note: &str) -> Vec<Cell> {
+fn finish(mut cells: Vec<Cell>, tail: [Cell; 9], env: Option<String>, note: &str) -> Vec<Cell> {
     cells.extend(tail);
     cells.push(env.map_or(Cell::Null, Cell::Str));
     cells.push(if note.is_empty() {

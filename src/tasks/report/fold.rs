@@ -1,7 +1,7 @@
 //! Repetitions folded into configurations: the rows of a repeated stage's
 //! repetitions (equal in every param but `rep`) become one row, whose
 //! numbers are the mean over the repetitions with a t-interval
-//! ([`crate::estimate`]). A row of one run gets a within-run interval
+//! ([`crate::stats::estimate`]). A row of one run gets a within-run interval
 //! where the metric has per-batch samples, labelled as such.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,8 @@ use serde_json::Value as Json;
 
 use super::cell::Cell;
 use super::join::Row;
-use crate::estimate::{self, Basis, Estimate};
+use crate::stats::estimate::{self, Basis, Estimate};
+use crate::stats::Statistic;
 use crate::tasks::REP_PARAM;
 
 /// Rows of repetitions of one configuration become one row (in the place
@@ -51,6 +52,9 @@ pub(super) struct Value {
     pub interval: Option<Estimate>,
     /// Each repetition's number, for a row of two or more.
     pub per_rep: Option<Vec<f64>>,
+    /// For a row of one run: its batches' standard error of the value,
+    /// relative to it.
+    pub rel_se: Option<f64>,
 }
 
 /// Column `path` of `row`.
@@ -63,6 +67,7 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
             cell,
             interval,
             per_rep: None,
+            rel_se: batches_rel_se(one, path),
         };
     }
     let cells: Vec<Cell> = row
@@ -76,6 +81,7 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
             cell: Cell::Float(e.value),
             interval: Some(e),
             per_rep: numbers,
+            rel_se: None,
         },
         // Text, or a number some repetition lacks: shown when all agree.
         None => Value {
@@ -86,8 +92,36 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
             },
             interval: None,
             per_rep: None,
+            rel_se: None,
         },
     }
+}
+
+/// One run's batches behind column `path`: `latency_samples_ms` for
+/// `latency_ms.*` and `throughput_images_per_s` (a `Vit` run), else
+/// `samples.X` for `X.*` (a measuring `Command`).
+fn batches(row: &Row, path: &str) -> Option<Vec<f64>> {
+    let (head, _) = path.rsplit_once('.').unwrap_or(("", path));
+    if path == "throughput_images_per_s" || head == "latency_ms" {
+        if let Some(samples) = &row.samples {
+            return Some(samples.clone());
+        }
+    }
+    let list = row.lookup(&format!("samples.{head}"))?;
+    list.as_array()?.iter().map(Json::as_f64).collect()
+}
+
+/// The standard error one run's batches give its statistic at `path`,
+/// relative to its value ([`Statistic::rel_se`]): what a ratio with this
+/// run on a side takes as its within-run noise.
+fn batches_rel_se(row: &Row, path: &str) -> Option<f64> {
+    let stat = Statistic::for_metric(path)?;
+    let mut sorted: Vec<f64> = batches(row, path)?
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .collect();
+    sorted.sort_by(f64::total_cmp);
+    (sorted.len() >= 2).then(|| stat.rel_se(&sorted))
 }
 
 /// The interval one run's own batches give `value` (column `path`), where
@@ -97,16 +131,8 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
 /// distribution-free order-statistic interval, means the t-interval, a
 /// throughput (images / mean batch time) the mean's interval inverted.
 fn within_run(row: &Row, path: &str, value: f64) -> Option<Estimate> {
-    let (head, stat) = path.rsplit_once('.').unwrap_or(("", path));
-    let samples: Vec<f64> = if path == "throughput_images_per_s" || head == "latency_ms" {
-        row.samples.clone()?
-    } else {
-        let list = row.lookup(&format!("samples.{head}"))?;
-        list.as_array()?
-            .iter()
-            .map(Json::as_f64)
-            .collect::<Option<_>>()?
-    };
+    let (_, stat) = path.rsplit_once('.').unwrap_or(("", path));
+    let samples = batches(row, path)?;
     let (low, high) = if path == "throughput_images_per_s" {
         let m = mean_interval(&samples)?;
         // value = k / mean: the interval of the mean, inverted.

@@ -9,7 +9,7 @@ use super::cell::Cell;
 use super::compare::Comparison;
 use super::spec::ReportSpec;
 use super::table::{EnvGroup, Table, CI_HIGH, CI_LOW, NODES};
-use crate::estimate::Estimate;
+use crate::stats::estimate::Estimate;
 
 /// The facets named in the header, in this order, with their labels.
 const FACETS: [(&str, &str); 6] = [
@@ -66,11 +66,15 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
              processes measured both), the ratio is the geometric mean of the per-process \
              ratios and its 95% interval the t-interval over the processes on the log scale \
              (`interval` = `paired`). Where both rows fold two or more repetitions measured \
-             apart, its 95% interval is Welch's over the repetitions (log scale); otherwise it is a percentile bootstrap \
-             over per-batch latencies (seed {}, {} resamples), which sees one run's noise only \
-             (`interval` = `within-run`). A ratio whose interval holds 1 is noted \
-             \"no difference shown\". Rows of different environments are not paired.\n",
-            cmp.metric, cmp.seed, cmp.resamples
+             apart, its 95% interval is Welch's over the repetitions (log scale); otherwise it \
+             rests on the standard errors of its batches' statistic (log scale), which see one \
+             run's noise only (`interval` = `within-run`). `verdict`: `faster` or `slower` where \
+             the interval excludes 1 and the change is at least {margin}; `same` where the \
+             interval lies within ±{margin} (or excludes 1 with a smaller change); \
+             `inconclusive` where it holds 1 and reaches beyond ±{margin}. Rows of different \
+             environments are not paired.\n",
+            cmp.metric,
+            margin = format_args!("{} %", cmp.margin * 100.0)
         );
         if c.rows.is_empty() {
             // A one-valued comparison, e.g. NUMA on a host with one NUMA node:

@@ -9,7 +9,6 @@
 //! [`markdown`] write it out.
 
 mod axes;
-mod bootstrap;
 mod cell;
 mod compare;
 mod facet;
@@ -26,7 +25,6 @@ mod table;
 mod write;
 mod zigzag;
 
-pub use bootstrap::{ratio_interval, Rng, Statistic};
 pub(crate) use load::lookup;
 pub use preflight::check_plots;
 pub use run::run;

@@ -604,12 +604,12 @@ mod tests {
     #[test]
     fn intervals_become_bars_and_widen_the_range() {
         let mut t = table();
-        t.rows[0].intervals[4] = Some(crate::estimate::Estimate {
+        t.rows[0].intervals[4] = Some(crate::stats::estimate::Estimate {
             value: 1.0,
             low: 0.5,
             high: 9.0,
             runs: 3,
-            basis: crate::estimate::Basis::Repetitions,
+            basis: crate::stats::estimate::Basis::Repetitions,
         });
         let plot: Plot =
             ron::from_str(r#"Plot(x: "n", y: "t", filter: {"k": 1, "m": 1, "dtype": "f16"})"#)

@@ -15,7 +15,8 @@ use crate::value::Value;
 /// 4: a value every repetition agrees on is shown without `± 0.0 %`.
 /// 5: plot axis titles in words with units (`median latency per batch (ms)`); a line through a hidden param is refused; a plot without data is a line of text; tick labels with SI prefixes.
 /// 6: points of fewer than 20 per-batch samples drawn hollow, with a note under the plot; a column `invalid` for runs kept invalid; an x axis of 8 values or fewer ticked at its values.
-pub const VERSION: u32 = 6;
+/// 7: one statistics module: a within-run ratio on the log scale from its batches' standard errors (no bootstrap); `compare.csv` gains `verdict` (faster/slower/same/inconclusive against `margin`).
+pub const VERSION: u32 = 7;
 
 /// The files every report writes, whatever its spec.
 pub(super) const TABLE_CSV: &str = "table.csv";
@@ -171,12 +172,21 @@ pub struct Compare {
     pub param: String,
     pub baseline: Value,
     pub metric: String,
-    /// Seed of the bootstrap, so the intervals are reproducible.
-    #[serde(default = "default_seed")]
+    /// The equivalence margin of the verdict: a ratio whose interval lies
+    /// within `[1/(1+margin), 1+margin]` is `same` (0.02: ±2 %).
+    #[serde(default = "default_margin")]
+    pub margin: f64,
+    /// Accepted so older pipelines load; unused: no interval of a
+    /// comparison is a bootstrap (see `crate::stats`).
+    #[serde(default = "default_seed", skip_serializing)]
     pub seed: u64,
-    /// Bootstrap resamples per interval.
-    #[serde(default = "default_resamples")]
+    /// Accepted so older pipelines load; unused, as `seed`.
+    #[serde(default = "default_resamples", skip_serializing)]
     pub resamples: u32,
+}
+
+fn default_margin() -> f64 {
+    crate::stats::verdict::MARGIN
 }
 
 /// Optional names are written bare (`series: "patch"`), as in the pipeline

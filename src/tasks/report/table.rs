@@ -8,7 +8,7 @@ use super::cell::Cell;
 use super::fold;
 use super::join::{join_rows, param_names, sort_rows, value_columns, Row};
 use super::spec::ReportSpec;
-use crate::estimate::Estimate;
+use crate::stats::estimate::Estimate;
 use crate::tasks::{TaskContext, TaskError};
 
 /// Columns every table ends with.
@@ -43,6 +43,9 @@ pub(super) struct TableRow {
     pub intervals: Vec<Option<Estimate>>,
     /// Per column: the repetitions' values, for a row of two or more.
     pub per_rep: Vec<Option<Vec<f64>>>,
+    /// Per column, for a row of one run: its batches' standard error of
+    /// the cell, relative to it.
+    pub rel_se: Vec<Option<f64>>,
     /// The repetitions the row folds (1 for a run of its own).
     pub reps: usize,
     /// Per-batch latencies (ms), when the row's `results.json` has them.
@@ -65,6 +68,7 @@ impl TableRow {
             cells,
             intervals: vec![None; n],
             per_rep: vec![None; n],
+            rel_se: vec![None; n],
             reps: 1,
             samples: None,
             env_group: None,
@@ -188,6 +192,7 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
                 r.cells.insert(at, cell);
                 r.intervals.push(None);
                 r.per_rep.push(None);
+                r.rel_se.push(None);
             }
             r
         })
@@ -228,9 +233,11 @@ impl Layout<'_> {
             .collect();
         let mut intervals = vec![None; self.width];
         let mut per_rep = vec![None; self.width];
+        let mut rel_se = vec![None; self.width];
         for v in &folded {
             intervals[cells.len()] = v.interval;
             per_rep[cells.len()] = v.per_rep.clone();
+            rel_se[cells.len()] = v.rel_se;
             cells.push(v.cell.clone());
         }
         for &k in self.with_interval {
@@ -269,6 +276,7 @@ impl Layout<'_> {
             cells,
             intervals,
             per_rep,
+            rel_se,
             reps,
             samples: row.samples.clone(),
             env_group: group_index,

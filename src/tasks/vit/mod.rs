@@ -9,7 +9,6 @@ pub mod flow;
 pub mod formula;
 pub mod results;
 pub mod spec;
-pub mod stats;
 
 #[cfg(feature = "torch")]
 pub mod cuda_graph;

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::spec::VitConfig;
-use super::stats::LatencyStats;
 use crate::host::env::Env;
+use crate::stats::latency::LatencyStats;
 use crate::tasks::error::TaskError;
 use crate::telemetry::verdict::{self, Telemetry, Validity};
 use crate::telemetry::Recording;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::stats::bootstrap::Rng;
 
 /// Published two-sided 95 % critical values of Student's t.
 #[test]
@@ -88,33 +89,14 @@ fn the_ratio_interval_is_welch_on_the_log_scale() {
     assert!(ratio_of_repetitions(&[-1.0, 1.0], &c).is_none());
 }
 
-/// A seeded normal generator (SplitMix64, Box–Muller).
-struct Normal(u64);
-
-impl Normal {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn next(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
-
 /// One simulated repetition: a process whose level is shifted by
 /// `between` (relative, normal), timing `batches` batches with relative
 /// noise `within` (log-normal, skewed as latencies are); its estimate is
 /// the median batch, as `Vit`'s `latency_ms.median`.
-fn repetition(rng: &mut Normal, truth: f64, between: f64, within: f64, batches: usize) -> f64 {
-    let level = truth * (1.0 + between * rng.next());
+fn repetition(rng: &mut Rng, truth: f64, between: f64, within: f64, batches: usize) -> f64 {
+    let level = truth * (1.0 + between * rng.normal());
     let mut samples: Vec<f64> = (0..batches)
-        .map(|_| level * (within * rng.next()).exp())
+        .map(|_| level * (within * rng.normal()).exp())
         .collect();
     samples.sort_by(f64::total_cmp);
     samples[batches / 2]
@@ -129,7 +111,7 @@ fn coverage_of_the_repetition_interval() {
     let trials = 1000;
     for (between, within) in [(0.05, 0.02), (0.02, 0.10), (0.10, 0.30)] {
         for reps in [3, 5, 10] {
-            let mut rng = Normal(reps as u64 * 7919 + (between * 1e4) as u64);
+            let mut rng = Rng::new(reps as u64 * 7919 + (between * 1e4) as u64);
             let truth = 2.0;
             let covered = (0..trials)
                 .filter(|_| {
@@ -155,7 +137,7 @@ fn coverage_of_the_ratio_interval() {
     let trials = 1000;
     for (between, within) in [(0.05, 0.02), (0.10, 0.30)] {
         for reps in [3, 5, 10] {
-            let mut rng = Normal(reps as u64 * 104_729 + (within * 1e4) as u64);
+            let mut rng = Rng::new(reps as u64 * 104_729 + (within * 1e4) as u64);
             let covered = (0..trials)
                 .filter(|_| {
                     let mut side = |truth: f64| -> Vec<f64> {
@@ -230,16 +212,16 @@ fn paired_coverage_with_shared_and_with_member_specific_process_factors() {
     let truth = 1.85;
     for interaction in [false, true] {
         for procs in [3usize, 5, 10] {
-            let mut rng = Normal(procs as u64 * 7919 + u64::from(interaction));
+            let mut rng = Rng::new(procs as u64 * 7919 + u64::from(interaction));
             let (mut covered, mut paired_width, mut welch_width) = (0, 0.0, 0.0);
             for _ in 0..trials {
                 let mut b = Vec::new();
                 let mut c = Vec::new();
                 for _ in 0..procs {
-                    let factor = (0.1 * rng.next()).exp();
-                    let median = |rng: &mut Normal, level: f64| {
+                    let factor = (0.1 * rng.normal()).exp();
+                    let median = |rng: &mut Rng, level: f64| {
                         let mut s: Vec<f64> = (0..101)
-                            .map(|_| level * (1.0 + 0.01 * rng.next()))
+                            .map(|_| level * (1.0 + 0.01 * rng.normal()))
                             .collect();
                         s.sort_by(f64::total_cmp);
                         s[50]
@@ -277,9 +259,9 @@ fn paired_coverage_with_shared_and_with_member_specific_process_factors() {
 /// acting on the baseline only does not (near 0).
 #[test]
 fn cancellation_tells_a_shared_process_factor_from_one_on_a_single_member() {
-    let mut rng = Normal(17);
-    let factors: Vec<f64> = (0..10).map(|_| (0.15 * rng.next()).exp()).collect();
-    let noise = |rng: &mut Normal| 1.0 + 0.002 * rng.next();
+    let mut rng = Rng::new(17);
+    let factors: Vec<f64> = (0..10).map(|_| (0.15 * rng.normal()).exp()).collect();
+    let noise = |rng: &mut Rng| 1.0 + 0.002 * rng.normal();
     let b: Vec<f64> = factors.iter().map(|f| 2.0 * f * noise(&mut rng)).collect();
     let shared: Vec<f64> = factors.iter().map(|f| 3.7 * f * noise(&mut rng)).collect();
     let alone: Vec<f64> = factors.iter().map(|_| 0.5 * noise(&mut rng)).collect();

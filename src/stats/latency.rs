@@ -1,7 +1,10 @@
 //! Latency statistics of `results.json`: mean, median, percentiles, spread
-//! and a seeded bootstrap 95% confidence interval of the median.
+//! and a seeded bootstrap 95% confidence interval of the median (the
+//! crate's one bootstrap, [`super::bootstrap`]).
 
 use serde::{Deserialize, Serialize};
+
+use super::statistic::Statistic;
 
 /// Per-batch latency summary, in milliseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,41 +49,16 @@ impl LatencyStats {
 
 /// Linear-interpolated percentile of sorted data (numpy's default).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = p / 100.0 * (sorted.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+    super::statistic::quantile_sorted(sorted, p / 100.0)
 }
 
 fn bootstrap_median_ci(sorted: &[f64], seed: u64) -> [f64; 2] {
-    let mut rng = SplitMix64(seed ^ 0x9E37_79B9_7F4A_7C15);
-    let mut medians = Vec::with_capacity(RESAMPLES);
-    let mut resample = vec![0.0; sorted.len()];
-    for _ in 0..RESAMPLES {
-        for slot in resample.iter_mut() {
-            *slot = sorted[rng.below(sorted.len())];
-        }
-        resample.sort_by(f64::total_cmp);
-        medians.push(percentile(&resample, 50.0));
-    }
-    medians.sort_by(f64::total_cmp);
-    [percentile(&medians, 2.5), percentile(&medians, 97.5)]
-}
-
-/// A small seeded generator; the bootstrap needs reproducibility, not quality.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+    super::bootstrap::interval(
+        sorted,
+        Statistic::Quantile(0.5),
+        RESAMPLES,
+        seed ^ 0x9E37_79B9_7F4A_7C15,
+    )
 }
 
 #[cfg(test)]
