@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """The pandas peer of `vitgraph compare build:1 build:2` for
-scripts/bench_compare.py: the same join and the same bootstrap, written the
+scripts/bench_compare.py: the same join and the same interval, written the
 straightforward way with pandas and numpy.
 
 Reads the runs of the workspace's two builds from cache/state.sqlite (the
 attempts of each build joined to its runs), each run's results.json from
 cache/objects/, groups the runs by configuration (the node id without
 `rep=N`), and per configuration and metric (throughput, median and p99
-latency) prints both sides' means and the 95 % interval of B / A from a
-2,000-draw bootstrap that resamples each side's runs and, within each run,
-draws its value from a normal with the run's own standard error (from its
-batches), with the same small-sample scaling of each side's deviations, as
-`vitgraph compare` does.
+latency) prints both sides' means and the 95 % interval of B / A: Welch's
+on the log scale over the runs (t quantiles from the table below,
+interpolated at Welch–Satterthwaite's degrees of freedom), as `vitgraph
+compare` computes it. The runs' within-run standard errors are read too
+(vitgraph reads them for a side of one run), as the same work.
 
 Usage: bench_compare_pandas.py WORKSPACE
 """
@@ -30,14 +30,6 @@ import pandas as pd
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
         2.052, 2.048, 2.045, 2.042]
-
-
-def scale(k):
-    """vitgraph's small-sample correction of a side's bootstrap deviations."""
-    if k < 2:
-        return 1.0
-    t = T975[k - 2] if k - 1 <= len(T975) else 1.96
-    return t / 1.959964 * np.sqrt(k / (k - 1))
 
 
 METRICS = {"throughput_images_per_s": None, "latency_ms.median": 0.5, "latency_ms.p99": 0.99}
@@ -95,26 +87,21 @@ def main():
             row[m + ".se"] = rel_se(doc["latency_samples_ms"], q)
         records.append(row)
     runs = pd.concat([runs.reset_index(drop=True), pd.DataFrame(records)], axis=1)
-    rng = np.random.default_rng(1)
     out = []
     for config, g in runs.groupby("config"):
         a, b = g[g.side == "A"], g[g.side == "B"]
-        if a.empty or b.empty:
+        if len(a) < 2 or len(b) < 2:
             continue
         for m in METRICS:
-            draws = []
-            for side in (a, b):
-                v, se = side[m].to_numpy(), side[m + ".se"].to_numpy()
-                k = len(v)
-                idx = rng.integers(0, k, size=(2000, k))
-                vals = v[idx] * (1 + se[idx] * rng.standard_normal((2000, k)))
-                if m == "throughput_images_per_s":
-                    vals = v[idx] / (1 + se[idx] * rng.standard_normal((2000, k)))
-                means = vals.mean(axis=1)
-                draws.append(v.mean() + scale(k) * (means - v.mean()))
-            ratio = draws[1] / draws[0]
-            lo, hi = np.percentile(ratio, [2.5, 97.5])
-            out.append((config, m, a[m].mean(), b[m].mean(), b[m].mean() / a[m].mean(), lo, hi))
+            va, vb = a[m].to_numpy(), b[m].to_numpy()
+            ma, mb = va.mean(), vb.mean()
+            ta = va.var(ddof=1) / (len(va) * ma * ma)
+            tb = vb.var(ddof=1) / (len(vb) * mb * mb)
+            ratio = mb / ma
+            df = (ta + tb) ** 2 / (ta * ta / (len(va) - 1) + tb * tb / (len(vb) - 1))
+            t = np.interp(df, np.arange(1, len(T975) + 1), T975) if df <= len(T975) else 1.96
+            half = t * np.sqrt(ta + tb)
+            out.append((config, m, ma, mb, ratio, ratio * np.exp(-half), ratio * np.exp(half)))
     result = pd.DataFrame(out, columns=["config", "metric", "a", "b", "ratio", "low", "high"])
     result.to_csv(sys.stdout if len(sys.argv) < 3 else sys.argv[2], index=False)
 

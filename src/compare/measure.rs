@@ -91,6 +91,10 @@ pub(crate) struct Run {
     pub parts: Arc<str>,
     /// The run's verdict when it was not valid (`throttled…`).
     pub invalid: Option<String>,
+    /// Why its `results.json` cannot be used (an object that does not hash
+    /// to its name, a file that is not a JSON object): its pairs are not
+    /// comparable, for this reason.
+    pub unusable: Option<Arc<str>>,
 }
 
 /// `stage[a=1,rep=2,b=x]` → `stage[a=1,b=x]`; `stage[rep=2]` → `stage`.
@@ -165,7 +169,14 @@ pub(crate) fn read_runs(
         let from_files: Vec<(usize, Run, Option<Vec<u8>>)> = chunk
             .into_par_iter()
             .map(|(at, run, measurement)| {
-                let doc = read_doc(store, &run, &measurement)?;
+                let doc = match read_doc(store, &run, &measurement)? {
+                    Ok(doc) => doc,
+                    Err(why) => {
+                        let mut run = run_of(run, measurement, vec![None; metrics.len()]);
+                        run.unusable = Some(why.into());
+                        return Ok((at, run, None));
+                    }
+                };
                 let (values, fresh) = match &slots {
                     Some(slots) => {
                         let s = summary::summarize(&doc);
@@ -200,11 +211,19 @@ fn run_of(run: RecordedRun, measurement: ContentHash, values: Vec<Option<Value>>
         values,
         parts: run.parts,
         invalid: run.invalid,
+        unusable: None,
     }
 }
 
-/// `run`'s `results.json`, parsed one level deep.
-fn read_doc(store: &Store, run: &RecordedRun, measurement: &ContentHash) -> Result<Doc, String> {
+/// `run`'s `results.json`, parsed one level deep, once its bytes hash to
+/// the object's name, as a restore checks them: the outer error is a store
+/// that cannot be read (the comparison stops), the inner one a run whose
+/// object is damaged or not a JSON object (its pairs are not comparable).
+fn read_doc(
+    store: &Store,
+    run: &RecordedRun,
+    measurement: &ContentHash,
+) -> Result<Result<Doc, String>, String> {
     let path = store.objects().path(measurement);
     let text = std::fs::read(&path).map_err(|e| {
         format!(
@@ -213,13 +232,20 @@ fn read_doc(store: &Store, run: &RecordedRun, measurement: &ContentHash) -> Resu
             path.display()
         )
     })?;
-    summary::parse(&text).map_err(|e| {
+    if ContentHash::of_bytes(&text) != *measurement {
+        return Ok(Err(format!(
+            "{}'s results.json object is damaged ({} does not hash to its name): `vitgraph verify --repair` sets it aside and rewrites it from out/ where an intact copy is",
+            run.node_id,
+            path.display()
+        )));
+    }
+    Ok(summary::parse(&text).map_err(|e| {
         format!(
-            "{}: its results.json ({}) is not a JSON object: {e}",
+            "{}'s results.json ({}) is not a JSON object: {e}",
             run.node_id,
             path.display()
         )
-    })
+    }))
 }
 
 /// Each metric's value in a parsed `results.json`.

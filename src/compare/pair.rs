@@ -218,6 +218,13 @@ fn row(
     };
     let ratio = stats::ratio(&va, &vb, Design::Apart);
     let (mut verdict, mut why) = judge(&va, &vb, ratio.as_ref(), metric, threshold);
+    let unusable = [("A", ra), ("B", rb)].into_iter().find_map(|(side, runs)| {
+        let why = runs.iter().find_map(|r| r.unusable.as_deref())?;
+        Some(format!("{side}: {why}"))
+    });
+    if let Some(reason) = unusable {
+        (verdict, why) = (Verdict::NotComparable, Some(reason));
+    }
     if same_runs(ra, rb) {
         (verdict, why) = (
             Verdict::Same,

@@ -83,6 +83,8 @@ impl Objects<'_> {
             copies.entry(entry.hash).or_default().push(key.clone());
         }
         let scratch = self.new_staging_dir()?;
+        let damaged: std::collections::HashSet<ContentHash> =
+            damage.iter().map(|d| d.named.clone()).collect();
         let mut repair = Repair::default();
         for d in damage {
             let object = self.path(&d.named);
@@ -104,6 +106,9 @@ impl Objects<'_> {
             }
         }
         let _ = remove_tree(&scratch);
+        // A summary read from a damaged object may hold its damage: it is
+        // read again from the object, repaired or not.
+        self.forget_summaries(|hash| !damaged.contains(hash))?;
         self.sync_filesystem()?;
         Ok(repair)
     }

@@ -441,3 +441,62 @@ fn a_report_and_compare_give_one_pair_the_same_interval() {
         assert_eq!(text("verdict"), row["verdict"].as_str().unwrap());
     }
 }
+
+/// F-T4-2: an object damaged at the same size, in a store without
+/// summaries, is never read as a measurement: the pair is not comparable
+/// and names the object; `verify --repair` rewrites it from `out/` and
+/// forgets what was read from it, and the comparison is right again.
+#[test]
+fn a_damaged_result_object_is_not_comparable_and_repair_restores_the_verdict() {
+    let ws = built();
+    ok(&ws.run(&["baseline", "save", "main", "bench"]));
+    ws.write("levels.json", r#"{"fast": 5.0, "slow": 9.6}"#);
+    ok(&ws.run(&["build", "-j", "1"]));
+    let db = rusqlite::Connection::open(ws.path().join("cache/state.sqlite")).unwrap();
+    db.execute("DELETE FROM summaries", []).unwrap();
+    // HEAD's slow runs read 8.x ms instead of 9.x: the same size, a
+    // regression turned into an improvement.
+    let mut damaged = 0;
+    for object in ws.objects() {
+        let text = std::fs::read_to_string(&object).unwrap_or_default();
+        if text.starts_with(r#"{"latency_ms": {"median": 9."#) {
+            let mut perms = std::fs::metadata(&object).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perms.set_readonly(false);
+            std::fs::set_permissions(&object, perms).unwrap();
+            std::fs::write(&object, text.replacen(": 9.", ": 8.", 1)).unwrap();
+            damaged += 1;
+        }
+    }
+    assert_eq!(damaged, 3);
+    let r = ws.run(&["compare", "baseline:main", "HEAD", "--json"]);
+    let found = rows(&r);
+    assert_eq!(
+        verdict_of(&found, "bench[impl=slow]"),
+        "not_comparable",
+        "{found:?}"
+    );
+    let why = found
+        .iter()
+        .find(|r| r["config"] == "bench[impl=slow]")
+        .unwrap()["why"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        why.starts_with("B: bench[impl=slow,rep=") && why.contains("is damaged"),
+        "{why}"
+    );
+    assert_eq!(verdict_of(&found, "bench[impl=fast]"), "same");
+    // Nothing read from the damaged objects was kept.
+    assert!(summaries(&ws) <= 6, "{}", summaries(&ws));
+    let r = ws.run(&["verify", "--repair"]);
+    assert!(
+        r.stdout().contains("3 repaired") || r.stderr().contains("3 repaired"),
+        "{}{}",
+        r.stdout(),
+        r.stderr()
+    );
+    let r = ws.run(&["compare", "baseline:main", "HEAD", "--json"]);
+    assert_eq!(verdict_of(&rows(&r), "bench[impl=slow]"), "slower");
+}

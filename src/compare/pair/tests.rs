@@ -31,6 +31,7 @@ fn run(config: &str, rep: u32, level: f64, torch: &str, seed: u64) -> Run {
         values: values_of(&doc(&d), &all()),
         parts: Arc::from(parts.to_string()),
         invalid: None,
+        unusable: None,
     }
 }
 
@@ -175,6 +176,7 @@ fn noisy_side(rng: &mut Rng, config: &str, k: usize, between: f64, within: f64) 
                 values: values_of(&doc(&d), &metric),
                 parts: Arc::from(""),
                 invalid: None,
+                unusable: None,
             }
         })
         .collect()
