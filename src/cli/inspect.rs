@@ -161,6 +161,9 @@ pub(super) fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Re
                 for o in &run.outputs {
                     println!("  {}  {} bytes  {}", o.name, o.size, o.hash.short());
                 }
+                if let Some(line) = aa_line(&run.env.value(), &n.task) {
+                    println!("{line}");
+                }
             }
             if let Some(a) = &state.last_attempt {
                 println!(
@@ -175,4 +178,20 @@ pub(super) fn show(ws: &Workspace, overrides: &[Override], args: ShowArgs) -> Re
         }
     }
     Ok(exit::SUCCESS)
+}
+
+/// The A/A check a run of a block measured with `check: true` carries:
+/// its twin's ratio to the first member and the limit its batches allow.
+fn aa_line(env: &serde_json::Value, task: &crate::tasks::TaskSpec) -> Option<String> {
+    let check = env.get("aa_check")?;
+    let (baseline, twin) = task.aa_members()?;
+    let ratio = check.get("ratio")?.as_f64()?;
+    let limit = check.get("limit")?.as_f64()?;
+    let within = ratio.ln().abs() <= limit;
+    Some(format!(
+        "A/A check: `{twin}` / `{baseline}` {} = {ratio:.4}, {} the ±{:.2} % its batches allow",
+        check.get("metric")?.as_str()?,
+        if within { "within" } else { "beyond" },
+        100.0 * (limit.exp() - 1.0)
+    ))
 }

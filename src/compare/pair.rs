@@ -187,7 +187,16 @@ fn metrics_of(ra: &[&Run], rb: &[&Run], metrics: &[Metric], chosen: bool) -> Vec
                 .collect::<Vec<_>>()
         })
         .find(|found| !found.is_empty())
-        .unwrap_or_default()
+        .unwrap_or_else(|| {
+            // Runs whose results.json could not be read: their pairs are
+            // listed as not comparable, on the first headline group, rather
+            // than dropped.
+            let unusable = ra.iter().chain(rb).any(|r| r.unusable.is_some());
+            match HEADLINE.first() {
+                Some(group) if unusable => group.iter().filter_map(|m| index(m)).collect(),
+                _ => Vec::new(),
+            }
+        })
 }
 
 fn values(runs: &[&Run], metric: usize) -> Vec<Value> {

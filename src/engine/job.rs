@@ -437,6 +437,7 @@ impl JobCtx {
             replace: self.force,
             measures: self.task.measures(),
             members: self.task.member_keys(),
+            aa: self.task.aa_members(),
         };
         super::record::stage(&self.store, finished).map_err(|e| {
             let _ = std::fs::remove_dir_all(staging);

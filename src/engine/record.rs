@@ -33,6 +33,9 @@ pub(crate) struct Finished<'a> {
     pub measures: bool,
     /// The member keys of a block measured together (`together`).
     pub members: Option<Vec<String>>,
+    /// The A/A check's members (`check: true`): the first member's key and
+    /// its twin's.
+    pub aa: Option<(String, String)>,
 }
 
 /// Stages the run of `f` (outputs copied into the store) and materializes it.
@@ -58,9 +61,16 @@ pub(crate) fn stage(
     } else {
         None
     };
+    let aa = f.aa.as_ref().and_then(|(baseline, twin)| {
+        let path = f.staging.join(crate::tasks::command::RESULTS_JSON);
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        let check = crate::tasks::aa_check::judge(&doc, baseline, twin)?;
+        let reason = check.off().then(|| check.reason(baseline, twin));
+        Some((check, reason))
+    });
     let env = f
         .measures
-        .then(|| super::validity::record_env(f.env, f.staging, before.as_ref()))
+        .then(|| super::validity::record_env(f.env, f.staging, before.as_ref(), aa.as_ref()))
         .flatten();
     let new = NewRun {
         node_id: f.node_id,

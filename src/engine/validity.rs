@@ -52,14 +52,22 @@ pub(crate) fn of_run(run: &RunRecord) -> Option<Invalid> {
 
 /// The environment record of a run that has just finished in `staging`:
 /// `env`, with `validity` added when its `results.json` says it is
-/// invalid. `before`: the key's run it replaces, if any.
+/// invalid or its A/A check (`aa`, with its reason when off) failed, and
+/// `aa_check` with the check's ratio. `before`: the key's run it replaces,
+/// if any.
 pub(crate) fn record_env(
     env: &serde_json::Value,
     staging: &Path,
     before: Option<&RunRecord>,
+    aa: Option<&(crate::tasks::aa_check::AaCheck, Option<String>)>,
 ) -> Option<serde_json::Value> {
-    let reason = invalid_reason(&staging.join("results.json"))?;
-    let measured = before.and_then(of_run).map_or(0, |i| i.measured) + 1;
+    let reasons: Vec<String> = invalid_reason(&staging.join("results.json"))
+        .into_iter()
+        .chain(aa.and_then(|(_, reason)| reason.clone()))
+        .collect();
+    if reasons.is_empty() && aa.is_none() {
+        return None;
+    }
     let mut env = match env {
         serde_json::Value::Object(map) => map.clone(),
         serde_json::Value::Null => serde_json::Map::new(),
@@ -69,10 +77,17 @@ pub(crate) fn record_env(
             map
         }
     };
-    env.insert(
-        "validity".into(),
-        serde_json::to_value(Invalid { reason, measured }).ok()?,
-    );
+    if let Some((check, _)) = aa {
+        env.insert("aa_check".into(), serde_json::to_value(check).ok()?);
+    }
+    if !reasons.is_empty() {
+        let measured = before.and_then(of_run).map_or(0, |i| i.measured) + 1;
+        let reason = reasons.join("; ");
+        env.insert(
+            "validity".into(),
+            serde_json::to_value(Invalid { reason, measured }).ok()?,
+        );
+    }
     Some(serde_json::Value::Object(env))
 }
 
@@ -131,7 +146,7 @@ mod tests {
         )
         .expect("write");
         let env = serde_json::json!({"gpu": "H100"});
-        let first = record_env(&env, dir.path(), None).expect("invalid");
+        let first = record_env(&env, dir.path(), None, None).expect("invalid");
         assert_eq!(first["gpu"], "H100");
         assert_eq!(first["validity"]["measured"], 1);
         assert_eq!(
@@ -146,8 +161,9 @@ mod tests {
             invalid.stale_reason(true).is_none(),
             "--accept-invalid keeps it"
         );
-        let second = record_env(&env, dir.path(), Some(&before)).expect("invalid");
-        let third = record_env(&env, dir.path(), Some(&run_with_env(second))).expect("invalid");
+        let second = record_env(&env, dir.path(), Some(&before), None).expect("invalid");
+        let third =
+            record_env(&env, dir.path(), Some(&run_with_env(second)), None).expect("invalid");
         let kept = of_run(&run_with_env(third)).expect("recorded invalid");
         assert_eq!(kept.measured, 3);
         assert!(kept.stale_reason(false).is_none(), "kept after the third");
@@ -157,13 +173,13 @@ mod tests {
     fn a_valid_or_absent_results_json_leaves_the_record_alone() {
         let dir = tempfile::tempdir().expect("tempdir");
         let env = serde_json::json!({"gpu": "H100"});
-        assert!(record_env(&env, dir.path(), None).is_none());
+        assert!(record_env(&env, dir.path(), None, None).is_none());
         std::fs::write(
             dir.path().join("results.json"),
             r#"{"validity": {"verdict": "valid", "flags": []}}"#,
         )
         .expect("write");
-        assert!(record_env(&env, dir.path(), None).is_none());
+        assert!(record_env(&env, dir.path(), None, None).is_none());
         assert!(of_run(&run_with_env(env)).is_none());
     }
 }

@@ -55,6 +55,9 @@ pub(super) struct StageDecl {
     /// `together: ["axis", …]`: these matrix axes are measured in one
     /// process, one node per combination of the other params.
     pub together: Option<Node>,
+    /// `check: true`: a together block also measures its first member a
+    /// second time (the A/A self-check).
+    pub check: Option<Node>,
     /// `description: "…"`: what the stage is, for people.
     pub description: Option<String>,
 }
@@ -89,6 +92,7 @@ const STAGE: &[(&str, Reader)] = &[
     ("repeat", read_repeat),
     ("precision", read_precision),
     ("together", read_together),
+    ("check", read_check),
 ];
 
 pub(super) fn read_file(
@@ -312,6 +316,7 @@ fn read_stage(
         repeat: None,
         precision: None,
         together: None,
+        check: None,
         description: None,
     };
     for (field, value) in fields {
@@ -551,6 +556,8 @@ keep_node! {
     /// `together: ["axis", …]`: checked against the matrix when the stage
     /// expands (see `together`).
     read_together => together;
+    /// `check: true`: checked with `together` when the stage expands.
+    read_check => check;
 }
 
 pub(super) fn check_duplicates(

@@ -120,6 +120,61 @@ fn axis_of(
     Ok(value.clone())
 }
 
+/// `check: true` (the A/A self-check): a boolean, on a stage measured
+/// together.
+fn check_of(sources: &Sources, s: &StageDecl) -> Result<bool, PipelineError> {
+    let Some(node) = &s.check else {
+        return Ok(false);
+    };
+    let Kind::Bool(check) = node.kind else {
+        return Err(sources
+            .error(
+                "`check` must be `true` or `false`",
+                node.span,
+                format!("found {}", node.kind.describe()),
+            )
+            .with_help("write `check: true` to measure each block's first member twice"));
+    };
+    if check && s.together.is_none() {
+        return Err(sources
+            .error(
+                format!("stage `{}` has `check` but no `together`", s.name.name),
+                node.span,
+                "the A/A check here",
+            )
+            .with_help("`check: true` measures a together block's first member a second time, beside itself: give the stage `together: [\"axis\"]`"));
+    }
+    Ok(check)
+}
+
+/// The A/A twin of a block's first member: `NAME#2` after the first
+/// together axis's values (`a,b` → `a,b,a#2`).
+fn add_twin(block: &mut [Param], axis: &str) {
+    let Some(p) = block.iter_mut().find(|p| p.name == axis) else {
+        return;
+    };
+    let Kind::List(items) = &mut p.node.kind else {
+        return;
+    };
+    let Some(first) = items.first().and_then(value_of) else {
+        return;
+    };
+    let span = items[0].span;
+    items.push(Node {
+        kind: Kind::Str {
+            value: twin_of(&first.display()),
+            raw_offset: 0,
+            escaped: true,
+        },
+        span,
+    });
+}
+
+/// The A/A twin's value of a first value `v`: `v#2`.
+pub(crate) fn twin_of(v: &str) -> String {
+    format!("{v}#2")
+}
+
 /// A stage's combinations (and the files they matched) as its nodes'
 /// combinations: grouped into blocks when the stage has `together`, as
 /// they are otherwise.
@@ -130,9 +185,15 @@ pub(super) fn group(
     combos: Vec<Combo>,
     files_of: Vec<Option<String>>,
 ) -> Result<(Vec<Combo>, Vec<Option<String>>), PipelineError> {
+    let check = check_of(sources, s)?;
     Ok(match axes_of(sources, s)? {
         Some((axes, span)) => {
-            let blocks = blocks(sources, s, &axes, span, combos)?;
+            let mut blocks = blocks(sources, s, &axes, span, combos)?;
+            if check {
+                for block in &mut blocks {
+                    add_twin(block, &axes[0]);
+                }
+            }
             let none = vec![None; blocks.len()];
             (blocks, none)
         }
@@ -260,6 +321,7 @@ pub(super) fn members(axes: &[String], params: &[Param]) -> Together {
     Together {
         axes: axes.to_vec(),
         members,
+        check: false,
     }
 }
 
@@ -305,7 +367,9 @@ pub(super) fn attach(
     let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
     match task {
         TaskSpec::Command(c) if c.measure => {
-            c.together = Some(members(&axes, &params));
+            let mut together = members(&axes, &params);
+            together.check = matches!(s.check.as_ref().map(|n| &n.kind), Some(Kind::Bool(true)));
+            c.together = Some(together);
             Ok(())
         }
         TaskSpec::Command(_) => Err(sources

@@ -94,6 +94,7 @@ fn record_run(
         replace: record.replace,
         measures: job.task.measures(),
         members: job.task.member_keys(),
+        aa: job.task.aa_members(),
     };
     let (staged, materialized) = match crate::engine::record::stage(store, finished) {
         Ok(s) => s,

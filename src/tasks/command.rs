@@ -48,9 +48,38 @@ pub struct CommandSpec {
 pub struct Together {
     pub axes: Vec<String>,
     pub members: Vec<Vec<crate::value::Value>>,
+    /// `check: true`: the first member is measured a second time, as the
+    /// member whose first value is `NAME#2` (see `tasks::aa_check`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 impl Together {
+    /// The A/A check's two members' keys, the first member's and its
+    /// twin's, where the block has `check: true`.
+    pub fn aa(&self) -> Option<(String, String)> {
+        let first = self.members.first().filter(|_| self.check)?;
+        let twin = self.twin_of(first)?;
+        Some((member_key(first), member_key(&twin)))
+    }
+
+    /// Whether `values` are the A/A twin's (no configuration of their own:
+    /// reports leave the twin out).
+    pub fn is_twin(&self, values: &[crate::value::Value]) -> bool {
+        self.members
+            .first()
+            .filter(|_| self.check)
+            .and_then(|first| self.twin_of(first))
+            .is_some_and(|twin| twin == values)
+    }
+
+    fn twin_of(&self, first: &[crate::value::Value]) -> Option<Vec<crate::value::Value>> {
+        let mut twin = first.to_vec();
+        let v = twin.first_mut()?;
+        *v = crate::value::Value::Str(format!("{}#2", v.display()));
+        Some(twin)
+    }
+
     /// Each member's key in `results.json`'s `members`: its values joined
     /// by `,` in axis order.
     pub fn keys(&self) -> Vec<String> {

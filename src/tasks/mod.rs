@@ -6,6 +6,7 @@
 //! child `vitgraph exec-task` process, so a crash, `numactl` or `nsys` wrapping
 //! and SIGINT handling are the same for every kind.
 
+pub mod aa_check;
 pub mod analyze;
 pub mod command;
 #[cfg(feature = "torch")]
@@ -199,6 +200,15 @@ impl TaskSpec {
 
     /// The member keys of a block measured together (see
     /// [`command::Together`]); None for every other task.
+    /// The A/A check's members (the first member's key, its twin's) of a
+    /// block measured together with `check: true`.
+    pub fn aa_members(&self) -> Option<(String, String)> {
+        match self {
+            TaskSpec::Command(c) => c.together.as_ref().and_then(command::Together::aa),
+            _ => None,
+        }
+    }
+
     pub fn member_keys(&self) -> Option<Vec<String>> {
         match self {
             TaskSpec::Command(c) => c.together.as_ref().map(command::Together::keys),

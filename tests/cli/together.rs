@@ -200,6 +200,11 @@ fn together_is_checked_against_the_matrix_and_the_task() {
             "`together` must be a list of matrix axes",
         ),
         (r#"together: ["rep"]"#, "`rep` cannot be measured together"),
+        (r#"check: true"#, "stage `s` has `check` but no `together`"),
+        (
+            r#"together: ["impl"], check: "yes""#,
+            "`check` must be `true` or `false`",
+        ),
     ];
     for (key, message) in cases {
         let text = format!(
@@ -277,4 +282,64 @@ fn a_precision_target_on_a_together_stage_stops_when_the_ratios_are_precise() {
         "{}",
         r.stderr()
     );
+}
+
+/// `check: true`: each block measures its first member twice (`a#2`
+/// beside `a`). A process whose A/A ratio is beyond what its batches allow
+/// — here repetition 2's, made to drift by 5 % while it measured the twin
+/// — is recorded invalid with the ratio in its reason and measured again;
+/// the others carry their ratio in their record. The twin is no
+/// configuration of the report.
+#[test]
+fn an_aa_check_flags_a_process_whose_twin_drifted() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+  "checked": Stage(matrix: {"impl": ["a", "b"]}, together: ["impl"], check: true, repeat: 3,
+                   task: Command(run: "python3 bench.py together ${impl} ${rep} ${out}/results.json",
+                                 inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "checked_report": Stage(needs: ["checked"],
+      task: Report(title: "checked", sources: ["checked"], columns: ["latency_ms.median"],
+                   compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
+})"#,
+    )]);
+    ws.write("bench.py", BENCH);
+    let out = ws
+        .cmd(&["build", "-j", "1"])
+        .env("AA_DRIFT_REP", "2")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reasons = ws.reasons("checked[rep=2]", &[]);
+    assert!(
+        reasons.iter().any(|(kind, detail)| kind == "invalid"
+            && detail.starts_with("A/A check: `a#2` / `a` latency_ms.median = 1.04")
+            && detail.contains("beyond the")),
+        "{reasons:?}"
+    );
+    for rep in [1, 3] {
+        assert!(ws.reasons(&format!("checked[rep={rep}]"), &[]).is_empty());
+    }
+    // The quiet processes carry their ratio in their record.
+    let show = ws.run(&["show", "checked[rep=1]"]).stdout();
+    let line = show
+        .lines()
+        .find(|l| l.starts_with("A/A check: `a#2` / `a` latency_ms.median = "))
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(line.contains("within the ±"), "{line}");
+    let ratio: f64 = line.split(" = ").nth(1).unwrap()[..6].parse().unwrap();
+    assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
+    // The report's rows are the configurations, not the twin.
+    assert_eq!(
+        column(&ws.read("out/checked_report/table.csv"), "impl"),
+        ["a", "b"]
+    );
+    // Measured again without the drift, the process passes.
+    let r = ws.run(&["build", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(ws.reasons("checked[rep=2]", &[]).is_empty());
 }

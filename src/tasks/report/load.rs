@@ -86,6 +86,7 @@ pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
     together
         .members
         .iter()
+        .filter(|values| !together.is_twin(values))
         .map(|values| {
             let key = crate::tasks::command::member_key(values);
             let Some(Json::Object(doc)) = members.get(&key) else {
