@@ -84,7 +84,7 @@ impl Objects<'_> {
         }
         let scratch = self.new_staging_dir()?;
         let damaged: std::collections::HashSet<ContentHash> =
-            damage.iter().map(|d| d.named.clone()).collect();
+            damage.iter().map(|d| d.named).collect();
         let mut repair = Repair::default();
         for d in damage {
             let object = self.path(&d.named);
