@@ -218,24 +218,56 @@ fn t_quantile_search(p: f64, df: f64) -> f64 {
     if df.is_nan() || df <= 0.0 || p <= 0.5 {
         return 0.0;
     }
-    // The CDF rises with t: bisect on [0, hi] after finding a bracket.
-    let mut hi = 1.0;
-    while t_cdf(hi, df) < p && hi < 1e12 {
-        hi *= 2.0;
-    }
-    let mut lo = 0.0;
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if t_cdf(mid, df) < p {
-            lo = mid;
+    // Newton's steps on the density from a close start (for the 0.975
+    // quantile, the Cornish–Fisher expansion around the normal's), each
+    // kept inside the bracket the steps have found (doubling while there
+    // is no upper bound, bisecting where a step would leave it): two or
+    // three steps, where a Welch interval asks for a quantile at a
+    // fractional df per comparison.
+    let norm = (ln_gamma(0.5 * (df + 1.0))
+        - ln_gamma(0.5 * df)
+        - 0.5 * (df * std::f64::consts::PI).ln())
+    .exp();
+    let density = |t: f64| norm * (1.0 + t * t / df).powf(-0.5 * (df + 1.0));
+    let (mut lo, mut hi) = (0.0, f64::INFINITY);
+    let mut t = if p == 0.975 {
+        cornish_fisher_975(df)
+    } else {
+        1.0
+    };
+    for _ in 0..400 {
+        let f = t_cdf(t, df) - p;
+        if f < 0.0 {
+            lo = t;
         } else {
-            hi = mid;
+            hi = t;
         }
-        if hi - lo <= 1e-13 * hi {
-            break;
+        let mut next = t - f / density(t);
+        if !(next > lo && next < hi) {
+            next = if hi.is_finite() {
+                0.5 * (lo + hi)
+            } else {
+                2.0 * t.max(1.0)
+            };
         }
+        if (next - t).abs() <= 1e-13 * next || (hi.is_finite() && hi - lo <= 1e-13 * hi) || next > 1e12 {
+            return next;
+        }
+        t = next;
     }
-    0.5 * (lo + hi)
+    t
+}
+
+/// t(0.975, df) to about 1 % at df ≥ 2: the Cornish–Fisher expansion in
+/// 1/df around the normal quantile (Abramowitz & Stegun 26.7.5).
+fn cornish_fisher_975(df: f64) -> f64 {
+    let z = 1.959_963_984_540_054_f64;
+    let (z2, n) = (z * z, df);
+    let g1 = (z2 + 1.0) * z / 4.0;
+    let g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0;
+    let g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0;
+    let g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
+    z + g1 / n + g2 / (n * n) + g3 / n.powi(3) + g4 / n.powi(4)
 }
 
 /// P(T ≤ t) for Student's t with `df` degrees of freedom.
