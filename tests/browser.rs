@@ -614,6 +614,8 @@ const PRECISE: &str = r#"Pipeline(
             precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: 4),
             task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
                           inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+        "bench_report": Stage(needs: ["bench"],
+            task: Report(title: "bench", sources: ["bench"], columns: ["latency_ms.median"], target: Some(0.02))),
     },
 )"#;
 
@@ -651,6 +653,14 @@ fn a_spent_precision_budget_is_flagged_on_the_page() {
     // stage, pipeline, fresh, stale, failed, running, not needed, reasons
     assert_eq!(bench[2], json!("7"), "{bench}");
     assert_eq!(bench[6], json!("1"), "{bench}");
+    // The report counts its rows over the target before its table.
+    let over = b.js("return document.querySelector('#report-list .over-target').textContent;");
+    assert!(
+        over.as_str()
+            .unwrap()
+            .starts_with("⚠ 1 of 2 rows have a 95 % interval wider than the report's target"),
+        "{over}"
+    );
     screenshot(&b, "precision.png");
 }
 

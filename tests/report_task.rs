@@ -654,6 +654,10 @@ fn repetitions_fold_into_one_row_with_a_t_interval() {
     let md = read(&ctx.out, "report.md");
     assert!(md.contains("t-interval over them"), "{md}");
     assert!(md.contains(" % ⚠ |"), "{md}");
+    // Counted under the title, before the numbers.
+    let wide = rows.iter().filter(|r| !r[6].is_empty()).count();
+    let line = format!("**⚠ {wide} of 3 rows have a 95% interval wider than the target of ±5 %**");
+    assert!(md.starts_with(&format!("# t\n\n{line}")), "{md}");
     assert!(
         !md.contains("ci95_low"),
         "bounds show as ± in the markdown: {md}"
@@ -808,25 +812,36 @@ fn a_run_kept_invalid_is_flagged_in_a_column_of_its_own() {
 }
 
 #[test]
-fn points_of_few_samples_are_drawn_hollow_and_the_plot_says_so() {
+fn uncertain_points_are_drawn_hollow_and_the_plot_says_so() {
+    // Dim 192: one run. Dim 384: three runs within ±1 %. Dim 768: three
+    // runs spread far beyond the target of ±5 %. Batch counts do not matter.
     let mut fx = Fixture::new();
-    for (dim, n) in [(192, 2), (384, 25), (768, 3)] {
-        let samples = vec![2.0; n];
-        fx.node(
-            "runs",
-            &[("dim", int(dim))],
-            &[("results.json", results(&samples, "H100"))],
-        );
+    fx.node(
+        "runs",
+        &[("dim", int(192))],
+        &[("results.json", results(&[2.0; 40], "H100"))],
+    );
+    for (dim, levels) in [(384, [2.0, 2.01, 1.99]), (768, [2.0, 3.0, 1.5])] {
+        for (k, level) in levels.into_iter().enumerate() {
+            fx.repetition(
+                "runs",
+                &[("dim", int(dim))],
+                k as u32 + 1,
+                &[("results.json", results(&[level; 3], "H100"))],
+            );
+        }
     }
     let ctx = fx.context("report");
     let spec = spec(
-        r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"],
+        r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"], target: Some(0.05),
             plots: [Plot(x: "dim", y: "latency_ms.median")])"#,
     );
     run(&spec, &ctx).unwrap();
     let svg = read(&ctx.out, &format!("plots/{}.svg", spec.plots[0].stem()));
     assert!(
-        svg.contains("hollow points: fewer than 20 samples"),
+        svg.contains(
+            "hollow points: fewer than 3 repetitions, or an interval wider than the report"
+        ),
         "the note"
     );
     let hollow = svg
@@ -834,5 +849,8 @@ fn points_of_few_samples_are_drawn_hollow_and_the_plot_says_so() {
         .skip(1)
         .filter(|c| c.contains("#FFFFFF"))
         .count();
-    assert_eq!(hollow, 2, "dims 192 and 768 have 2 and 3 samples");
+    assert_eq!(
+        hollow, 2,
+        "dim 192 has one run, dim 768 an interval over the target"
+    );
 }

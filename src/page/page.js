@@ -505,6 +505,12 @@
     data.reports.forEach((r, i) => {
       const div = el("div", { class: "report", id: "report-" + i });
       div.append(el("h3", {}, r.title), el("p", { class: "meta report-built" }, `${r.node} · built ${r.built}`));
+      // Rows over the report's target, counted before the numbers.
+      const wideAt = r.table ? r.table.names.indexOf("wide") : -1;
+      const wideRows = wideAt >= 0 ? r.table.rows.filter((row) => row[wideAt] !== "" && row[wideAt] !== null).length : 0;
+      if (wideRows) {
+        div.append(el("p", { class: "notice warning over-target" }, `⚠ ${wideRows} of ${r.table.rows.length} rows have a 95 % interval wider than the report's target (marked in the table's \`wide\` column): measure them again, or together with what they are compared with.`));
+      }
       // Its files: the table as CSV and Parquet, report.md, each plot.
       const ni = data.nodes.findIndex((n) => n[0] === r.node);
       const files = ni >= 0 ? (data.details[ni].files || []) : [];

@@ -224,10 +224,9 @@ fn t_quantile_search(p: f64, df: f64) -> f64 {
     // is no upper bound, bisecting where a step would leave it): two or
     // three steps, where a Welch interval asks for a quantile at a
     // fractional df per comparison.
-    let norm = (ln_gamma(0.5 * (df + 1.0))
-        - ln_gamma(0.5 * df)
-        - 0.5 * (df * std::f64::consts::PI).ln())
-    .exp();
+    let norm =
+        (ln_gamma(0.5 * (df + 1.0)) - ln_gamma(0.5 * df) - 0.5 * (df * std::f64::consts::PI).ln())
+            .exp();
     let density = |t: f64| norm * (1.0 + t * t / df).powf(-0.5 * (df + 1.0));
     let (mut lo, mut hi) = (0.0, f64::INFINITY);
     let mut t = if p == 0.975 {
@@ -250,7 +249,10 @@ fn t_quantile_search(p: f64, df: f64) -> f64 {
                 2.0 * t.max(1.0)
             };
         }
-        if (next - t).abs() <= 1e-13 * next || (hi.is_finite() && hi - lo <= 1e-13 * hi) || next > 1e12 {
+        if (next - t).abs() <= 1e-13 * next
+            || (hi.is_finite() && hi - lo <= 1e-13 * hi)
+            || next > 1e12
+        {
             return next;
         }
         t = next;

@@ -272,4 +272,3 @@ fn cancellation_tells_a_shared_process_factor_from_one_on_a_single_member() {
     assert!(cancellation(&[1.0, 1.0], &[2.0, 2.0]).is_none());
     assert!(cancellation(&[1.0, 2.0], &[2.0]).is_none());
 }
-

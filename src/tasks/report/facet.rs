@@ -200,9 +200,18 @@ fn figure<DB: DrawingBackend>(
     let style = TextStyle::from((FAMILY, px(20)).into_font()).color(&BLACK);
     head.draw_text(&heading, &style, (px(16) as i32, px(10) as i32))
         .map_err(err)?;
-    if let Some(caption) = &plot.caption {
+    let few = panels
+        .iter()
+        .any(|p| p.series.iter().any(|s| !s.few.is_empty()));
+    let foot_text = match (&plot.caption, few) {
+        (Some(c), true) => Some(format!("{c}  ({})", super::plot::hollow_note())),
+        (Some(c), false) => Some(c.clone()),
+        (None, true) => Some(super::plot::hollow_note()),
+        (None, false) => None,
+    };
+    if let Some(text) = &foot_text {
         let style = TextStyle::from((FAMILY, px(15)).into_font()).color(&BLACK);
-        foot.draw_text(caption, &style, (px(16) as i32, px(6) as i32))
+        foot.draw_text(text, &style, (px(16) as i32, px(6) as i32))
             .map_err(err)?;
     }
     let every: Vec<Series> = panels.iter().flat_map(|p| p.series.clone()).collect();
@@ -250,6 +259,7 @@ mod tests {
             env_groups: Vec::new(),
             node_count: 8,
             rows_without_gpu: 0,
+            target: None,
         }
     }
 

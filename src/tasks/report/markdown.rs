@@ -23,6 +23,7 @@ const FACETS: [(&str, &str); 6] = [
 
 pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
     let mut md = format!("# {}\n\n", super::cell::markdown_text(&spec.title));
+    over_target(&mut md, spec, table);
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);
     md.push_str("## Table\n\n");
@@ -107,6 +108,34 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
 }
 
 /// What the numbers and their `±` mean, when the table has intervals.
+/// Under the title: how many rows have an interval wider than the
+/// report's target, so that a reader sees it before the numbers.
+fn over_target(md: &mut String, spec: &ReportSpec, table: &Table) {
+    let Some(target) = spec.target else {
+        return;
+    };
+    let wide = table
+        .rows
+        .iter()
+        .filter(|r| {
+            r.intervals
+                .iter()
+                .flatten()
+                .any(|e| e.half_width_rel() > target)
+        })
+        .count();
+    if wide > 0 {
+        let _ = writeln!(
+            md,
+            "**⚠ {wide} of {} rows have a 95% interval wider than the target of ±{} %** (marked ⚠ in the table): measure them again, or together with what they are compared with.\n",
+            table.rows.len(),
+            super::cell::format_sig(100.0 * target)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+        );
+    }
+}
+
 fn intervals_note(md: &mut String, spec: &ReportSpec, table: &Table) {
     let repeated = table.rows.iter().filter(|r| r.reps > 1).count();
     let any = table

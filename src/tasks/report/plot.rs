@@ -44,14 +44,20 @@ pub(super) struct Series {
     pub points: Vec<(f64, f64)>,
     /// The 95 % intervals of points that have one: (x, low, high).
     pub bars: Vec<(f64, f64, f64)>,
-    /// The points whose row has fewer than [`FEW_SAMPLES`] per-batch
-    /// samples: drawn hollow.
+    /// The uncertain points: their row folds fewer than [`FEW_REPS`]
+    /// repetitions, or its interval of the plotted metric is wider than
+    /// the report's target. Drawn hollow.
     pub few: Vec<(f64, f64)>,
 }
 
-/// A point of fewer per-batch samples is drawn hollow (as a run of fewer
-/// batches is `undersampled`, see `telemetry::verdict`).
-pub(super) const FEW_SAMPLES: usize = crate::telemetry::verdict::UNDERSAMPLED;
+/// A point of fewer repetitions is drawn hollow: one or two processes say
+/// little of where the next lands.
+pub(super) const FEW_REPS: usize = 3;
+
+/// The line under a plot with hollow points.
+pub(super) fn hollow_note() -> String {
+    format!("hollow points: fewer than {FEW_REPS} repetitions, or an interval wider than the report's target")
+}
 
 /// Each series label's colour index, the same in every plot of a report:
 /// labels in the order the plots first show them.
@@ -154,7 +160,8 @@ pub(super) fn series(table: &Table, plot: &Plot) -> Result<Vec<Series>, TaskErro
         };
         lines[at].points.push(point);
         lines[at].bars.extend(bar);
-        if row.samples.as_ref().is_some_and(|s| s.len() < FEW_SAMPLES) {
+        let wide = |t: f64| row.intervals[y].is_some_and(|e| e.half_width_rel() > t);
+        if row.reps < FEW_REPS || table.target.is_some_and(wide) {
             lines[at].few.push(point);
         }
         members[at].push((px, r));
@@ -298,9 +305,11 @@ pub(super) fn draw<DB: DrawingBackend>(
             .map_err(err)?;
         return Ok(());
     }
-    // The caption's line under the chart, and what hollow points mean.
-    let few = series.iter().any(|s| !s.few.is_empty());
-    let note = few.then(|| format!("hollow points: fewer than {FEW_SAMPLES} samples"));
+    // The caption's line under the chart, and what hollow points mean (a
+    // faceted figure's panels, drawn on shared ranges, leave both to the
+    // figure's foot).
+    let few = shared.is_none() && series.iter().any(|s| !s.few.is_empty());
+    let note = few.then(hollow_note);
     let foot_text = match (&plot.caption, &note) {
         (Some(c), Some(n)) => Some(format!("{c}  ({n})")),
         (Some(c), None) => Some(c.clone()),
@@ -554,6 +563,7 @@ mod tests {
             env_groups: Vec::new(),
             node_count: 5,
             rows_without_gpu: 0,
+            target: None,
         }
     }
 

@@ -15,7 +15,7 @@ use crate::value::Value;
 /// 4: a value every repetition agrees on is shown without `± 0.0 %`.
 /// 5: plot axis titles in words with units (`median latency per batch (ms)`); a line through a hidden param is refused; a plot without data is a line of text; tick labels with SI prefixes.
 /// 6: points of fewer than 20 per-batch samples drawn hollow, with a note under the plot; a column `invalid` for runs kept invalid; an x axis of 8 values or fewer ticked at its values.
-/// 7: one statistics module: a within-run ratio on the log scale from its batches' standard errors (no bootstrap); `compare.csv` gains `verdict` (faster/slower/same/inconclusive against `margin`).
+/// 7: one statistics module: a within-run ratio on the log scale from its batches' standard errors (no bootstrap); `compare.csv` gains `verdict` (faster/slower/same/inconclusive against `margin`); points drawn hollow by fewer than 3 repetitions or an interval over the target, not by batch count.
 pub const VERSION: u32 = 7;
 
 /// The files every report writes, whatever its spec.

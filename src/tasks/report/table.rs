@@ -91,6 +91,8 @@ pub(super) struct Table {
     /// Rows whose traces recorded no GPU (CPU runs): their device metrics
     /// are empty.
     pub rows_without_gpu: usize,
+    /// The report's precision target (`target`), relative.
+    pub target: Option<f64>,
 }
 
 impl Table {
@@ -205,6 +207,7 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
         env_groups,
         node_count,
         rows_without_gpu,
+        target: spec.target,
     })
 }
 

@@ -97,6 +97,7 @@ mod tests {
             env_groups: Vec::new(),
             node_count: 1,
             rows_without_gpu: 0,
+            target: None,
         }
     }
 
