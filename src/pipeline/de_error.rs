@@ -63,7 +63,27 @@ impl de::Error for DeError {
     }
 
     fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        let (expected, help) = expected_words(&exp.to_string());
+        let exp = exp.to_string();
+        let largest = match exp.as_str() {
+            "u8" => Some(u64::from(u8::MAX)),
+            "u16" => Some(u64::from(u16::MAX)),
+            "u32" => Some(u64::from(u32::MAX)),
+            _ => None,
+        };
+        let positive = match unexp {
+            de::Unexpected::Unsigned(i) => Some(i),
+            de::Unexpected::Signed(i) => u64::try_from(i).ok(),
+            _ => None,
+        };
+        if let (Some(i), Some(max)) = (positive, largest) {
+            return DeError {
+                message: format!("the integer `{i}` is too large: the largest here is {max}"),
+                span: None,
+                help: Some(format!("write a whole number up to {max}")),
+                origin: None,
+            };
+        }
+        let (expected, help) = expected_words(&exp);
         DeError {
             message: format!("invalid value {}: expected {expected}", found_words(unexp)),
             span: None,

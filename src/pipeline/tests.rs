@@ -265,6 +265,18 @@ fn type_errors_use_the_words_of_a_pipeline_file() {
         e.message,
         "invalid value the integer `-1`: expected a non-negative integer"
     );
+    // A number too large for its field says so (F-T4-5's message).
+    let e = load_err(
+        &[(
+            "a.ron",
+            r#"Pipeline(stages: {"a": Stage(task: Command(run: "x", resources: (gpus: 100000000000)))})"#,
+        )],
+        &[],
+    );
+    assert_eq!(
+        e.message,
+        "the integer `100000000000` is too large: the largest here is 4294967295"
+    );
     let e = load_err(
         &[(
             "a.ron",
