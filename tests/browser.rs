@@ -856,6 +856,10 @@ fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
         drawn[1][0].as_f64().unwrap() > 10.0 && drawn[1][1] == json!(true),
         "{drawn:?}"
     );
+    // On a log scale: the band [1/1.02, 1.02] is as wide either side of 1.
+    let band = b.js("const s = document.querySelector('#compare-table svg.ci'); const r = s.querySelector('.ci-band'); const one = +s.querySelector('.ci-one').getAttribute('x1'); return [one - r.x.baseVal.value, r.x.baseVal.value + r.width.baseVal.value - one];");
+    let (left, right) = (band[0].as_f64().unwrap(), band[1].as_f64().unwrap());
+    assert!((left - right).abs() < 0.01, "{band}");
     // The verdict filter leaves the slower row alone.
     b.js("const s = document.querySelector('#comparison select[data-param=verdict]'); s.value = 'slower'; s.dispatchEvent(new Event('change')); return 1;");
     assert_eq!(

@@ -606,13 +606,15 @@
   // ---- Comparison (`vitgraph report --compare A B`) ------------------------
   // Each row's B / A interval drawn against 1 and the threshold band, on one
   // scale for the whole table.
+  // On a log scale: a ratio of 2 and one of 0.5 lie as far from 1, and the
+  // margin band [1/(1+m), 1+m] is symmetric about it.
   function intervalSvg(iv, lo, hi, thr) {
     const [r, a, b] = iv;
-    const W = 120, H = 14, x = (v) => ((v - lo) / (hi - lo)) * W;
+    const W = 120, H = 14, x = (v) => (Math.log(v / lo) / Math.log(hi / lo)) * W;
     const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "ci");
     const add = (tag, at) => { const e = document.createElementNS(svg.namespaceURI, tag); for (const k in at) e.setAttribute(k, at[k]); svg.append(e); };
-    add("rect", { x: x(1 - thr), y: 0, width: Math.max(1, x(1 + thr) - x(1 - thr)), height: H, class: "ci-band" });
+    add("rect", { x: x(1 / (1 + thr)), y: 0, width: Math.max(1, x(1 + thr) - x(1 / (1 + thr))), height: H, class: "ci-band" });
     add("line", { x1: x(1), x2: x(1), y1: 0, y2: H, class: "ci-one" });
     if (a !== null && b !== null) add("line", { x1: x(a), x2: x(b), y1: H / 2, y2: H / 2, class: "ci-bar" });
     if (r !== null) add("circle", { cx: x(r), cy: H / 2, r: 3, class: "ci-point" });
@@ -622,8 +624,8 @@
     const c = data.compare, box = $("compare-box");
     if (!c || !box) return;
     box.append(...c.sides.map((s) => el("p", { class: "meta compare-side" }, s)), el("p", { class: "meta" }, c.method));
-    const ends = c.intervals.flatMap(([r, a, b]) => [r, a, b]).filter((v) => v !== null);
-    const lo = Math.min(1 - 2 * c.threshold, ...ends), hi = Math.max(1 + 2 * c.threshold, ...ends);
+    const ends = c.intervals.flatMap(([r, a, b]) => [r, a, b]).filter((v) => v !== null && v > 0);
+    const lo = Math.min(1 / (1 + 2 * c.threshold), ...ends), hi = Math.max(1 + 2 * c.threshold, ...ends);
     const t = table(c.table, 2, "compare-table");
     // Verdicts coloured; the interval drawn beside the ratio. A row is its
     // metric and configuration.
