@@ -6,14 +6,15 @@ measurement helper (`python/vitgraph/measure.py`).
     python3 examples/vit_together.py --models vit16x6x384,vit32x12x768 \\
         --batch 1 --device cuda --out results.json
 
-`--models`, `--batch` and `--graph` take the block's values of each axis as
+`--models`, `--batch`, `--graph` and `--compile` take the block's values of each axis as
 vitgraph passes them (`${model}`: joined by `,`); the block is every
 combination of them, and `--axes` names the together axes in matrix order,
 which make each member's key (`vit16x6x384,8,cuda` for `--axes
 model,batch,graph`). A value `NAME#K` is another instance of `NAME` (its
 own weights and input): measuring a model beside a second instance of
 itself is the A/A check, whose ratio should be 1. `--graph cuda` replays
-the forward pass as a captured CUDA graph. Without `--together`, the file
+the forward pass as a captured CUDA graph; `--compile MODE` runs it through
+`torch.compile` (compiled on its first call, inside the warm-up). Without `--together`, the file
 is one run's `results.json` (one model, batch and graph), for the same
 configuration measured one per process.
 
@@ -60,6 +61,8 @@ def main(argv=None):
     p.add_argument("--models", required=True)
     p.add_argument("--batch", default="1")
     p.add_argument("--graph", default="none")
+    p.add_argument("--compile", default="none",
+                   help="torch.compile modes: none, default, reduce-overhead, max-autotune (NAME#K: another instance)")
     p.add_argument("--axes", default="model", help="the together axes, in matrix order")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
     p.add_argument("--device", default="cuda")
@@ -76,29 +79,45 @@ def main(argv=None):
         "model": args.models.split(","),
         "batch": [int(b) for b in args.batch.split(",")],
         "graph": args.graph.split(","),
+        "compile": args.compile.split(","),
     }
     axes = args.axes.split(",")
     if any(a not in values for a in axes):
-        p.error(f"--axes names {args.axes!r}; the axes are model, batch, graph")
-    combos = [(m, b, g) for m in values["model"] for b in values["batch"] for g in values["graph"]]
+        p.error(f"--axes names {args.axes!r}; the axes are model, batch, graph, compile")
+    combos = [(m, b, g, c) for m in values["model"] for b in values["batch"]
+              for g in values["graph"] for c in values["compile"]]
     if not args.together and len(combos) != 1:
         p.error("measured apart, one model, batch and graph (or pass --together)")
     if any(g not in ("none", "cuda") for g in values["graph"]):
         p.error("--graph takes none or cuda")
+    modes = ("none", "default", "reduce-overhead", "max-autotune")
+    if any(c.split("#")[0] not in modes for c in values["compile"]):
+        p.error(f"--compile takes {', '.join(modes)}")
+    if any(c.split("#")[0] != "none" for c in values["compile"]) and "cuda" in values["graph"]:
+        p.error("--compile and --graph cuda do not combine: reduce-overhead is torch.compile's CUDA graph")
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
     members, images = {}, {}
-    for i, (name, batch, graph) in enumerate(combos):
-        c = config(name, seed=1000 + values["model"].index(name))
+    for i, (name, batch, graph, mode) in enumerate(combos):
+        # Each member its own weights: a `#K` instance, or another compile
+        # mode of the same model, is another model of the same shape.
+        c = config(name, seed=1000 + i)
         model = build_model(torch, c, dtype, args.device)
         torch.manual_seed(i)
         x = torch.randn(batch, 3, 224, 224).to(device=args.device, dtype=dtype)
-        if graph == "cuda":
+        if mode.split("#")[0] != "none":
+            # Compiled on its first call, inside the warm-up.
+            compiled = torch.compile(model, mode=mode.split("#")[0])
+
+            def step(model=compiled, x=x):
+                with torch.inference_mode():
+                    model(x)
+        elif graph == "cuda":
             step = graphed(torch, model, x)
         else:
             def step(model=model, x=x):
                 with torch.inference_mode():
                     model(x)
-        member = dict(zip(("model", "batch", "graph"), (name, batch, graph)))
+        member = dict(zip(("model", "batch", "graph", "compile"), (name, batch, graph, mode)))
         key = ",".join(str(member[a]) for a in axes)
         members[key] = step
         images[key] = batch
