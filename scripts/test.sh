@@ -15,6 +15,14 @@ if [ -n "$VITGRAPH_FEATURES" ]; then
     VITGRAPH_LEAN_EXE="$(cd "$bin" && pwd)/vitgraph-lean"
     export VITGRAPH_LEAN_EXE
 fi
-# The Python package (python/: the measurement helper), standard library only.
-python3 -m unittest discover -s python/tests
+# The Python package (python/: the measurement helper and the study's data),
+# standard library only; its data tests drive the `vitgraph` built here.
+bin="${CARGO_TARGET_DIR:-target}/debug"
+if [ -n "$VITGRAPH_FEATURES" ]; then
+    VITGRAPH="$VITGRAPH_LEAN_EXE"
+else
+    cargo build --bin vitgraph
+    VITGRAPH="$(cd "$bin" && pwd)/vitgraph"
+fi
+VITGRAPH="$VITGRAPH" python3 -m unittest discover -s python/tests
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"

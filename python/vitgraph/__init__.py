@@ -2,10 +2,13 @@
 
 ``vitgraph.measure`` times several configurations in one process, in
 shuffled blocks, and writes the ``results.json`` a stage with ``together``
-expects (``{"members": {"<value>": {...}}}``). Pure Python: the standard
-library, and torch where it times on a GPU.
+expects (``{"members": {"<value>": {...}}}``). ``vitgraph.table`` gives a
+report's table as a DataFrame (``vitgraph.data``). Pure Python: the
+standard library, torch where it times on a GPU, pandas or polars where a
+DataFrame is asked for.
 """
 
+from .data import VitgraphError, status, table
 from .measure import measure_together, summarize, write_results
 
-__all__ = ["measure_together", "summarize", "write_results"]
+__all__ = ["VitgraphError", "measure_together", "status", "summarize", "table", "write_results"]

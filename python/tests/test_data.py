@@ -1,0 +1,99 @@
+"""vitgraph.table against a real workspace built by the real CLI
+($VITGRAPH, which scripts/test.sh sets to the binary it built)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import vitgraph  # noqa: E402
+from vitgraph.data import VitgraphError  # noqa: E402
+
+PIPELINE = """Pipeline(stages: {
+  "bench": Stage(matrix: {"model": ["a", "b"], "batch": [1, 8]},
+                 task: Command(run: "python3 bench.py ${model} ${batch} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "rep": Stage(needs: ["bench"],
+               task: Report(title: "t", sources: ["bench"], columns: ["latency_ms.median", "note"])),
+})
+"""
+
+BENCH = """import json, sys
+model, batch, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+json.dump({"latency_ms": {"median": {"a": 2.0, "b": 3.5}[model] * batch}, "note": "ok"}, open(out, "w"))
+"""
+
+
+def vitgraph_exe():
+    exe = os.environ.get("VITGRAPH") or shutil.which("vitgraph")
+    if not exe:
+        raise AssertionError("set VITGRAPH to a vitgraph binary (scripts/test.sh does)")
+    return exe
+
+
+class TableTest(unittest.TestCase):
+    def setUp(self):
+        self.ws = tempfile.mkdtemp()
+        os.makedirs(os.path.join(self.ws, "pipelines"))
+        with open(os.path.join(self.ws, "pipelines", "p.ron"), "w") as f:
+            f.write(PIPELINE)
+        with open(os.path.join(self.ws, "bench.py"), "w") as f:
+            f.write(BENCH)
+        self.exe = vitgraph_exe()
+        os.environ["VITGRAPH"] = self.exe
+        build = subprocess.run([self.exe, "-C", self.ws, "build", "-j", "1"], capture_output=True, text=True)
+        self.assertEqual(build.returncode, 0, build.stderr)
+
+    def tearDown(self):
+        shutil.rmtree(self.ws, ignore_errors=True)
+
+    def test_a_report_table_keeps_its_types(self):
+        rows = vitgraph.table("rep", backend="records", workspace=os.path.join(self.ws, "pipelines"))
+        self.assertEqual(len(rows), 4)
+        by = {(r["model"], r["batch"]): r for r in rows}
+        self.assertEqual(by[("b", 8)]["latency_ms.median"], 28.0)
+        self.assertIsInstance(by[("a", 1)]["batch"], int)
+        self.assertIsInstance(by[("a", 1)]["latency_ms.median"], float)
+        self.assertEqual(by[("a", 1)]["note"], "ok")
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            with self.assertRaisesRegex(VitgraphError, "pip install pandas"):
+                vitgraph.table("rep", workspace=self.ws)
+        else:
+            df = vitgraph.table("rep", workspace=self.ws)
+            self.assertEqual(str(df["batch"].dtype), "int64")
+            self.assertEqual(sorted(df["latency_ms.median"]), [2.0, 3.5, 16.0, 28.0])
+
+    def test_a_stale_report_says_so_unless_stale_rows_are_accepted(self):
+        with open(os.path.join(self.ws, "bench.py"), "a") as f:
+            f.write("# changed\n")
+        with self.assertRaises(VitgraphError) as e:
+            vitgraph.table("rep", backend="records", workspace=self.ws)
+        message = str(e.exception)
+        self.assertIn("report `rep`", message)
+        self.assertIn("is stale", message)
+        self.assertIn("`vitgraph build rep`", message)
+        self.assertIn("stale_ok=True", message)
+        rows = vitgraph.table("rep", backend="records", stale_ok=True, workspace=self.ws)
+        self.assertEqual(len(rows), 4)
+
+    def test_errors_name_the_workspace_the_stage_and_the_fix(self):
+        with self.assertRaisesRegex(VitgraphError, "unknown target `nope`"):
+            vitgraph.table("nope", backend="records", workspace=self.ws)
+        outside = tempfile.mkdtemp()
+        try:
+            with self.assertRaisesRegex(VitgraphError, "in no vitgraph workspace"):
+                vitgraph.table("rep", backend="records", workspace=outside)
+        finally:
+            shutil.rmtree(outside)
+        with self.assertRaisesRegex(VitgraphError, "backend 'csv'"):
+            vitgraph.table("rep", backend="csv", workspace=self.ws)
+
+
+if __name__ == "__main__":
+    unittest.main()
