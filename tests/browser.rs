@@ -371,7 +371,7 @@ fn the_stage_graph_groups_stages_by_file_and_a_box_lists_its_nodes() {
     let ws = Ws::new();
     std::fs::write(
         ws.path().join("pipelines/extra.ron"),
-        r#"Pipeline(stages: { "extra": Stage(task: Command(run: "echo x > ${out}/x.txt", outputs: ["x.txt"])) })"#,
+        r#"Pipeline(title: "Extra", stages: { "extra": Stage(task: Command(run: "echo x > ${out}/x.txt", outputs: ["x.txt"])) })"#,
     )
     .unwrap();
     let (code, err) = ws.vitgraph(&["build", "-j", "2"]);
@@ -379,6 +379,19 @@ fn the_stage_graph_groups_stages_by_file_and_a_box_lists_its_nodes() {
     let Some(b) = Browser::start() else { return };
     b.open(&ws.page());
     sound(&b);
+    // One of the two files has a title: the page is the workspace's, with
+    // both pipelines named (N5), never the one file's title.
+    let head = b.js("return [document.querySelector('header h1').textContent, document.querySelector('header').textContent];");
+    let (title, header) = (head[0].as_str().unwrap(), head[1].as_str().unwrap());
+    assert!(
+        title.ends_with(": 2 pipelines") && title != "Extra",
+        "{title}"
+    );
+    assert!(
+        header.contains("Pipelines: pipelines/extra.ron (Extra); pipelines/study.ron.")
+            || header.contains("Pipelines: pipelines/study.ron; pipelines/extra.ron (Extra)."),
+        "{header}"
+    );
     let mut bands = b.js(
         "return [...document.querySelectorAll('#stage-graph g.band text')].map(t => t.textContent);",
     );

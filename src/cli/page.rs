@@ -245,23 +245,46 @@ impl Gather<'_> {
                 ..StageView::default()
             })
             .collect();
-        // The page's title and lead: the pipelines' own, when the shown
-        // stages' files agree on one.
+        // The page's title and lead: the pipelines' own, when every shown
+        // stage's file carries the same one. Otherwise the workspace with
+        // its pipelines named, each with its title where it has one.
         let one = |field: fn(&crate::graph::About) -> &Option<String>| -> Option<String> {
             let mut seen: Vec<&String> = Vec::new();
             for &i in self.shown {
-                if let Some(v) = field(&self.graph.stages[i].about) {
-                    if !seen.contains(&v) {
-                        seen.push(v);
-                    }
+                let v = field(&self.graph.stages[i].about).as_ref()?;
+                if !seen.contains(&v) {
+                    seen.push(v);
                 }
             }
             (seen.len() == 1).then(|| seen[0].clone())
         };
-        if let Some(title) = one(|a| &a.pipeline_title) {
-            study.title = title;
+        match one(|a| &a.pipeline_title) {
+            Some(title) => {
+                study.title = title;
+                study.description = one(|a| &a.pipeline_description);
+            }
+            None => {
+                let mut files: Vec<(String, Option<String>)> = Vec::new();
+                for &i in self.shown {
+                    let s = &self.graph.stages[i];
+                    let file = s.file.display().to_string();
+                    if !files.iter().any(|(f, _)| *f == file) {
+                        files.push((file, s.about.pipeline_title.clone()));
+                    }
+                }
+                if files.len() > 1 {
+                    study.title = format!("{}: {} pipelines", study.title, files.len());
+                    let named: Vec<String> = files
+                        .iter()
+                        .map(|(f, t)| match t {
+                            Some(t) => format!("{f} ({t})"),
+                            None => f.clone(),
+                        })
+                        .collect();
+                    study.description = Some(format!("Pipelines: {}.", named.join("; ")));
+                }
+            }
         }
-        study.description = one(|a| &a.pipeline_description);
         let mut edges = BTreeSet::new();
         for node in &self.graph.nodes {
             for need in &node.needs {
