@@ -677,6 +677,63 @@ fn a_spent_precision_budget_is_flagged_on_the_page() {
     screenshot(&b, "precision.png");
 }
 
+/// Seven noisy configurations (±20 % between runs) spend a budget of 3
+/// repetitions; five unbuilt ones of another stage are only counted (N6).
+const MANY: &str = r#"Pipeline(
+    stages: {
+        "bench": Stage(
+            matrix: { "impl": ["n1", "n2", "n3", "n4", "n5", "n6", "n7"] },
+            precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: 3),
+            task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                          inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+        "later": Stage(
+            matrix: { "impl": ["n1", "n2", "n3", "n4", "n5"] },
+            precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: 3),
+            task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                          inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+    },
+)"#;
+
+#[test]
+fn the_precision_list_is_capped_per_stage_and_counts_what_is_not_built() {
+    let ws = Ws::with(MANY);
+    std::fs::write(
+        ws.path().join("bench.py"),
+        BENCH.replace(r#"{"steady": 0.001, "noisy": 0.2}[impl]"#, "0.2"),
+    )
+    .unwrap();
+    let (code, err) = ws.vitgraph(&["build", "bench", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let items = b.js(
+        "return [...document.querySelectorAll('#precision-list li')].map(li => li.textContent);",
+    );
+    let items: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(items.len(), 7, "{items:?}");
+    assert!(
+        items[..5]
+            .iter()
+            .all(|t| t.starts_with("budget spent bench[impl=")),
+        "{items:?}"
+    );
+    assert_eq!(
+        items[5],
+        "… and 2 more configurations of bench outside their target"
+    );
+    assert_eq!(
+        items[6],
+        "not built later: 5 configurations with a repetition not built yet"
+    );
+}
+
 #[test]
 fn a_stale_report_says_so_over_its_old_table() {
     let ws = Ws::new();

@@ -112,6 +112,7 @@ pub(super) fn report(
     .into_iter()
     .map(|s| page::PrecisionView {
         configuration: s.configuration,
+        stage: s.stage,
         state: s.state.to_owned(),
         detail: s.detail,
     })

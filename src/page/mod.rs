@@ -80,6 +80,8 @@ pub(crate) struct KernelDiffView {
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct PrecisionView {
     pub configuration: String,
+    /// Its stage: the page lists a few per stage and counts the rest.
+    pub stage: String,
     /// `precise`, `budget_spent`, `imprecise`, or `stale`.
     pub state: String,
     /// `budget spent at ±6.1 % after 10 runs (max_repeat 10)`.

@@ -79,10 +79,26 @@
     box.append(el("p", { id: "precision-line" }, `${met} of ${data.precision.length} configurations within their target.`));
     const flagged = data.precision.filter((p) => p.state !== "precise");
     if (!flagged.length) return;
+    // Per stage: at most PER_STAGE configurations listed (a spent budget
+    // first), the rest counted; configurations not built yet only counted.
+    const PER_STAGE = 5;
     const list = el("ul", { class: "reasons", id: "precision-list" });
-    for (const p of flagged) {
-      const badge = p.state === "budget_spent" ? "budget spent" : p.state;
-      list.append(el("li", {}, el("span", { class: "badge " + (p.state === "budget_spent" ? "failed" : "stale") }, badge), " ", p.configuration, ": ", p.detail));
+    const stages = [...new Set(flagged.map((p) => p.stage))];
+    for (const stage of stages) {
+      const mine = flagged.filter((p) => p.stage === stage);
+      const unbuilt = mine.filter((p) => p.state === "stale");
+      const judged = mine.filter((p) => p.state !== "stale")
+        .sort((a, b) => (a.state === "budget_spent" ? 0 : 1) - (b.state === "budget_spent" ? 0 : 1));
+      for (const p of judged.slice(0, PER_STAGE)) {
+        const badge = p.state === "budget_spent" ? "budget spent" : p.state;
+        list.append(el("li", {}, el("span", { class: "badge " + (p.state === "budget_spent" ? "failed" : "stale") }, badge), " ", p.configuration, ": ", p.detail));
+      }
+      if (judged.length > PER_STAGE) {
+        list.append(el("li", { class: "more" }, `… and ${judged.length - PER_STAGE} more configurations of ${stage} outside their target`));
+      }
+      if (unbuilt.length) {
+        list.append(el("li", { class: "unbuilt" }, el("span", { class: "badge stale" }, "not built"), " ", `${stage}: ${unbuilt.length} configuration${unbuilt.length === 1 ? "" : "s"} with a repetition not built yet`));
+      }
     }
     box.append(list);
   }
