@@ -82,6 +82,19 @@ class TableTest(unittest.TestCase):
         rows = vitgraph.table("rep", backend="records", stale_ok=True, workspace=self.ws)
         self.assertEqual(len(rows), 4)
 
+    def test_runs_are_one_row_per_run_with_typed_params_states_and_metrics(self):
+        rows = vitgraph.runs("bench", backend="records", workspace=self.ws)
+        self.assertEqual(len(rows), 4)
+        row = next(r for r in rows if r["id"] == "bench[model=b,batch=8]")
+        self.assertEqual((row["model"], row["batch"]), ("b", 8))
+        self.assertEqual(row["state"], "fresh")
+        self.assertEqual(row["latency_ms.median"], 28.0)
+        self.assertNotIn("note", row)  # text outside `env` is no metric
+        with open(os.path.join(self.ws, "bench.py"), "a") as f:
+            f.write("# changed\n")
+        rows = vitgraph.runs("bench", backend="records", workspace=self.ws)
+        self.assertTrue(all(r["state"] == "stale" and "input_changed" in r["reasons"] for r in rows), rows)
+
     def test_errors_name_the_workspace_the_stage_and_the_fix(self):
         with self.assertRaisesRegex(VitgraphError, "unknown target `nope`"):
             vitgraph.table("nope", backend="records", workspace=self.ws)

@@ -8,7 +8,7 @@ standard library, torch where it times on a GPU, pandas or polars where a
 DataFrame is asked for.
 """
 
-from .data import VitgraphError, status, table
+from .data import VitgraphError, runs, status, table
 from .measure import measure_together, summarize, write_results
 
-__all__ = ["VitgraphError", "measure_together", "status", "summarize", "table", "write_results"]
+__all__ = ["VitgraphError", "measure_together", "runs", "status", "summarize", "table", "write_results"]

@@ -1,9 +1,11 @@
-"""A study's results in Python: a report's table as a DataFrame.
+"""A study's results in Python: a report's table, and a stage's runs, as
+DataFrames.
 
     import vitgraph
     df = vitgraph.table("rq1_report")              # pandas (the default)
     df = vitgraph.table("rq1_report", backend="polars")
     rows = vitgraph.table("rq1_report", backend="records")   # no dependency
+    runs = vitgraph.runs("rq1_runs")                # one row per run
 
 From any folder inside a workspace (the nearest ancestor with
 ``pipelines/``). The report's state comes from the CLI (``vitgraph status
@@ -58,16 +60,96 @@ def status(stage, workspace=None):
     """The nodes of ``stage`` as ``vitgraph status STAGE --json`` gives them:
     a list of ``{"id", "stage", "state", "reasons"}``."""
     root = find_workspace(workspace)
-    run = subprocess.run([_executable(), "-C", root, "status", stage, "--json"],
-                         capture_output=True, text=True)
+    nodes = _cli_json(["status", stage, "--json"], root, "nodes")
+    return [n for n in nodes if n.get("stage") == stage]
+
+
+def _cli_json(args, root, what):
+    run = subprocess.run([_executable(), "-C", root] + args, capture_output=True, text=True)
     if run.returncode not in (0, 1):
-        raise VitgraphError(f"`vitgraph status {stage}` in {root} failed "
+        raise VitgraphError(f"`vitgraph {' '.join(args)}` in {root} failed "
                             f"(exit {run.returncode}): {run.stderr.strip()}")
     try:
-        nodes = json.loads(run.stdout)["nodes"]
+        return json.loads(run.stdout)[what]
     except (ValueError, KeyError) as e:
-        raise VitgraphError(f"`vitgraph status {stage} --json` in {root} gave no node list: {e}")
-    return [n for n in nodes if n.get("stage") == stage]
+        raise VitgraphError(f"`vitgraph {' '.join(args)}` in {root} gave no {what}: {e}")
+
+
+def _flatten(value, prefix, out, keep_text=False):
+    """Numbers by dotted path (and text where ``keep_text``); lists left out."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else k, out, keep_text)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, (int, float)) or (keep_text and isinstance(value, str)):
+        out[prefix] = value
+
+
+def runs(stage, backend="pandas", workspace=None):
+    """One row per node of ``stage`` whose run wrote a ``results.json``: its
+    id, its params with their types, its state (``fresh`` or ``stale``) and
+    the reasons, its verdict (``validity.verdict`` where the run has one),
+    its environment (``env.*``) and every number of its ``results.json`` by
+    dotted path (``latency_ms.median``; per-batch lists are left out). The
+    node ids and params come from ``vitgraph ls STAGE --json``, the states
+    from ``vitgraph status STAGE --json``."""
+    root = find_workspace(workspace)
+    nodes = _cli_json(["ls", stage, "--json"], root, "nodes")
+    states = {n["id"]: n for n in status(stage, root)}
+    rows = []
+    for n in nodes:
+        path = os.path.join(root, n["out"], "results.json")
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            try:
+                doc = json.load(f)
+            except ValueError as e:
+                raise VitgraphError(f"{path} (node {n['id']}) is not JSON: {e}; "
+                                    f"`vitgraph build {n['id']}` measures it again")
+        st = states.get(n["id"], {})
+        row = {"id": n["id"]}
+        row.update(n["params"])
+        row["state"] = st.get("state")
+        row["reasons"] = "; ".join(f"{r['kind']}: {r['detail']}" for r in st.get("reasons", []))
+        validity = doc.get("validity") if isinstance(doc, dict) else None
+        row["verdict"] = validity.get("verdict") if isinstance(validity, dict) else None
+        flat = {}
+        for k, v in (doc.items() if isinstance(doc, dict) else []):
+            if k == "validity":
+                continue
+            _flatten(v, k, flat, keep_text=(k == "env"))
+        row.update(flat)
+        rows.append(row)
+    return _frame(rows, backend)
+
+
+def _frame(rows, backend, names=None):
+    """``rows`` (dicts) as a DataFrame of columns ``names`` (default: every
+    key, in first-seen order), or as they are for ``"records"``."""
+    if backend == "records":
+        return rows
+    if names is None:
+        names = []
+        for r in rows:
+            names.extend(k for k in r if k not in names)
+    columns = {k: [r.get(k) for r in rows] for k in names}
+    if backend == "pandas":
+        try:
+            import pandas as pd
+        except ImportError:
+            raise VitgraphError("backend=\"pandas\" needs pandas (`pip install pandas`); "
+                                "backend=\"records\" needs nothing") from None
+        return pd.DataFrame(columns, columns=names)
+    if backend == "polars":
+        try:
+            import polars as pl
+        except ImportError:
+            raise VitgraphError("backend=\"polars\" needs polars (`pip install polars`); "
+                                "backend=\"records\" needs nothing") from None
+        return pl.DataFrame(columns, strict=False)
+    raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
 
 
 def _typed(values):
@@ -121,20 +203,7 @@ def table(report, backend="pandas", stale_ok=False, workspace=None):
     if not built:
         raise VitgraphError(f"report `{report}` in {root} has no {path}: is `{report}` a `Report` stage?")
     header, columns = _read_csv(path)
-    if backend == "records":
-        return [dict(zip(header, row)) for row in zip(*columns)] if columns else []
-    if backend == "pandas":
-        try:
-            import pandas as pd
-        except ImportError:
-            raise VitgraphError("backend=\"pandas\" needs pandas (`pip install pandas`); "
-                                "backend=\"records\" needs nothing") from None
-        return pd.DataFrame({name: col for name, col in zip(header, columns)}, columns=header)
-    if backend == "polars":
-        try:
-            import polars as pl
-        except ImportError:
-            raise VitgraphError("backend=\"polars\" needs polars (`pip install polars`); "
-                                "backend=\"records\" needs nothing") from None
-        return pl.DataFrame({name: col for name, col in zip(header, columns)}, strict=False)
-    raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
+    if backend not in ("records", "pandas", "polars"):
+        raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
+    rows = [dict(zip(header, row)) for row in zip(*columns)] if columns else []
+    return _frame(rows, backend, header)

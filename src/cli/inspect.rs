@@ -18,6 +18,10 @@ pub struct GraphArgs {
 pub struct LsArgs {
     /// With targets, list their node ids; without, list stages.
     pub targets: Vec<String>,
+    /// With targets: one JSON object, `{"nodes": [{"id", "stage", "params",
+    /// "out"}]}`, the params with their types (what `vitgraph.runs` reads).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -100,7 +104,29 @@ pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result
         }
         return Ok(exit::SUCCESS);
     }
-    for i in crate::graph::select_named(&graph, &args.targets)? {
+    let selected = crate::graph::select_named(&graph, &args.targets)?;
+    if args.json {
+        let nodes: Vec<serde_json::Value> = selected
+            .iter()
+            .map(|&i| {
+                let n = &graph.nodes[i];
+                let params: serde_json::Map<String, serde_json::Value> = n
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+                    .collect();
+                serde_json::json!({
+                    "id": n.id,
+                    "stage": n.stage,
+                    "params": params,
+                    "out": n.out_rel(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "nodes": nodes }));
+        return Ok(exit::SUCCESS);
+    }
+    for i in selected {
         println!("{}", graph.nodes[i].id);
     }
     Ok(exit::SUCCESS)
