@@ -586,6 +586,16 @@ fn tables_sort_and_details_open_by_keyboard_and_a_report_says_its_method() {
         method.contains("2 to 2 here") && method.contains("t-interval"),
         "{method}"
     );
+    // A value and its interval in one cell; the bound columns are hidden.
+    let shown = b.js("const t = document.querySelector('#report-list table'); return { heads: [...t.querySelectorAll('th')].filter(h => !h.hidden).map(h => h.textContent.trim()), cell: [...t.querySelectorAll('tbody td')].map(td => td.textContent).find(x => x.includes(' ± ')) || '' };");
+    let heads: Vec<&str> = shown["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap())
+        .collect();
+    assert!(heads.iter().all(|h| !h.contains("ci95")), "{heads:?}");
+    assert!(shown["cell"].as_str().unwrap().ends_with(" %"), "{shown}");
     // Sorting a column by keyboard: focus its header, Enter, Enter again.
     let order = "return [...document.querySelectorAll('#report-list table tbody tr')].filter(r => !r.hidden).map(r => r.children[1].textContent);";
     let press = |css: &str| {

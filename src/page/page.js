@@ -430,8 +430,28 @@
     // row's nodes show on a click.
     const nodesCol = t.names.indexOf("nodes");
     const hidden = t.names.map((n, j) => j >= params && (j === nodesCol || t.rows.every((r) => r[j] === "" || r[j] === null)));
+    // A value and its interval in one cell, as report.md writes it
+    // (`1.73 ± 2.0 %`): the bound columns are hidden (table.csv keeps them),
+    // and a column whose bounds equal its value in every row (a constant:
+    // params, FLOPs) shows none.
+    const wideCol = t.names.indexOf("wide");
+    const bounds = t.names.map((n, j) => {
+      const lo = t.names.indexOf(n + ".ci95_low"), hi = t.names.indexOf(n + ".ci95_high");
+      if (j < params || lo < 0 || hi < 0) return null;
+      hidden[lo] = hidden[hi] = true;
+      const constant = t.rows.every((r) => r[lo] === "" || r[lo] === null || (Number(r[lo]) === Number(r[j]) && Number(r[hi]) === Number(r[j])));
+      return constant ? null : [lo, hi];
+    });
     const rows = t.rows.map((r) => {
       const tr = el("tr", {}, ...r.map((c, j) => cell(c, t.names[j], j < params)));
+      bounds.forEach((b, j) => {
+        if (!b) return;
+        const [v, lo, hi] = [Number(r[j]), Number(r[b[0]]), Number(r[b[1]])];
+        if (r[b[0]] === "" || r[b[0]] === null || !isFinite(lo) || !isFinite(hi) || !v) return;
+        const half = (100 * (hi - lo)) / 2 / Math.abs(v);
+        const over = wideCol >= 0 && String(r[wideCol] || "").split("; ").some((w) => w.startsWith(t.names[j] + " "));
+        tr.children[j].append(el("span", { class: "ci-rel" + (over ? " over" : ""), title: `95 % interval [${fmtNum(lo)}, ${fmtNum(hi)}]` }, ` ± ${half < 10 ? half.toFixed(1) : half.toFixed(0)} %${over ? " ⚠" : ""}`));
+      });
       hidden.forEach((h, j) => { if (h) tr.children[j].hidden = true; });
       if (nodesCol >= 0 && r[nodesCol]) {
         tr.classList.add("has-nodes");
@@ -486,7 +506,7 @@
     draw();
     if (filters.children.length) wrap.append(filters);
     wrap.append(el("div", { class: "table-scroll" }, tbl));
-    const gone = t.names.filter((n, j) => hidden[j] && j !== nodesCol);
+    const gone = t.names.filter((n, j) => hidden[j] && j !== nodesCol && !/\.ci95_(low|high)$/.test(n));
     if (gone.length || nodesCol >= 0) {
       wrap.append(el("p", { class: "meta" }, (gone.length ? `Not shown, empty in every row: ${gone.join(", ")}. ` : "") + (nodesCol >= 0 ? "Click a row for its nodes." : "")));
     }
