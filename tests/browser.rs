@@ -744,6 +744,34 @@ fn the_precision_list_is_capped_per_stage_and_counts_what_is_not_built() {
     );
 }
 
+/// Large numbers read without invented digits (L2): a whole number below
+/// a million exactly, larger ones and long fractions with an SI prefix.
+#[test]
+fn table_numbers_never_show_invented_digits() {
+    let ws = Ws::with(
+        r#"Pipeline(stages: {
+  "runs": Stage(repeat: 2, task: Command(
+      run: "echo '{\"flops\": 874579968, \"params\": 215850, \"t\": 12345.678, \"r\": 0.123456}' > ${out}/results.json",
+      outputs: ["results.json"], measure: true)),
+  "rep": Stage(needs: ["runs"], task: Report(title: "n", sources: ["runs"], columns: ["flops", "params", "t", "r"])),
+})"#,
+    );
+    let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let cells = b.js("const t = document.querySelector('#report-list table'); const names = [...t.querySelectorAll('th')].map(h => h.textContent.trim()); const tds = [...t.querySelectorAll('tbody tr')][0].children; return Object.fromEntries(names.map((n, i) => [n, [tds[i].childNodes[0].textContent, tds[i].title]]));");
+    assert_eq!(cells["flops"][0], json!("874.6M"), "{cells}");
+    assert_eq!(cells["params"][0], json!("215850"), "{cells}");
+    assert_eq!(cells["t"][0], json!("12.35k"), "{cells}");
+    assert_eq!(cells["r"][0], json!("0.1235"), "{cells}");
+    assert!(
+        cells["flops"][1].as_str().unwrap().starts_with("874579968"),
+        "{cells}"
+    );
+}
+
 #[test]
 fn a_stale_report_says_so_over_its_old_table() {
     let ws = Ws::new();

@@ -389,12 +389,22 @@
     return "";
   }
   // Long fractions read as four significant digits (the full value on hover).
+  // A number as a table shows it: never with invented digits. A whole
+  // number below a million exactly; larger magnitudes with an SI prefix
+  // and 4 significant digits (874579968 reads 874.6M, not 874600000);
+  // others with 4 significant digits. The cell's tooltip has the text.
   function shown(text) {
-    if (!/[.eE]/.test(text)) return text;
     const x = Number(text);
     if (!isFinite(x) || x === 0) return text;
-    const short = Number(x.toPrecision(4));
-    return String(short).length < text.length ? String(short) : text;
+    const big = Math.abs(x) >= (Number.isInteger(x) ? 1e6 : 1e4);
+    if (big) {
+      const k = Math.min(4, Math.floor(Math.log10(Math.abs(x)) / 3));
+      const v = Number((x / 10 ** (3 * k)).toPrecision(4));
+      return String(v) + ["", "k", "M", "G", "T"][k];
+    }
+    if (Number.isInteger(x)) return String(x);
+    const short = String(Number(x.toPrecision(4)));
+    return short.length < text.length ? short : text;
   }
   function cell(text, name, isParam) {
     if (text !== "" && NUMBER.test(text) && !isParam) {
