@@ -141,6 +141,23 @@ fn the_page_of_a_built_study_renders_sorts_and_filters() {
     b.open(&page);
     sound(&b);
 
+    // A table of contents whose links reach every section, and stays on
+    // screen while the page scrolls.
+    let toc = b.js("return [...document.querySelectorAll('#toc a')].map(a => [a.textContent, document.querySelector(a.getAttribute('href')) !== null]);");
+    assert_eq!(
+        toc,
+        json!([
+            ["Stages", true],
+            ["Stage graph", true],
+            ["Timeline", true],
+            ["Reports", true],
+            ["Nodes", true]
+        ])
+    );
+    let top = b.js("window.scrollTo(0, 2000); return document.getElementById('toc').getBoundingClientRect().top;");
+    assert!(top.as_f64().unwrap().abs() < 1.0, "{top}");
+    b.js("window.scrollTo(0, 0); return 0;");
+
     // The timeline: one bar per node the build ran (9 runs, 9 flaky, notes, the report).
     assert_eq!(
         b.js("return document.querySelectorAll('#timeline-svg rect.bar').length;"),

@@ -293,6 +293,7 @@ pub(crate) fn render(study: &Study) -> String {
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><style>{CSS}</style></head><body>\
 <header><h1>{title}</h1>{lead}<p class=\"meta\">vitgraph {version} · written {generated} from the store</p></header>\
+<nav id=\"toc\"><a href=\"#study\">Stages</a><a href=\"#graph\">Stage graph</a><a href=\"#timeline\">Timeline</a>{compare_link}<a href=\"#reports\">Reports</a><a href=\"#nodes\">Nodes</a></nav>\
 <div id=\"findings\"></div>\
 <main>\
 <section id=\"study\"><h2>Stages</h2><div id=\"stages\"></div></section>\
@@ -310,6 +311,11 @@ pub(crate) fn render(study: &Study) -> String {
             .as_ref()
             .map(|d| format!("<p class=\"lead\">{}</p>", escape(d)))
             .unwrap_or_default(),
+        compare_link = if study.compare.is_some() {
+            "<a href=\"#comparison\">Comparison</a>"
+        } else {
+            ""
+        },
         compare = if study.compare.is_some() {
             "<section id=\"comparison\"><h2>Comparison</h2><div id=\"compare-box\"></div></section>"
         } else {
