@@ -243,6 +243,14 @@ fn failed_and_stale_nodes_show_as_such() {
     // A node of a few ms is still a mark.
     let narrowest = b.js("return Math.min(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
     assert!(narrowest.as_f64().unwrap() >= 3.0, "{narrowest}");
+    // Failed and short bars come last in their lane, so none is covered
+    // by the next (N12); no stage is coloured red, the failures' colour.
+    let lanes = b.js("return document.querySelectorAll('#timeline-bars > g rect.bar').length;");
+    assert!(lanes.as_u64().unwrap() >= 20, "{lanes}");
+    let covered = b.js("return [...document.querySelectorAll('#timeline-bars > g')].filter(g => { const r = [...g.querySelectorAll('rect.bar')]; const first = r.findIndex(x => x.classList.contains('failed') || x.width.baseVal.value <= 3.01); return first >= 0 && r.slice(first).some(x => !x.classList.contains('failed') && x.width.baseVal.value > 3.01); }).length;");
+    assert_eq!(covered, json!(0));
+    let reds = b.js("return [...document.querySelectorAll('#timeline-svg rect.bar:not(.failed)')].filter(r => getComputedStyle(r).fill === 'rgb(225, 87, 89)').length;");
+    assert_eq!(reds, json!(0));
     // A failed node's details: its attempt, the command it ran, the error.
     b.js("[...document.querySelectorAll('#node-browser td.id')].find(td => td.textContent === 'flaky[model=vit1,batch=8]').click(); return 1;");
     let attempt = b.js("return [document.querySelector('.attempt-line').textContent, document.querySelector('.attempt-command').textContent, document.querySelector('.attempt-error').textContent];");

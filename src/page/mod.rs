@@ -254,8 +254,9 @@ const CSS: &str = include_str!("page.css");
 const JS: &str = include_str!("page.js");
 
 /// Colours of stages (timeline bars, legend), by stage index.
+/// The stages' colours: no red, which marks a failure (N12).
 pub(crate) const PALETTE: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+    "#4e79a7", "#f28e2b", "#59a14f", "#499894", "#76b7b2", "#edc948", "#b07aa1", "#86bcb6",
     "#9c755f", "#bab0ac",
 ];
 

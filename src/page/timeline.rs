@@ -111,7 +111,11 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
     for (lane, name) in lanes.values().enumerate() {
         let y = AXIS_H + lane as f64 * LANE_H + 2.0;
         let _ = write!(s, "<g transform=\"translate(0,{y})\">");
-        for b in build.entries.iter().filter(|b| b.lane == *name) {
+        // Short and failed bars last, so that the next bar never covers
+        // them (N12): a 6 ms analysis, drawn MIN_BAR wide, stays visible.
+        let mut bars: Vec<_> = build.entries.iter().filter(|b| b.lane == *name).collect();
+        bars.sort_by_key(|b| b.status != "succeeded" || x(b.end_ms) - x(b.start_ms) < MIN_BAR);
+        for b in bars {
             let x0 = x(b.start_ms);
             // Short nodes stay visible: at least MIN_BAR wide.
             let w = (x(b.end_ms) - x0).max(MIN_BAR);
