@@ -835,7 +835,18 @@ fn a_stale_report_says_so_over_its_old_table() {
         banner.contains("built under the title “Throughput by model”"),
         "{banner}"
     );
-    assert!(banner.contains("`vitgraph build report`"), "{banner}");
+    // The command as code, not between literal backticks (L1).
+    assert!(
+        banner.contains("vitgraph build report brings it up to date") && !banner.contains('`'),
+        "{banner}"
+    );
+    let code = b.js("return [...document.querySelectorAll('#report-list .stale-banner code')].map(c => c.textContent);");
+    assert!(
+        code.as_array()
+            .unwrap()
+            .contains(&json!("vitgraph build report")),
+        "{code}"
+    );
     screenshot(&b, "stale-report.png");
 
     // Its plot loses its series: the line would zig-zag through `model`,
@@ -849,10 +860,10 @@ fn a_stale_report_says_so_over_its_old_table() {
     let banner = banner.as_str().unwrap();
     assert!(banner.starts_with("Stale: "), "{banner}");
     assert!(
-        banner.contains("Refused: `report`: the line `throughput_images_per_s`")
-            && banner.contains("they differ in `model`")
+        banner.contains("Refused: report: the line throughput_images_per_s")
+            && banner.contains("they differ in model")
             && banner.contains("(pipelines/study.ron:23:")
-            && !banner.contains("`vitgraph build report`"),
+            && !banner.contains("vitgraph build report"),
         "{banner}"
     );
     screenshot(&b, "refused-report.png");

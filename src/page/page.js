@@ -9,9 +9,25 @@
       else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, v);
     }
-    for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
+    for (const k of kids) {
+      if (k === null || k === undefined) continue;
+      if (k instanceof Node) e.append(k);
+      else e.append(...rich(String(k), tag));
+    }
     return e;
   };
+  // Text with `code` spans, as the book and report.md write them: each
+  // pair of backticks becomes a <code> (L1); kept literal where an element
+  // holds text alone.
+  function rich(text, tag) {
+    if (!text.includes("`") || ["option", "title", "pre", "code", "textarea"].includes(tag)) return [text];
+    const out = [];
+    const parts = text.split(/`([^`\n]+)`/);
+    parts.forEach((p, i) => {
+      if (i % 2) { const c = document.createElement("code"); c.textContent = p; out.push(c); } else if (p) out.push(p);
+    });
+    return out;
+  }
   // An element that acts on a click acts on Enter and Space too, and is
   // reached with Tab.
   const pressable = (e, act) => {
