@@ -797,6 +797,26 @@ fn table_numbers_never_show_invented_digits() {
     );
 }
 
+/// A report's plots on the page in the order its spec lists them (L4),
+/// not by file name.
+#[test]
+fn plots_keep_the_specs_order() {
+    let study = STUDY.replace(
+        r#"plots: [Plot(x: "batch", y: "throughput_images_per_s", series: "model", log_x: true)],"#,
+        r#"plots: [Plot(x: "batch", y: "throughput_images_per_s", series: "model", log_x: true),
+                   Plot(x: "batch", y: "latency_ms.median", series: "model", log_x: true)],"#,
+    );
+    assert_ne!(study, STUDY);
+    let ws = Ws::with(&study);
+    let (code, err) = ws.vitgraph(&["build", "report", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let Some(b) = Browser::start() else { return };
+    b.open(&ws.page());
+    sound(&b);
+    let names = b.js("return [...document.querySelectorAll('#report-list figure.plot')].map(f => f.textContent.includes('latency') ? 'latency' : 'throughput');");
+    assert_eq!(names, json!(["throughput", "latency"]));
+}
+
 #[test]
 fn a_stale_report_says_so_over_its_old_table() {
     let ws = Ws::new();

@@ -487,7 +487,14 @@ impl Gather<'_> {
                     Some((o.name.trim_start_matches("plots/").to_string(), svg))
                 })
                 .collect();
-            plots.sort();
+            // In the spec's order (L4); a plot the spec no longer names after.
+            let order = |name: &str| {
+                spec.plots
+                    .iter()
+                    .position(|p| format!("{}.svg", p.stem()) == name)
+                    .unwrap_or(usize::MAX)
+            };
+            plots.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)).then_with(|| a.0.cmp(&b.0)));
             let md = read("report.md");
             // The title the shown run was built with: `report.md`'s heading.
             let built_title = md
