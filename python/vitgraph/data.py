@@ -135,21 +135,16 @@ def _frame(rows, backend, names=None):
         for r in rows:
             names.extend(k for k in r if k not in names)
     columns = {k: [r.get(k) for r in rows] for k in names}
+    if backend not in ("pandas", "polars"):
+        raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
+    try:
+        module = __import__(backend)
+    except ImportError:
+        raise VitgraphError(f"backend=\"{backend}\" needs {backend} (`pip install {backend}`); "
+                            "backend=\"records\" needs nothing") from None
     if backend == "pandas":
-        try:
-            import pandas as pd
-        except ImportError:
-            raise VitgraphError("backend=\"pandas\" needs pandas (`pip install pandas`); "
-                                "backend=\"records\" needs nothing") from None
-        return pd.DataFrame(columns, columns=names)
-    if backend == "polars":
-        try:
-            import polars as pl
-        except ImportError:
-            raise VitgraphError("backend=\"polars\" needs polars (`pip install polars`); "
-                                "backend=\"records\" needs nothing") from None
-        return pl.DataFrame(columns, strict=False)
-    raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
+        return module.DataFrame(columns, columns=names)
+    return module.DataFrame(columns, strict=False)
 
 
 def _typed(values):
