@@ -358,9 +358,9 @@ pub(super) fn page_view(
             .map(|(n, s)| format!("{n}: {} — {}, {} runs", s.name, s.description, s.runs))
             .collect(),
         method: format!(
-            "B / A with its 95 % hierarchical-bootstrap interval over runs and their batches; \
-             a change within ±{} % is `same`; p: Mann–Whitney over runs (3 or more a side).",
-            c.threshold * 100.0
+            "B / A with its 95 % interval: Welch's over runs on the log scale (within-run from the batches where a side has one run); \
+             within ±{m} % is `same`, an interval holding 1 and reaching beyond ±{m} % `inconclusive`; p: Mann–Whitney over runs (3 or more a side).",
+            m = c.threshold * 100.0
         ),
         summary: output::summary(&c)
             .lines()

@@ -608,7 +608,7 @@
       }
       if (r.compare) {
         // Which intervals the rows have, from the rows themselves.
-        const kinds = { paired: "paired over the processes that measured both", repetitions: "Welch's over repetitions", "within-run": "bootstrap over one run's batches" };
+        const kinds = { paired: "paired over the processes that measured both", repetitions: "Welch's over repetitions", "within-run": "within-run, from one run's batches" };
         const at = r.compare.names.indexOf("interval");
         const seen = at < 0 ? [] : [...new Set(r.compare.rows.map((row) => row[at]).filter((k) => kinds[k]))];
         div.append(el("h4", { class: "compare-heading" }, seen.length ? `Comparison (95 % intervals: ${seen.map((k) => kinds[k]).join("; ")})` : "Comparison"));

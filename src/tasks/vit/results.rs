@@ -99,7 +99,7 @@ pub struct VitResults {
     pub tflops: f64,
     /// Every measured batch's latency in milliseconds, in order, less the
     /// batches `validity.excluded_batches` names: what `latency_ms`
-    /// summarises and a report's bootstrap intervals resample.
+    /// summarises and a report's within-run intervals read.
     pub latency_samples_ms: Vec<f64>,
     /// Every measured batch's forward pass alone (after a device
     /// synchronization), in ms, in order: medians free of the copies.
