@@ -1037,12 +1037,16 @@ fn a_comparison_on_the_page_colours_verdicts_draws_intervals_and_filters() {
     assert_eq!(finding.len(), 1, "{finding:?}");
     let text = finding[0].as_str().unwrap();
     assert!(
-        // 5.0 against 9.6 ms, within the script's noise.
-        text.starts_with("Bench: latency_ms.median at impl = fast is 0.5")
+        // 5.0 against 9.6 ms, within the script's noise; the metric in
+        // words and the runs it rests on (N14).
+        text.starts_with("median latency at impl = fast is 0.5")
             && text.contains("× its value at impl = slow [")
-            && text.ends_with("— faster."),
+            && text.ends_with("— faster (3 vs 3 runs)."),
         "{text}"
     );
+    // Grouped under the report's title, said once.
+    let heads = b.js("return [...document.querySelectorAll('#findings .finding-group h3')].map(h => h.textContent);");
+    assert_eq!(heads, json!(["Bench"]));
     let summary = b.js("return document.querySelector('.compare-summary').textContent;");
     assert_eq!(
         summary,
@@ -1087,14 +1091,14 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     assert_eq!(findings.len(), 2, "{findings:?}");
     let (b_, g) = (findings[0], findings[1]);
     assert!(
-        b_.starts_with("Together: latency_ms.median at impl = b is 1.85")
+        b_.starts_with("median latency at impl = b is 1.85")
             && b_.contains("× its value at impl = a [1.8")
             && b_.contains("— slower. Measured together: both in each of 5 processes")
             && !b_.contains("unequally"),
         "{b_}"
     );
     assert!(
-        g.starts_with("Together: latency_ms.median at impl = g is 0.2")
+        g.starts_with("median latency at impl = g is 0.2")
             && g.contains("The process's speed moved them unequally"),
         "{g}"
     );

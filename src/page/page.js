@@ -621,9 +621,15 @@
   // ---- Findings: each report's comparisons, one sentence each ----------------
   function findings() {
     const box = $("findings");
-    const items = [];
+    // Findings grouped by report (N14): the report's title once, each
+    // comparison with its metric in words and how many runs it rests on.
+    const LABELS = { "latency_ms.median": "median latency", "latency_ms.mean": "mean latency", "latency_ms.p99": "p99 latency",
+      "throughput_images_per_s": "throughput", "stages_ms.forward": "forward-pass time", "time_ms.median": "median time",
+      "kernel_count": "kernel count", "gpu_utilization": "GPU utilization" };
+    const groups = [];
     for (const r of data.reports) {
       if (!r.compare || !r.compare_of) continue;
+      const items = [];
       const [param, base, metric] = r.compare_of;
       const t = r.compare, col = (n) => t.names.indexOf(n);
       const at = col("baseline"), p = col(param);
@@ -644,6 +650,8 @@
         const digits = paired ? 3 : 2;
         const interval = isFinite(lo) ? ` [${lo.toFixed(digits)}, ${hi.toFixed(digits)}]` : "";
         const reps = col("reps_value") >= 0 ? row[col("reps_value")] : "";
+        const repsBase = col("reps_baseline") >= 0 ? row[col("reps_baseline")] : "";
+        const runs = paired || !reps ? "" : ` (${reps} vs ${repsBase} run${repsBase === "1" ? "" : "s"})`;
         const note = col("note") >= 0 ? String(row[col("note")] || "") : "";
         let how = "";
         if (paired) {
@@ -653,16 +661,19 @@
           }
         }
         items.push(el("li", { class: holdsOne ? "finding same" : "finding" },
-          el("strong", {}, r.title + ": "),
-          r.stale.length ? el("span", { class: "badge stale", title: "the report is stale: see it under Reports" }, "stale") : null,
-          r.stale.length ? " " : null,
-          `${others ? others + ": " : ""}${metric} at ${param} = ${p >= 0 ? row[p] : "?"} is ${ratio.toFixed(digits)}× its value at ${param} = ${base}${interval} — ${verdict}.${how}`));
+          `${others ? others + ": " : ""}${LABELS[metric] || metric} at ${param} = ${p >= 0 ? row[p] : "?"} is ${ratio.toFixed(digits)}× its value at ${param} = ${base}${interval} — ${verdict}${runs}.${how}`));
+      }
+      if (items.length) {
+        groups.push(el("div", { class: "finding-group" },
+          el("h3", {}, r.title, r.stale.length ? " " : null,
+            r.stale.length ? el("span", { class: "badge stale", title: "the report is stale: see it under Reports" }, "stale") : null),
+          el("ul", { class: "findings" }, ...items)));
       }
     }
-    if (!items.length) return;
+    if (!groups.length) return;
     box.append(el("section", { id: "findings-box" }, el("h2", {}, "Findings"),
       el("p", { class: "meta" }, "Each report's comparisons, with their 95 % intervals."),
-      el("ul", { class: "findings" }, ...items)));
+      ...groups));
   }
 
   // ---- Comparison (`vitgraph report --compare A B`) ------------------------
