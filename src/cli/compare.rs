@@ -21,7 +21,9 @@ pub struct CompareArgs {
     /// (default: throughput, median and p99 latency, or an operator's median time and TFLOP/s).
     #[arg(long = "metric", value_name = "PATH")]
     pub metrics: Vec<String>,
-    /// The smallest change called a change: `2%` or `0.02`.
+    /// The equivalence margin: a ratio within ±CHANGE is `same`, an interval that holds 1
+    /// and reaches beyond it `inconclusive`, a change of at least CHANGE that the interval
+    /// shows `faster` or `slower`. `2%` or `0.02`.
     #[arg(long, default_value = "2%", value_name = "CHANGE")]
     pub threshold: String,
     /// Exit with status 3 when a pair's change of METRIC is significant and beyond the

@@ -191,7 +191,7 @@ pub fn cancellation(baseline: &[f64], candidate: &[f64]) -> Option<f64> {
 }
 
 /// Mean and sample variance of two or more finite values.
-fn mean_var(values: &[f64]) -> Option<(f64, f64)> {
+pub(super) fn mean_var(values: &[f64]) -> Option<(f64, f64)> {
     if values.len() < 2 || !values.iter().all(|v| v.is_finite()) {
         return None;
     }

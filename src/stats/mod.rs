@@ -14,8 +14,9 @@
 //!
 //! Intervals over processes are t-intervals, not bootstraps: with the 3 to
 //! 10 processes a study affords, a bootstrap sees a few dozen distinct
-//! resamples and its percentile interval is too narrow (at 3 processes it
-//! covers about 80 % where 95 % is meant), while the t-interval is exact
+//! resamples and its percentile interval is too narrow (its spread is a
+//! normal's with the processes' population deviation, where a t with
+//! n − 1 degrees of freedom applies), while the t-interval is exact
 //! for normal log-values and close otherwise; the coverage tests of
 //! [`estimate`] and [`ratio`] hold each at 93 % or more. A report's
 //! `compare.csv` and `vitgraph compare` both call [`ratio::ratio`], so one

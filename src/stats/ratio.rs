@@ -14,7 +14,9 @@
 //! test fits the design: Mann–Whitney's U over the processes (three or
 //! more a side) apart, the paired t-test of the log-ratios together.
 
-use super::estimate::{paired_ratio, ratio_of_repetitions, t_cdf, t_quantile, Basis, Estimate};
+use super::estimate::{
+    mean_var, paired_ratio, ratio_of_repetitions, t_cdf, t_quantile, Basis, Estimate,
+};
 use super::rank;
 
 /// The standard normal's 0.975 quantile.
@@ -141,9 +143,9 @@ fn within_run(baseline: &[Value], candidate: &[Value]) -> Option<f64> {
         if let [one] = side {
             return (one.rel_se * one.rel_se, f64::INFINITY);
         }
+        let values: Vec<f64> = side.iter().map(|v| v.value).collect();
+        let (m, var) = mean_var(&values).unwrap_or((f64::NAN, f64::NAN));
         let k = side.len() as f64;
-        let m = side.iter().map(|v| v.value).sum::<f64>() / k;
-        let var = side.iter().map(|v| (v.value - m).powi(2)).sum::<f64>() / (k - 1.0);
         (var / (k * m * m), k - 1.0)
     };
     let (vb, db) = term(baseline);
@@ -159,6 +161,16 @@ fn within_run(baseline: &[Value], candidate: &[Value]) -> Option<f64> {
         Z975
     };
     Some(quantile * var.sqrt())
+}
+
+/// An A/A pair — one configuration measured twice in one process, whose
+/// ratio's truth is 1: `twin / first` and the largest `|ln ratio|` their
+/// batches allow, `k` standard errors of the log-ratio (each side's
+/// `rel_se`, summed in square). None where the batches give no noise or a
+/// value is not above 0.
+pub fn aa_limit(first: Value, twin: Value, k: f64) -> Option<(f64, f64)> {
+    let se = (first.rel_se * first.rel_se + twin.rel_se * twin.rel_se).sqrt();
+    (se > 0.0 && first.value > 0.0 && twin.value > 0.0).then(|| (twin.value / first.value, k * se))
 }
 
 /// The paired t-test's two-sided p-value of the per-process log-ratios

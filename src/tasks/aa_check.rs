@@ -17,7 +17,8 @@
 
 use serde_json::Value as Json;
 
-use crate::stats::Statistic;
+use crate::stats;
+use crate::tasks::summary;
 
 /// How many standard errors of the A/A ratio's log a process may be off.
 pub const LIMIT_SE: f64 = 4.0;
@@ -53,7 +54,9 @@ impl AaCheck {
 
 /// The A/A check of a block's `results.json` (`doc`), whose first member
 /// is `baseline` and its twin `twin`; None where either lacks the metric or
-/// its batches.
+/// its batches. Each member is read as `compare` reads a run
+/// ([`summary::values_of`]: the value and its batches' standard error),
+/// the limit is [`stats::ratio::aa_limit`]'s.
 pub fn judge(doc: &Json, baseline: &str, twin: &str) -> Option<AaCheck> {
     let members = doc.get("members")?;
     let (b, t) = (members.get(baseline)?, members.get(twin)?);
@@ -66,28 +69,15 @@ pub fn judge(doc: &Json, baseline: &str, twin: &str) -> Option<AaCheck> {
             .map(|(k, _)| k.clone())?
     };
     let metric = format!("{head}.median");
-    let stat = Statistic::Quantile(0.5);
-    let side = |m: &Json| -> Option<(f64, f64)> {
-        let value = m.get(&head)?.get("median")?.as_f64()?;
-        let samples = m
-            .get("latency_samples_ms")
-            .filter(|_| head == "latency_ms")
-            .or_else(|| m.get("samples")?.get(&head))?;
-        let mut sorted: Vec<f64> = samples
-            .as_array()?
-            .iter()
-            .filter_map(Json::as_f64)
-            .filter(|v| v.is_finite())
-            .collect();
-        sorted.sort_by(f64::total_cmp);
-        (sorted.len() >= 2 && value > 0.0).then(|| (value, stat.rel_se(&sorted)))
+    let value = |m: &Json| -> Option<stats::Value> {
+        let doc = summary::parse(&serde_json::to_vec(m).ok()?).ok()?;
+        summary::values_of(&doc, &[metric.as_str()])[0]
     };
-    let ((vb, sb), (vt, st)) = (side(b)?, side(t)?);
-    let se = (sb * sb + st * st).sqrt();
-    (se > 0.0).then(|| AaCheck {
+    let (ratio, limit) = stats::ratio::aa_limit(value(b)?, value(t)?, LIMIT_SE)?;
+    Some(AaCheck {
         metric,
-        ratio: vt / vb,
-        limit: LIMIT_SE * se,
+        ratio,
+        limit,
     })
 }
 
