@@ -445,3 +445,11 @@ impl<'de, 'a, 'b, 's> de::VariantAccess<'de> for Enum<'a, 'b, 's> {
         }
     }
 }
+
+/// Sets `p` in `params`: replaces the param of its name, or adds it.
+pub(super) fn overlay(params: &mut Vec<Param>, p: Param) {
+    match params.iter_mut().find(|q| q.name == p.name) {
+        Some(q) => *q = p,
+        None => params.push(p),
+    }
+}

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::de::{self, Param, Scope};
+use super::de::{self, overlay, Param, Scope};
 use super::decl::{FileDecl, StageDecl};
 use super::expand;
 use super::repeat::{self, DEFAULT_PRECISE_REPEAT};
@@ -303,20 +303,14 @@ impl Expander<'_> {
             })
             .collect();
         let id = node_id(&s.name.name, &id_values);
-        let task = match shared_task {
-            Some(t) => Ok(t.clone()),
-            None => {
-                let scope = Scope {
-                    params: &params,
-                    needs: needs_names,
-                };
-                task_of(self.sources, s, &scope)
-            }
+        let read = |params: &[Param]| {
+            let scope = Scope {
+                params,
+                needs: needs_names,
+            };
+            task_of(self.sources, s, &scope)
         };
-        let task = task.and_then(|mut t| {
-            together::attach(self.sources, s, &mut t, &block)?;
-            Ok(t)
-        });
+        let task = together::task_for(self.sources, s, shared_task, &params, &block, read);
         let values: Vec<(String, crate::value::Value)> = params
             .iter()
             .filter_map(|p| value_of(&p.node).map(|v| (p.name.clone(), v)))
@@ -562,13 +556,6 @@ fn duplicate_node(
         )
         .with_label(prev, "first produced here")
         .with_help("two matrix combinations (or include entries) are identical: remove one")
-}
-
-fn overlay(params: &mut Vec<Param>, p: Param) {
-    match params.iter_mut().find(|q| q.name == p.name) {
-        Some(q) => *q = p,
-        None => params.push(p),
-    }
 }
 
 /// `stage` or `stage[k1=v1,k2=v2]`.

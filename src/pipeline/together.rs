@@ -339,21 +339,133 @@ pub(super) fn is_axis(s: &StageDecl, name: &str) -> bool {
         .any(|i| matches!(&i.kind, Kind::Str { value, .. } if value == name))
 }
 
+/// A combination's task: read with `params` (or the stage's shared task)
+/// and with a block's members (`block`) on it; a `Vit` block reads each
+/// member's spec with the member's values.
+pub(super) fn task_for(
+    sources: &Sources,
+    s: &StageDecl,
+    shared_task: Option<&TaskSpec>,
+    params: &[Param],
+    block: &[&Param],
+    read: impl Fn(&[Param]) -> Result<TaskSpec, PipelineError>,
+) -> Result<TaskSpec, PipelineError> {
+    if native(s) && !block.is_empty() {
+        return native_block(sources, s, block, |member| {
+            let mut params = params.to_vec();
+            for p in member {
+                super::de::overlay(&mut params, p.clone());
+            }
+            read(&params)
+        });
+    }
+    let mut task = match shared_task {
+        Some(t) => t.clone(),
+        None => read(params)?,
+    };
+    attach(sources, s, &mut task, block)?;
+    Ok(task)
+}
+
+/// Whether the stage's task measures a block itself (`Vit`): each member's
+/// spec is then read with the member's own values (see [`native_block`]),
+/// rather than with the block's values joined.
+fn native(s: &StageDecl) -> bool {
+    let named = match &s.task().kind {
+        Kind::Tuple { name, .. } | Kind::Struct { name, .. } => name.as_ref(),
+        _ => None,
+    };
+    s.together.is_some() && named.is_some_and(|n| n.name == "Vit")
+}
+
+/// A `Vit` block's task: each member's spec read by `read` with that
+/// member's values of the together axes (`block`), the A/A twin's with the
+/// first member's, and the block kept on the first member's spec.
+fn native_block(
+    sources: &Sources,
+    s: &StageDecl,
+    block: &[&Param],
+    read: impl Fn(&[Param]) -> Result<TaskSpec, PipelineError>,
+) -> Result<TaskSpec, PipelineError> {
+    let axes: Vec<String> = block.iter().map(|p| p.name.clone()).collect();
+    let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
+    let mut together = members(&axes, &params);
+    together.check = matches!(s.check.as_ref().map(|n| &n.kind), Some(Kind::Bool(true)));
+    let mut specs = Vec::with_capacity(together.members.len());
+    for values in member_params(&params, together.check) {
+        match read(&values)? {
+            TaskSpec::Vit(v) => specs.push(v),
+            other => unreachable!("a `Vit(…)` task reads as a `{}`", other.kind()),
+        }
+    }
+    let mut first = specs[0].clone();
+    first.together = Some(Box::new(crate::tasks::vit::block::VitBlock {
+        block: together,
+        members: specs,
+    }));
+    let task = TaskSpec::Vit(first);
+    task.validate().map_err(|e| {
+        sources
+            .error(
+                e.message,
+                s.together.as_ref().map_or(s.task().span, |n| n.span),
+                "measured together here",
+            )
+            .with_help(e.help)
+    })?;
+    Ok(task)
+}
+
+/// Each member's values of the together axes as params, in the order of
+/// [`members`] (the first axis varying slowest); with `twin`, the first
+/// axis's last value is the A/A twin, read as the first value.
+fn member_params(block: &[Param], twin: bool) -> Vec<Vec<Param>> {
+    let mut out: Vec<Vec<Param>> = vec![Vec::new()];
+    for (i, p) in block.iter().enumerate() {
+        let Kind::List(items) = &p.node.kind else {
+            continue;
+        };
+        let last = items.len().saturating_sub(1);
+        out = out
+            .into_iter()
+            .flat_map(|m| {
+                items.iter().enumerate().map(move |(j, item)| {
+                    let node = if twin && i == 0 && j == last {
+                        &items[0]
+                    } else {
+                        item
+                    };
+                    let mut next = m.clone();
+                    next.push(Param {
+                        name: p.name.clone(),
+                        node: node.clone(),
+                    });
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
 /// Sets a block's members (its together params, `block`) on its task,
 /// which must measure through the together contract (a `Command` with
 /// `measure: true`). A node of a stage without `together` keeps none.
-pub(super) fn attach(
+fn attach(
     sources: &Sources,
     s: &StageDecl,
     task: &mut TaskSpec,
     block: &[&Param],
 ) -> Result<(), PipelineError> {
     let Some(node) = s.together.as_ref().filter(|_| !block.is_empty()) else {
-        if let TaskSpec::Command(c) = task {
-            if c.together.is_some() {
+        if task.together().is_some() {
+            {
                 return Err(sources
                     .error(
-                        "`together` is a key of the stage, not of its `Command`",
+                        format!(
+                            "`together` is a key of the stage, not of its `{}`",
+                            task.kind()
+                        ),
                         s.task().span,
                         "in this task",
                     )
@@ -382,13 +494,13 @@ pub(super) fn attach(
         other => Err(sources
             .error(
                 format!(
-                    "`together` is measured through a `Command` with `measure: true`; a `{}` task measures one configuration per process",
+                    "`together` is measured by a `Vit` task or a `Command` with `measure: true`; a `{}` task measures one configuration per process",
                     other.kind()
                 ),
                 span,
                 "measured together here",
             )
-            .with_help("drop `together`, or measure the block with a measuring `Command`")),
+            .with_help("drop `together`, or measure the block with a `Vit` task or a measuring `Command`")),
     }
 }
 
@@ -438,3 +550,6 @@ pub(super) fn baseline_of<'n>(
     p.baseline = Some(baseline);
     Ok(Some((p, node)))
 }
+
+#[cfg(test)]
+mod tests;

@@ -198,22 +198,25 @@ impl TaskSpec {
         }
     }
 
-    /// The member keys of a block measured together (see
-    /// [`command::Together`]); None for every other task.
-    /// The A/A check's members (the first member's key, its twin's) of a
-    /// block measured together with `check: true`.
-    pub fn aa_members(&self) -> Option<(String, String)> {
+    /// The members of a block measured together (a stage's `together`):
+    /// a measuring `Command`'s or a `Vit` block's; None for every other task.
+    pub fn together(&self) -> Option<&Together> {
         match self {
-            TaskSpec::Command(c) => c.together.as_ref().and_then(command::Together::aa),
+            TaskSpec::Command(c) => c.together.as_ref(),
+            TaskSpec::Vit(v) => v.together.as_deref().map(|b| &b.block),
             _ => None,
         }
     }
 
+    /// The A/A check's members (the first member's key, its twin's) of a
+    /// block measured together with `check: true`.
+    pub fn aa_members(&self) -> Option<(String, String)> {
+        self.together().and_then(Together::aa)
+    }
+
+    /// The member keys of a block measured together (see [`Together`]).
     pub fn member_keys(&self) -> Option<Vec<String>> {
-        match self {
-            TaskSpec::Command(c) => c.together.as_ref().map(command::Together::keys),
-            _ => None,
-        }
+        self.together().map(Together::keys)
     }
 
     /// Whether results depend on the hardware, so the key includes the

@@ -88,6 +88,7 @@ fn block_change(old: &serde_json::Value, now: &serde_json::Value) -> Option<(Vec
     // The members as the task holds them: their keys are the block's.
     let block = |spec: &serde_json::Value| {
         spec.pointer("/Command/together")
+            .or_else(|| spec.pointer("/Vit/together/block"))
             .and_then(|t| serde_json::from_value::<crate::tasks::Together>(t.clone()).ok())
     };
     let keys = |spec| block(spec).map(|t| t.keys()).unwrap_or_default();

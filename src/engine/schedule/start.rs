@@ -192,10 +192,7 @@ impl Build<'_, '_> {
                             params: up.id_params.iter().cloned().collect(),
                             dir: dir.clone(),
                             rep: up.rep,
-                            together: match &up.task {
-                                TaskSpec::Command(c) => c.together.clone(),
-                                _ => None,
-                            },
+                            together: up.task.together().cloned(),
                         }
                     })
                     .collect();

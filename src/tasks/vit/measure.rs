@@ -57,7 +57,7 @@ struct Prepared {
     copied_ms: Option<f64>,
 }
 
-struct Runner<'a> {
+pub(super) struct Runner<'a> {
     config: &'a VitConfig,
     model: Vit,
     device: Device,
@@ -72,7 +72,7 @@ struct Runner<'a> {
     /// `graph: Cuda`, once captured.
     graph: Option<Graphed>,
     /// The timed window's start, once it has begun.
-    origin: Option<Instant>,
+    pub(super) origin: Option<Instant>,
     /// When each timed batch ran, in ms since `origin`.
     spans: Vec<(f64, f64)>,
     /// The sampler and its A/B block size (see [`telemetry::ab_block`]),
@@ -105,56 +105,12 @@ pub fn measure(
     start_trace: Option<&mut dyn FnMut() -> Result<(), TaskError>>,
 ) -> Result<Measurement, TaskError> {
     let device = device(config)?;
-    let kind = kind(config.dtype);
-    // NVML is opened before anything is timed, and a GPU busy with another
-    // process is waited for (bounded) before the model is built.
-    let mut probe = telemetry_probe(device);
-    let waited = match &mut probe {
-        Ok(p) if device.is_cuda() => telemetry::wait_until_alone(p.as_mut(), telemetry::gpu_wait()),
-        _ => None,
-    };
+    let (probe, waited) = probe_alone(device);
     let _guard = tch::no_grad_guard();
     let _inference = InferenceMode::enter();
-    // Create the CUDA context first, so that the baseline excludes it and
-    // includes nothing of ours: the weights count towards the peak.
-    let baseline = if device.is_cuda() {
-        let _context = Tensor::f_zeros([1], (Kind::Float, device))
-            .map_err(torch_error("initializing CUDA"))?;
-        cuda::device_memory_used()
-    } else {
-        None
-    };
-    let model = Vit::new(config, kind, device).map_err(torch_error("building the model"))?;
-    let pool = source_pool(config, device)?;
-    let mut runner = Runner {
-        config,
-        model,
-        device,
-        kind,
-        pool,
-        batch_ms: Vec::new(),
-        stage_sum_ms: [0.0; 4],
-        forward_ms: Vec::new(),
-        peak_memory: None,
-        copy_stream: false,
-        graph: None,
-        origin: None,
-        spans: Vec::new(),
-        monitor: None,
-    };
-    nvtx.range("warmup", |nvtx| {
-        runner.run_batches(config.warmup as usize, nvtx, false)
-    })?;
-    if config.graph == Graph::Cuda {
-        nvtx.range("graph_capture", |_| runner.capture_graph())?;
-    }
-    let settled = match config.settle {
-        Some(max) => Some(nvtx.range("settle", |nvtx| runner.settle(max, nvtx))?),
-        None => None,
-    };
-    runner.batch_ms.clear();
-    runner.stage_sum_ms = [0.0; 4];
-    runner.forward_ms.clear();
+    let baseline = context_baseline(device)?;
+    let mut runner = Runner::build(config, device)?;
+    let settled = runner.prepare(nvtx)?;
     let timed = if start_trace.is_some() {
         "timing"
     } else {
@@ -180,27 +136,45 @@ pub fn measure(
         })?;
         traced_batches = config.trace_batches;
     }
-    let peak_memory_bytes = match (runner.peak_memory, baseline) {
+    let peak = peak_memory(device, runner.peak_memory, baseline);
+    Ok(runner.into_measurement(window_s, recording, traced_batches, settled, peak))
+}
+
+/// NVML opened before anything is timed, and a GPU busy with another
+/// process waited for (bounded) before any model is built.
+pub(super) fn probe_alone(
+    device: Device,
+) -> (
+    Result<Box<dyn telemetry::GpuProbe>, String>,
+    Option<telemetry::Waited>,
+) {
+    let mut probe = telemetry_probe(device);
+    let waited = match &mut probe {
+        Ok(p) if device.is_cuda() => telemetry::wait_until_alone(p.as_mut(), telemetry::gpu_wait()),
+        _ => None,
+    };
+    (probe, waited)
+}
+
+/// Creates the CUDA context first, so that the memory baseline excludes it
+/// and includes nothing of ours: the weights count towards the peak.
+pub(super) fn context_baseline(device: Device) -> Result<Option<u64>, TaskError> {
+    if !device.is_cuda() {
+        return Ok(None);
+    }
+    let _context =
+        Tensor::f_zeros([1], (Kind::Float, device)).map_err(torch_error("initializing CUDA"))?;
+    Ok(cuda::device_memory_used())
+}
+
+/// The peak memory of a run: device memory at its peak less `baseline`
+/// (CUDA), the process's peak resident memory (CPU).
+pub(super) fn peak_memory(device: Device, peak: Option<u64>, baseline: Option<u64>) -> Option<u64> {
+    match (peak, baseline) {
         (Some(peak), Some(base)) => Some(peak.saturating_sub(base)),
         _ if !device.is_cuda() => cuda::host_peak_memory(),
         _ => None,
-    };
-    Ok(Measurement {
-        params: runner.model.param_count(),
-        flops_per_image: runner.model.flops_per_image(),
-        images: u64::from(config.batches) * u64::from(config.batch),
-        window_s,
-        batch_ms: runner.batch_ms,
-        stage_sum_ms: runner.stage_sum_ms,
-        forward_ms: runner.forward_ms,
-        peak_memory_bytes,
-        copy_stream: runner.copy_stream,
-        traced_batches,
-        cuda_graph: runner.graph.as_ref().map(|g| g.capture),
-        spans: runner.spans,
-        recording,
-        settled,
-    })
+    }
 }
 
 /// What samples the GPU of a run: NVML for its GPU (found by PCI bus id),
@@ -263,7 +237,77 @@ struct SharedPool(Vec<Tensor>);
 // because it cannot know that no one mutates.
 unsafe impl Sync for SharedPool {}
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    /// The model of `config` on `device`, and its source batches.
+    pub(super) fn build(config: &'a VitConfig, device: Device) -> Result<Runner<'a>, TaskError> {
+        let kind = kind(config.dtype);
+        let model = Vit::new(config, kind, device).map_err(torch_error("building the model"))?;
+        let pool = source_pool(config, device)?;
+        Ok(Runner {
+            config,
+            model,
+            device,
+            kind,
+            pool,
+            batch_ms: Vec::new(),
+            stage_sum_ms: [0.0; 4],
+            forward_ms: Vec::new(),
+            peak_memory: None,
+            copy_stream: false,
+            graph: None,
+            origin: None,
+            spans: Vec::new(),
+            monitor: None,
+        })
+    }
+
+    /// Warm-up, the CUDA graph's capture (`graph: Cuda`) and `settle`;
+    /// then nothing recorded so far is kept.
+    pub(super) fn prepare(&mut self, nvtx: &mut Nvtx) -> Result<Option<Settled>, TaskError> {
+        let config = self.config;
+        nvtx.range("warmup", |nvtx| {
+            self.run_batches(config.warmup as usize, nvtx, false)
+        })?;
+        if config.graph == Graph::Cuda {
+            nvtx.range("graph_capture", |_| self.capture_graph())?;
+        }
+        let settled = match config.settle {
+            Some(max) => Some(nvtx.range("settle", |nvtx| self.settle(max, nvtx))?),
+            None => None,
+        };
+        self.batch_ms.clear();
+        self.stage_sum_ms = [0.0; 4];
+        self.forward_ms.clear();
+        Ok(settled)
+    }
+
+    /// What the timed batches gave, with the window's length and telemetry.
+    pub(super) fn into_measurement(
+        self,
+        window_s: f64,
+        recording: telemetry::Recording,
+        traced_batches: u32,
+        settled: Option<Settled>,
+        peak_memory_bytes: Option<u64>,
+    ) -> Measurement {
+        Measurement {
+            params: self.model.param_count(),
+            flops_per_image: self.model.flops_per_image(),
+            images: self.batch_ms.len() as u64 * u64::from(self.config.batch),
+            window_s,
+            batch_ms: self.batch_ms,
+            stage_sum_ms: self.stage_sum_ms,
+            forward_ms: self.forward_ms,
+            peak_memory_bytes,
+            copy_stream: self.copy_stream,
+            traced_batches,
+            cuda_graph: self.graph.as_ref().map(|g| g.capture),
+            spans: self.spans,
+            recording,
+            settled,
+        }
+    }
+
     /// Warms up in blocks of [`SETTLE_BLOCK`] batches, at most `max` more,
     /// until a block's median latency is within [`SETTLE_REL`] of the one
     /// before it.
@@ -349,7 +393,7 @@ impl Runner<'_> {
         }
     }
 
-    fn run_batches(
+    pub(super) fn run_batches(
         &mut self,
         batches: usize,
         nvtx: &mut Nvtx,

@@ -5,6 +5,7 @@
 //! The spec, its validation and the closed-form counts build without
 //! libtorch; running needs the `torch` feature.
 
+pub mod block;
 pub mod flow;
 pub mod formula;
 pub mod results;
@@ -18,6 +19,8 @@ pub mod measure;
 pub mod model;
 #[cfg(feature = "torch")]
 mod streams;
+#[cfg(feature = "torch")]
+mod together;
 
 pub use spec::{Graph, Pipeline, Preprocess, Trace, VitConfig, VitSpec};
 
@@ -45,6 +48,10 @@ pub fn outputs(spec: &VitSpec) -> Vec<String> {
 
 /// Runs the experiment and writes its outputs into `ctx.out`.
 pub fn run(spec: &VitSpec, ctx: &TaskContext) -> Result<(), TaskError> {
+    #[cfg(feature = "torch")]
+    if let Some(block) = &spec.together {
+        return together::run(block, ctx);
+    }
     let config = spec.resolve().map_err(|message| TaskError::InvalidSpec {
         kind: "Vit",
         message,

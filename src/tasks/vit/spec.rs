@@ -109,6 +109,12 @@ pub struct VitSpec {
         deserialize_with = "bare_some"
     )]
     pub settle: Option<u32>,
+    /// The members of a block measured together (a stage's `together`
+    /// axes), each a spec of its own: set when the stage expands, never
+    /// written in a pipeline file. This spec is then the first member's.
+    /// Left out of the serialized spec when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together: Option<Box<super::block::VitBlock>>,
 }
 
 /// Batches per block of `settle`.
@@ -435,7 +441,11 @@ impl VitSpec {
     /// Checks the spec, naming the offending field; the pipeline loader calls
     /// it at load time and the task again at node start.
     pub fn validate(&self) -> Result<(), String> {
-        self.resolve().map(|_| ())
+        self.resolve()?;
+        match &self.together {
+            Some(block) => block.validate(),
+            None => Ok(()),
+        }
     }
 
     /// The resolved configuration, or the first problem found.

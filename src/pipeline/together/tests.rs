@@ -1,0 +1,132 @@
+//! A `Vit` stage measured together: one node per block, each member's spec
+//! read with its own values, the A/A twin a second instance of the first.
+
+use crate::pipeline::{load, Override, PipelineError};
+use crate::tasks::TaskSpec;
+
+fn load_with(text: &str, overrides: &[&str]) -> Result<crate::graph::Graph, PipelineError> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pipelines")).unwrap();
+    std::fs::write(dir.path().join("pipelines/p.ron"), text).unwrap();
+    let o: Vec<Override> = overrides
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
+    load(dir.path(), &o)
+}
+
+fn stage(extra: &str, task: &str) -> String {
+    format!(
+        r#"Pipeline(params: {{"model": ["vit32x2x96", "vit16x2x96"], "batch": [1, 8]}}, stages: {{
+  "runs": Stage(matrix: {{"model": "${{model}}", "batch": "${{batch}}"}}, together: ["model"], repeat: 2, {extra}
+                task: Vit(({task}))) }})"#
+    )
+}
+
+const TASK: &str = r#"model: "${model}", batch: "${batch}", samples: 16, device: "cpu""#;
+
+#[test]
+fn a_vit_block_reads_each_members_spec_with_its_own_values() {
+    let g = load_with(&stage("check: true,", TASK), &[]).unwrap();
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "runs[batch=1,rep=1]",
+            "runs[batch=1,rep=2]",
+            "runs[batch=8,rep=1]",
+            "runs[batch=8,rep=2]"
+        ]
+    );
+    let node = &g.nodes[g.find("runs[batch=8,rep=2]").unwrap()];
+    let TaskSpec::Vit(v) = &node.task else {
+        panic!("a Vit task")
+    };
+    let block = v.together.as_ref().expect("a block");
+    let models: Vec<Option<&str>> = block.members.iter().map(|m| m.model.as_deref()).collect();
+    assert_eq!(
+        models,
+        [Some("vit32x2x96"), Some("vit16x2x96"), Some("vit32x2x96")]
+    );
+    assert!(block
+        .members
+        .iter()
+        .all(|m| m.batch == 8 && m.together.is_none()));
+    assert_eq!(
+        node.task.member_keys().unwrap(),
+        ["vit32x2x96", "vit16x2x96", "vit32x2x96#2"]
+    );
+    assert_eq!(
+        node.task.aa_members(),
+        Some(("vit32x2x96".to_owned(), "vit32x2x96#2".to_owned()))
+    );
+    // The spec itself is the first member's.
+    assert_eq!(v.model.as_deref(), Some("vit32x2x96"));
+}
+
+#[test]
+fn two_together_axes_make_every_combination_a_member() {
+    let text = stage("", TASK).replace(r#"together: ["model"]"#, r#"together: ["batch", "model"]"#);
+    let g = load_with(&text, &[]).unwrap();
+    assert_eq!(g.nodes.len(), 2);
+    let keys = g.nodes[0].task.member_keys().unwrap();
+    assert_eq!(
+        keys,
+        [
+            "vit32x2x96,1",
+            "vit32x2x96,8",
+            "vit16x2x96,1",
+            "vit16x2x96,8"
+        ]
+    );
+    let TaskSpec::Vit(v) = &g.nodes[0].task else {
+        panic!("a Vit task")
+    };
+    let batches: Vec<u32> = v
+        .together
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.batch)
+        .collect();
+    assert_eq!(batches, [1, 8, 1, 8]);
+}
+
+#[test]
+fn a_member_that_cannot_share_the_process_is_named() {
+    let cases = [
+        (
+            format!("{TASK}, trace: Cupti"),
+            vec![],
+            "member `vit32x2x96` has `trace: Cupti`, and a block measured together records timings only",
+        ),
+        (
+            r#"model: "${model}", batch: "${batch}", device: "${dev}""#.to_owned(),
+            vec![],
+            "one process measures a block, on one device",
+        ),
+        (
+            TASK.to_owned(),
+            vec![r#"model=["vit32x2x96","vit3"]"#],
+            "`model` \"vit3\" is not of the form",
+        ),
+    ];
+    for (task, overrides, message) in cases {
+        let mut text = stage("", &task);
+        if task.contains("${dev}") {
+            text = text
+                .replace(
+                    r#""batch": [1, 8]}"#,
+                    r#""batch": [1, 8], "dev": ["cpu", "cuda"]}"#,
+                )
+                .replace(
+                    r#""batch": "${batch}"}"#,
+                    r#""batch": "${batch}", "dev": "${dev}"}"#,
+                )
+                .replace(r#"together: ["model"]"#, r#"together: ["model", "dev"]"#);
+        }
+        let e = load_with(&text, &overrides).expect_err(message);
+        assert!(e.message.contains(message), "{message}: {}", e.message);
+    }
+}

@@ -1,0 +1,104 @@
+//! A `Vit` stage measured together on real libtorch, on the CPU: each
+//! repetition is one process that builds, warms up and times every member
+//! in shuffled rounds; the report pairs them, the A/A twin checks them.
+#![cfg(feature = "torch")]
+
+mod common;
+use common::Study;
+
+const PIPELINE: &str = r#"Pipeline(
+    params: { "model": ["vit32x2x96", "vit16x2x96"], "batch": [1, 2] },
+    stages: {
+        "runs": Stage(
+            matrix: { "model": "${model}", "batch": "${batch}" },
+            together: ["model"], check: true, repeat: 3,
+            task: Vit((model: "${model}", batch: "${batch}", samples: 24, warmup: 2,
+                       device: "cpu", image_size: 64, num_classes: 10)),
+        ),
+        "report": Stage(
+            needs: ["runs"],
+            task: Report(title: "models together", sources: ["runs"],
+                columns: ["latency_ms.median", "throughput_images_per_s"],
+                compare: Some(Compare(param: "model", baseline: "vit32x2x96", metric: "latency_ms.median"))),
+        ),
+    },
+)"#;
+
+fn study() -> Study {
+    let study = Study::new();
+    let dir = study.dir.path().join("pipelines");
+    std::fs::remove_dir_all(&dir).expect("remove the study's pipelines");
+    std::fs::create_dir_all(&dir).expect("create pipelines/");
+    std::fs::write(dir.join("t.ron"), PIPELINE).expect("write the pipeline");
+    study
+}
+
+#[test]
+fn a_vit_block_times_every_member_in_one_process_and_the_report_pairs_them() {
+    let study = study();
+    study.ok(&["build", "report", "-j", "2"]);
+    // One node, one process, per (batch, rep): 6, not 18.
+    let ls = study.ok(&["ls"]);
+    assert!(ls.contains("runs") && ls.contains("6 nodes"), "{ls}");
+    let root = study.dir.path();
+    let doc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("out/runs/batch=2,rep=1/results.json")).expect("results.json"),
+    )
+    .expect("JSON");
+    let members = doc["members"].as_object().expect("members");
+    let keys: Vec<&str> = members.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["vit16x2x96", "vit32x2x96", "vit32x2x96#2"]);
+    for (key, m) in members {
+        assert_eq!(m["config"]["batch"], 2, "{key}");
+        // 24 images at batch 2: 12 timed batches each, all of them kept.
+        assert_eq!(
+            m["latency_samples_ms"].as_array().map(Vec::len),
+            Some(12),
+            "{key}"
+        );
+        assert!(
+            m["throughput_images_per_s"].as_f64().unwrap() > 0.0,
+            "{key}"
+        );
+    }
+    assert_eq!(members["vit16x2x96"]["config"]["patch"], 16);
+    assert_eq!(members["vit32x2x96#2"]["config"]["model"], "vit32x2x96");
+    assert_eq!(doc["method"]["design"], "together");
+    // Every member is a row of the report; the twin is not.
+    let csv = std::fs::read_to_string(root.join("out/report/compare.csv")).expect("compare.csv");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    for row in rows {
+        assert!(
+            row.starts_with("1,vit16x2x96,") || row.starts_with("2,vit16x2x96,"),
+            "{row}"
+        );
+        assert!(row.contains(",paired,"), "{row}");
+    }
+    let show = study.ok(&["show", "runs[batch=1,rep=1]"]);
+    assert!(
+        show.contains("A/A check: `vit32x2x96#2` / `vit32x2x96`"),
+        "{show}"
+    );
+    // A model added to the block measures each block again, and says why.
+    let (_, status, _) = study.run(&[
+        "status",
+        "report",
+        "-p",
+        r#"model=["vit32x2x96","vit16x2x96","vit16x2x128"]"#,
+    ]);
+    assert!(
+        status.contains("6 stale") || status.contains("7 stale"),
+        "{status}"
+    );
+    let (_, explain, _) = study.run(&[
+        "explain",
+        "runs[batch=1,rep=1]",
+        "-p",
+        r#"model=["vit32x2x96","vit16x2x96","vit16x2x128"]"#,
+    ]);
+    assert!(
+        explain.contains("members measured together: vit16x2x128 added"),
+        "{explain}"
+    );
+}
