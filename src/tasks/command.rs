@@ -63,14 +63,15 @@ impl Together {
         Some((member_key(first), member_key(&twin)))
     }
 
-    /// Whether `values` are the A/A twin's (no configuration of their own:
-    /// reports leave the twin out).
+    /// Whether `values` are an A/A twin's (no configuration of their own:
+    /// reports leave twins out). With several together axes the first
+    /// axis's twin value is measured beside every value of the others.
     pub fn is_twin(&self, values: &[crate::value::Value]) -> bool {
         self.members
             .first()
             .filter(|_| self.check)
             .and_then(|first| self.twin_of(first))
-            .is_some_and(|twin| twin == values)
+            .is_some_and(|twin| twin.first().is_some() && twin.first() == values.first())
     }
 
     fn twin_of(&self, first: &[crate::value::Value]) -> Option<Vec<crate::value::Value>> {

@@ -91,6 +91,17 @@ fn two_together_axes_make_every_combination_a_member() {
         .map(|m| m.batch)
         .collect();
     assert_eq!(batches, [1, 8, 1, 8]);
+
+    // With `check: true` the first model's twin is measured at every batch
+    // size, and every twin is left out of the report's rows.
+    let g = load_with(&text.replace("repeat: 2,", "repeat: 2, check: true,"), &[]).unwrap();
+    let task = &g.nodes[0].task;
+    let keys = task.member_keys().unwrap();
+    assert_eq!(keys.len(), 6);
+    assert_eq!(&keys[4..], ["vit32x2x96#2,1", "vit32x2x96#2,8"]);
+    let block = task.together().unwrap();
+    let twins: Vec<bool> = block.members.iter().map(|m| block.is_twin(m)).collect();
+    assert_eq!(twins, [false, false, false, false, true, true]);
 }
 
 #[test]
