@@ -8,6 +8,7 @@
 # (default .dev/bin/vitgraph) and PyTorch 2.11 (cu13) in python3.
 #
 #   scripts/gpu/vit_together.sh [-p max_repeat=10] …
+#   ONLY=together WORK=/tmp/ws2 scripts/gpu/vit_together.sh …   (the together build alone)
 #
 # Writes host.txt, each build's events and errors, the reports' tables and
 # comparisons, every run's results and summary.md into $OUT/vit_together.tar.gz.
@@ -44,10 +45,12 @@ build() {
     tail -n 2 "$ws/$name.err"
 }
 build together "$ws" 240 together_batch together_model "$@"
-build apart "$ws" 300 apart_batch apart_model "$@"
-build quickstart "$ws-quickstart" 300 quickstart_report -p device=cuda
+if [ "${ONLY:-}" != together ]; then
+    build apart "$ws" 300 apart_batch apart_model "$@"
+    build quickstart "$ws-quickstart" 300 quickstart_report -p device=cuda
+fi
 cp -r "$ws-quickstart/out/quickstart_report" "$ws/out/" 2>/dev/null
 python3 scripts/gpu/vit_together/summarize.py "$ws" | tee "$ws/summary.md"
-tar -czf "$out/vit_together.tar.gz" -C "$ws" host.txt times.txt summary.md \
+tar -czf "$out/$(basename "$ws").tar.gz" -C "$ws" host.txt times.txt summary.md \
     together.jsonl together.err apart.jsonl apart.err quickstart.jsonl quickstart.err out 2>/dev/null
 ls -la "$out"

@@ -38,7 +38,7 @@ def durations(name):
     if os.path.exists(path):
         for line in open(path):
             e = json.loads(line)
-            if e.get("event") == "finished" and "duration_ms" in e:
+            if e.get("event") == "finished" and "duration_ms" in e and e["node"].startswith(f"{name}_runs["):
                 out[e["node"]] = e["duration_ms"] / 1e3
     return out
 
