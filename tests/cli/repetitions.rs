@@ -241,3 +241,34 @@ fn a_precision_target_adds_repetitions_and_status_says_where_each_configuration_
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert!(r.stderr().contains("2 built"), "{}", r.stderr());
 }
+
+/// A stage without repetitions beside a repeated one, of the same params
+/// (a traced run and its analysis beside repetitions measured together),
+/// joins each configuration's row: its values are the configuration's.
+#[test]
+fn a_run_without_repetitions_joins_the_configuration_of_equal_params() {
+    let text = r#"Pipeline(params: {"reps": 3}, stages: {
+  "bench": Stage(matrix: {"impl": ["fast", "slow"]}, repeat: "${reps}",
+                 task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "once": Stage(matrix: {"impl": ["fast", "slow"]},
+                task: Command(run: "echo '{\"kernels\": {\"count\": '$(printf ${impl} | wc -c)'}}' > ${out}/results.json",
+                              outputs: ["results.json"])),
+  "summary": Stage(needs: ["bench", "once"],
+                   task: Report(title: "bench", sources: ["once", "bench"], columns: ["latency_ms.median", "kernels.count"])),
+})"#;
+    let ws = Ws::new(&[("p.ron", text)]);
+    ws.write("bench.py", BENCH);
+    let r = ws.run(&["build", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let table = ws.read("out/summary/table.csv");
+    assert_eq!(column(&table, "impl"), ["fast", "slow"], "{table}");
+    assert_eq!(column(&table, "reps"), ["3", "3"], "{table}");
+    assert_eq!(column(&table, "kernels.count"), ["4", "4"], "{table}");
+    assert!(
+        column(&table, "latency_ms.median")
+            .iter()
+            .all(|v| v.parse::<f64>().is_ok()),
+        "{table}"
+    );
+}

@@ -39,9 +39,46 @@ pub(super) fn fold(rows: Vec<Row>) -> Vec<Row> {
             }
         }
     }
-    out.into_iter()
+    let mut rows: Vec<Row> = out
+        .into_iter()
         .map(|r| r.unwrap_or_else(|(params, reps)| Row::configuration(params, reps)))
-        .collect()
+        .collect();
+    attach_shared(&mut rows);
+    rows
+}
+
+/// A row of a stage without repetitions whose params equal a repeated
+/// configuration's (a traced run and its analysis beside repetitions
+/// measured together) joins that configuration: its values are the
+/// configuration's where no repetition has the column.
+fn attach_shared(rows: &mut Vec<Row>) {
+    let key = |r: &Row| serde_json::to_string(&r.params).unwrap_or_default();
+    let configurations: BTreeMap<String, usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.repetitions.is_empty())
+        .map(|(i, r)| (key(r), i))
+        .collect();
+    if configurations.is_empty() {
+        return;
+    }
+    let mut shared: Vec<(usize, Row)> = Vec::new();
+    let mut kept = Vec::with_capacity(rows.len());
+    for (i, row) in std::mem::take(rows).into_iter().enumerate() {
+        let target = (row.rep.is_none() && row.repetitions.is_empty() && !row.table_entry)
+            .then(|| configurations.get(&key(&row)))
+            .flatten();
+        match target {
+            Some(&t) => shared.push((t, row)),
+            None => kept.push((i, row)),
+        }
+    }
+    for (t, row) in shared {
+        if let Some((_, config)) = kept.iter_mut().find(|(i, _)| *i == t) {
+            config.share(row);
+        }
+    }
+    *rows = kept.into_iter().map(|(_, r)| r).collect();
 }
 
 /// A value column of one row: its cell, its 95 % interval where one is
@@ -61,6 +98,9 @@ pub(super) struct Value {
 pub(super) fn value(row: &Row, path: &str) -> Value {
     if row.repetitions.len() < 2 {
         let one = row.repetitions.first().unwrap_or(row);
+        if one.lookup(path).is_none() && !row.repetitions.is_empty() {
+            return shared_value(row, path);
+        }
         let cell = one.lookup(path).map_or(Cell::Null, Cell::from_json);
         let interval = cell.as_f64().and_then(|v| within_run(one, path, v));
         return Value {
@@ -75,6 +115,9 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
         .iter()
         .map(|r| r.lookup(path).map_or(Cell::Null, Cell::from_json))
         .collect();
+    if cells.iter().all(|c| *c == Cell::Null) {
+        return shared_value(row, path);
+    }
     let numbers: Option<Vec<f64>> = cells.iter().map(Cell::as_f64).collect();
     match numbers.as_deref().and_then(estimate::of_repetitions) {
         Some(e) => Value {
@@ -94,6 +137,17 @@ pub(super) fn value(row: &Row, path: &str) -> Value {
             per_rep: None,
             rel_se: None,
         },
+    }
+}
+
+/// Column `path` of a configuration from a row joined to it (see
+/// [`attach_shared`]): one value, no interval.
+fn shared_value(row: &Row, path: &str) -> Value {
+    Value {
+        cell: row.shared(path).map_or(Cell::Null, Cell::from_json),
+        interval: None,
+        per_rep: None,
+        rel_se: None,
     }
 }
 

@@ -45,9 +45,27 @@ impl Row {
     /// the first repetition that has it).
     pub(super) fn lookup(&self, path: &str) -> Option<&Json> {
         if !self.repetitions.is_empty() {
-            return self.repetitions.iter().find_map(|r| r.lookup(path));
+            return self
+                .repetitions
+                .iter()
+                .find_map(|r| r.lookup(path))
+                .or_else(|| self.shared(path));
         }
         self.docs.iter().find_map(|doc| lookup(doc, path))
+    }
+
+    /// A path's value in the documents of a row joined to this
+    /// configuration (a run without repetitions of the same params).
+    pub(super) fn shared(&self, path: &str) -> Option<&Json> {
+        self.docs.iter().find_map(|doc| lookup(doc, path))
+    }
+
+    /// Joins `other` (a row without repetitions, of equal params) to this
+    /// configuration: its documents answer what no repetition has.
+    pub(super) fn share(&mut self, other: Row) {
+        self.nodes.extend(other.nodes);
+        self.docs.extend(other.docs);
+        self.no_gpu |= other.no_gpu;
     }
 
     /// A configuration's row over its repetitions' rows (sorted by `rep`,
