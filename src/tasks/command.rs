@@ -71,7 +71,7 @@ impl Together {
             .first()
             .filter(|_| self.check)
             .and_then(|first| self.twin_of(first))
-            .is_some_and(|twin| twin.first().is_some() && twin.first() == values.first())
+            .is_some_and(|twin| !twin.is_empty() && twin.first() == values.first())
     }
 
     fn twin_of(&self, first: &[crate::value::Value]) -> Option<Vec<crate::value::Value>> {
