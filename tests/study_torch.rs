@@ -175,10 +175,11 @@ fn the_quickstart_page_opens_in_a_browser() {
         b.js("return performance.getEntriesByType('resource').length;"),
         serde_json::json!(0)
     );
-    // 6 configurations × 2 repetitions, 12 analyses, 1 report.
+    // 2 repetitions measuring the 6 configurations together, 6 traced
+    // runs, 6 analyses, 1 report.
     assert_eq!(
         b.js("return document.querySelectorAll('#timeline-svg rect.bar').length;"),
-        serde_json::json!(25)
+        serde_json::json!(15)
     );
     let sizes = b.js("return [...document.querySelectorAll('#stage-graph, figure.plot svg')].map(s => { const r = s.getBoundingClientRect(); return r.width * r.height; });");
     let sizes = sizes.as_array().unwrap();
@@ -202,7 +203,7 @@ fn the_quickstart_page_opens_in_a_browser() {
         head[2]
             .as_str()
             .unwrap()
-            .starts_with("one ViT inference run"),
+            .starts_with("every (model, batch) measured together"),
         "{head}"
     );
     let rows = b.js("return document.querySelectorAll('#table-0 tbody tr').length;");
@@ -257,18 +258,33 @@ fn the_quickstart_page_opens_in_a_browser() {
     assert_eq!(keyed[1], "▲", "{keyed}");
     assert_eq!(keyed[2], 0, "{keyed}");
     assert_eq!(keyed[3], "quickstart_report", "{keyed}");
-    // A run's details draw its batches' latencies and its verdict.
+    // A block's details draw each member's batches' latencies and verdict:
+    // 3 models at batch 1 (8 batches) and at batch 4 (2 batches).
     let shown = b.js(
         "const td = [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('quickstart_runs'));
          td.click();
          return [document.querySelectorAll('#node-detail svg.strip.latency circle').length,
-                 (document.querySelector('#node-detail p.verdict .badge') || {}).textContent];",
+                 [...document.querySelectorAll('#node-detail h4')].filter(h => h.textContent.startsWith('Measurement: ')).map(h => h.textContent),
+                 [...document.querySelectorAll('#node-detail p.verdict .badge')].map(b => b.textContent)];",
     );
-    let dots = shown[0].as_u64().unwrap_or(0);
-    assert!(dots == 2 || dots == 8, "one dot per batch: {shown}");
+    assert_eq!(shown[0], 30, "one dot per batch: {shown}");
+    assert_eq!(
+        shown[1].as_array().map(Vec::len),
+        Some(6),
+        "a measurement per member: {shown}"
+    );
     assert!(
-        shown[1] == "valid" || shown[1] == "invalid",
-        "a verdict: {shown}"
+        shown[1][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Measurement: vit"),
+        "{shown}"
+    );
+    let verdicts = shown[2].as_array().unwrap();
+    assert_eq!(verdicts.len(), 6, "{shown}");
+    assert!(
+        verdicts.iter().all(|v| v == "valid" || v == "invalid"),
+        "a verdict each: {shown}"
     );
     let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("page-screenshots")

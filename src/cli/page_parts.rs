@@ -118,9 +118,27 @@ const STRIP_POINTS: usize = 300;
 /// timed batch's latency in order (`[ms, 1 if left out as throttled]`,
 /// evenly thinned), the verdict and its flags, and the GPU readings
 /// (`[t_ms, sm_mhz, temp_c, throttled]`). None when the file is not there.
+/// A block measured together (`members` in its `results.json`) gives
+/// `{"members": [{"key": …, …view}, …]}`, one view per member.
 pub(super) fn measurement_view(path: &Path) -> Option<serde_json::Value> {
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    if let Some(members) = r.get("members").and_then(serde_json::Value::as_object) {
+        let views: Vec<serde_json::Value> = members
+            .iter()
+            .filter_map(|(key, m)| {
+                let mut v = view_of(m)?;
+                v["key"] = key.clone().into();
+                Some(v)
+            })
+            .collect();
+        return (!views.is_empty()).then(|| serde_json::json!({ "members": views }));
+    }
+    view_of(&r)
+}
+
+/// [`measurement_view`] of one run's results.
+fn view_of(r: &serde_json::Value) -> Option<serde_json::Value> {
     use serde_json::{json, Value};
-    let r: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     let numbers = |v: Option<&Value>| -> Vec<f64> {
         v.and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_f64).collect())
@@ -333,6 +351,22 @@ mod tests {
         assert_eq!(v["series"], serde_json::json!([[0.5, 1980.0, 40.0, 1]]));
         assert_eq!(v["flags"][0], "throttled in 25 % of batches (sw_power_cap)");
         assert!(measurement_view(&dir.path().join("missing.json")).is_none());
+
+        // A block measured together: one view per member, with its key.
+        std::fs::write(
+            &path,
+            r#"{"members": {"a": {"latency_samples_ms": [1.0, 2.0], "validity": {"verdict": "valid"}},
+                            "b": {"latency_samples_ms": [3.0], "validity": {"verdict": "invalid"}}},
+                "method": {"design": "together"}}"#,
+        )
+        .expect("write");
+        let v = measurement_view(&path).expect("a view");
+        let members = v["members"].as_array().expect("members");
+        assert_eq!(members.len(), 2);
+        assert_eq!(members[0]["key"], "a");
+        assert_eq!(members[0]["lat"], serde_json::json!([[1.0, 0], [2.0, 0]]));
+        assert_eq!(members[1]["key"], "b");
+        assert_eq!(members[1]["verdict"], "invalid");
     }
 
     #[test]

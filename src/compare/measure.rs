@@ -141,23 +141,26 @@ pub(crate) fn read_runs(
         .iter()
         .map(|m| summary::PATHS.iter().position(|p| *p == m.path))
         .collect();
-    let mut read: Vec<Option<Run>> = Vec::new();
+    let mut read: Vec<Vec<Run>> = Vec::new();
     let mut pending: Vec<(usize, RecordedRun, ContentHash)> = Vec::new();
     for run in runs {
         let Some(measurement) = run.results else {
             continue;
         };
+        // A block measured together has no summary of its own: its
+        // members are read from its file.
         let kept = slots
             .as_ref()
-            .zip(run.summary.as_deref().and_then(summary::decode));
+            .zip(run.summary.as_deref().and_then(summary::decode))
+            .filter(|_| !run.parts.contains("\"together\""));
         match kept {
             Some((slots, s)) => {
                 let values = slots.iter().map(|&i| s[i]).collect();
-                read.push(Some(run_of(run, measurement, values)));
+                read.push(vec![run_of(run, measurement, values)]);
             }
             None => {
                 pending.push((read.len(), run, measurement));
-                read.push(None);
+                read.push(Vec::new());
             }
         }
     }
@@ -166,17 +169,30 @@ pub(crate) fn read_runs(
     // not held twice at once.
     while !pending.is_empty() {
         let chunk = pending.split_off(pending.len().saturating_sub(CHUNK));
-        let from_files: Vec<(usize, Run, Option<Vec<u8>>)> = chunk
+        let from_files: Vec<(usize, Vec<Run>, Option<Vec<u8>>)> = chunk
             .into_par_iter()
             .map(|(at, run, measurement)| {
+                let unusable = |run: RecordedRun, why: String| {
+                    let mut run = run_of(run, measurement, vec![None; metrics.len()]);
+                    run.unusable = Some(why.into());
+                    (at, vec![run], None)
+                };
                 let doc = match read_doc(store, &run, &measurement)? {
                     Ok(doc) => doc,
-                    Err(why) => {
-                        let mut run = run_of(run, measurement, vec![None; metrics.len()]);
-                        run.unusable = Some(why.into());
-                        return Ok((at, run, None));
-                    }
+                    Err(why) => return Ok(unusable(run, why)),
                 };
+                if let Some(together) = super::members::together_of(&run.parts) {
+                    return Ok(
+                        match super::members::members(&run.node_id, &together, &doc) {
+                            Ok(members) => (
+                                at,
+                                member_runs(&run, measurement, members, metrics, slots.as_deref()),
+                                None,
+                            ),
+                            Err(why) => unusable(run, why),
+                        },
+                    );
+                }
                 let (values, fresh) = match &slots {
                     Some(slots) => {
                         let s = summary::summarize(&doc);
@@ -185,15 +201,15 @@ pub(crate) fn read_runs(
                     }
                     None => (values_of(&doc, metrics), None),
                 };
-                Ok((at, run_of(run, measurement, values), fresh))
+                Ok((at, vec![run_of(run, measurement, values)], fresh))
             })
             .collect::<Result<_, String>>()?;
         let mut fresh: Vec<(ContentHash, Vec<u8>)> = Vec::new();
-        for (at, run, bytes) in from_files {
-            if let Some(bytes) = bytes {
+        for (at, runs, bytes) in from_files {
+            if let (Some(bytes), Some(run)) = (bytes, runs.first()) {
                 fresh.push((run.measurement, bytes));
             }
-            read[at] = Some(run);
+            read[at] = runs;
         }
         if !fresh.is_empty() && !store.is_read_only() {
             // A cache: a comparison that cannot keep it has lost nothing.
@@ -201,6 +217,33 @@ pub(crate) fn read_runs(
         }
     }
     Ok(read.into_iter().flatten().collect())
+}
+
+/// A block's runs, one per member (see [`super::members`]), each with its
+/// member's values of `metrics` (through a summary where `slots` place them).
+fn member_runs(
+    run: &RecordedRun,
+    measurement: ContentHash,
+    members: Vec<(String, Doc)>,
+    metrics: &[Metric],
+    slots: Option<&[usize]>,
+) -> Vec<Run> {
+    members
+        .into_iter()
+        .map(|(config, doc)| {
+            let values = match slots {
+                Some(slots) => {
+                    let s = summary::summarize(&doc);
+                    slots.iter().map(|&i| s[i]).collect()
+                }
+                None => values_of(&doc, metrics),
+            };
+            Run {
+                config,
+                ..run_of(run.clone(), measurement, values)
+            }
+        })
+        .collect()
 }
 
 fn run_of(run: RecordedRun, measurement: ContentHash, values: Vec<Option<Value>>) -> Run {
@@ -273,7 +316,13 @@ pub(crate) fn facets(parts: &str) -> BTreeMap<String, String> {
         // `{"Vit": {...}}`: the one variant's fields.
         for fields in spec.values().filter_map(Json::as_object) {
             for (k, v) in fields {
-                out.insert(format!("spec.{k}"), text(v));
+                // A block's members by their keys, not every member's spec
+                // (those differ where the first member's fields do).
+                let value = match super::members::together_of(&format!("{{\"together\":{v}}}")) {
+                    Some(t) if k == "together" => t.keys().join(" "),
+                    _ => text(v),
+                };
+                out.insert(format!("spec.{k}"), value);
             }
         }
     }

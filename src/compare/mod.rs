@@ -11,6 +11,7 @@
 pub(crate) mod gate;
 pub(crate) mod kernels;
 pub(crate) mod measure;
+pub(crate) mod members;
 pub(crate) mod output;
 pub(crate) mod pair;
 pub(crate) mod select;

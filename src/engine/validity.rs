@@ -91,13 +91,27 @@ pub(crate) fn record_env(
     Some(serde_json::Value::Object(env))
 }
 
-/// The invalidating flags of a `results.json` whose verdict is `invalid`.
+/// The invalidating flags of a `results.json` whose verdict is `invalid`;
+/// for a block measured together (`members`), those of every invalid
+/// member, each named: one disturbed member measures the block again.
 fn invalid_reason(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     if !text.contains("\"validity\"") {
         return None;
     }
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if let Some(members) = value.get("members").and_then(|m| m.as_object()) {
+        let reasons: Vec<String> = members
+            .iter()
+            .filter_map(|(key, m)| Some(format!("member `{key}`: {}", reason_of(m)?)))
+            .collect();
+        return (!reasons.is_empty()).then(|| reasons.join("; "));
+    }
+    reason_of(&value)
+}
+
+/// One run's invalidating flags, where its verdict is `invalid`.
+fn reason_of(value: &serde_json::Value) -> Option<String> {
     let validity = value.get("validity")?;
     if validity.get("verdict")?.as_str()? != "invalid" {
         return None;
@@ -167,6 +181,28 @@ mod tests {
         let kept = of_run(&run_with_env(third)).expect("recorded invalid");
         assert_eq!(kept.measured, 3);
         assert!(kept.stale_reason(false).is_none(), "kept after the third");
+    }
+
+    #[test]
+    fn a_block_with_an_invalid_member_is_invalid_and_names_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let member = |verdict: &str| {
+            serde_json::json!({"validity": {"verdict": verdict, "flags": [
+                {"detail": "intruded: 31 % of the window", "invalidates": verdict == "invalid"}]}})
+        };
+        let write = |b: &str| {
+            let doc = serde_json::json!({"members": {"a": member("valid"), "b": member(b)}});
+            std::fs::write(dir.path().join("results.json"), doc.to_string()).expect("write");
+        };
+        let env = serde_json::json!({});
+        write("invalid");
+        let rec = record_env(&env, dir.path(), None, None).expect("invalid");
+        assert_eq!(
+            rec["validity"]["reason"],
+            "member `b`: intruded: 31 % of the window"
+        );
+        write("valid");
+        assert!(record_env(&env, dir.path(), None, None).is_none());
     }
 
     #[test]

@@ -798,7 +798,12 @@
   }
   function fmtNum(v) { return Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3); }
   function measurement(m) {
-    const out = [el("h4", {}, "Measurement")];
+    // A block measured together: one measurement per member.
+    if (m.members) return m.members.flatMap((one) => measurement1(one, `Measurement: ${one.key}`));
+    return measurement1(m, "Measurement");
+  }
+  function measurement1(m, title) {
+    const out = [el("h4", {}, title)];
     if (m.verdict) out.push(el("p", { class: "verdict" }, el("span", { class: "badge " + (m.verdict === "valid" ? "fresh" : "failed") }, m.verdict), " ", (m.flags || []).join("; ")));
     if (m.lat && m.lat.length) {
       const points = m.lat.map(([v, x], i) => [i * m.every, v, x]);

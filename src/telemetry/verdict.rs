@@ -69,6 +69,25 @@ impl Validity {
         self.verdict == "valid"
     }
 
+    /// Keeps the flags of `kind` as evidence but no longer as reasons the
+    /// run is invalid, each with `note` added; the verdict follows.
+    pub fn tolerate(&mut self, kind: &str, note: &str) {
+        for f in self
+            .flags
+            .iter_mut()
+            .filter(|f| f.kind == kind && f.invalidates)
+        {
+            f.invalidates = false;
+            f.detail = format!("{} ({note})", f.detail);
+        }
+        self.verdict = if self.flags.iter().any(|f| f.invalidates) {
+            "invalid"
+        } else {
+            "valid"
+        }
+        .to_owned();
+    }
+
     /// `throttled in 18 % of batches; intruded: …`: the invalidating flags.
     pub fn reason(&self) -> String {
         self.flags

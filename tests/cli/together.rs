@@ -343,3 +343,25 @@ fn an_aa_check_flags_a_process_whose_twin_drifted() {
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert!(ws.reasons("checked[rep=2]", &[]).is_empty());
 }
+
+/// `vitgraph compare` reads a block as its report does: one configuration
+/// per member, named by the node's params and the member's values.
+#[test]
+fn compare_pairs_the_members_of_blocks() {
+    let ws = workspace();
+    let r = ws.run(&["build", "-p", "reps=3", "together"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let r = ws.run(&["baseline", "save", "first"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    ws.write("bench.py", &format!("{BENCH}\n# edited\n"));
+    let r = ws.run(&["build", "-p", "reps=3", "together"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let r = ws.run(&["compare", "baseline:first", "HEAD", "together"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    let out = r.stdout();
+    assert!(out.contains("together[impl=a]  "), "{out}");
+    assert!(out.contains("together[impl=b]  "), "{out}");
+    assert!(out.contains("2 configurations paired"), "{out}");
+    assert!(out.contains("n=3"), "{out}");
+    assert!(out.contains("differs: input bench.py"), "{out}");
+}

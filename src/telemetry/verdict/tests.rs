@@ -287,3 +287,26 @@ fn a_run_throttled_throughout_keeps_its_batches_and_says_so() {
         v.flags[0].detail
     );
 }
+
+#[test]
+fn a_tolerated_flag_stays_as_evidence_and_leaves_the_verdict_to_the_rest() {
+    let flag = |kind: &str, invalidates| Flag {
+        kind: kind.to_owned(),
+        detail: format!("{kind} detail"),
+        invalidates,
+    };
+    let mut v = Validity {
+        verdict: "invalid".to_owned(),
+        flags: vec![flag("warming", true), flag("undersampled", false)],
+        excluded_batches: Vec::new(),
+        excluded_latency_ms: Vec::new(),
+    };
+    v.tolerate("warming", "measured together");
+    assert_eq!(v.verdict, "valid");
+    assert_eq!(v.flags[0].detail, "warming detail (measured together)");
+    assert!(!v.flags[0].invalidates);
+    v.flags.push(flag("intruded", true));
+    v.tolerate("warming", "again");
+    assert_eq!(v.verdict, "invalid", "an intrusion still invalidates");
+    assert_eq!(v.flags[0].detail, "warming detail (measured together)");
+}
