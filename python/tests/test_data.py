@@ -28,6 +28,20 @@ json.dump({"latency_ms": {"median": {"a": 2.0, "b": 3.5}[model] * batch}, "note"
 """
 
 
+TOGETHER = """Pipeline(stages: {
+  "pair": Stage(matrix: {"model": ["a", "b"]}, together: ["model"], check: true, repeat: 2,
+                task: Command(run: "python3 pair.py ${model} ${rep} ${out}/results.json",
+                              inputs: ["pair.py"], outputs: ["results.json"], measure: true)),
+})
+"""
+
+PAIR = """import json, sys
+models, rep, out = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
+level = {"a": 2.0, "a#2": 2.0, "b": 3.0}
+json.dump({"members": {m: {"latency_ms": {"median": level[m] * rep}} for m in models}}, open(out, "w"))
+"""
+
+
 def vitgraph_exe():
     exe = os.environ.get("VITGRAPH") or shutil.which("vitgraph")
     if not exe:
@@ -94,6 +108,40 @@ class TableTest(unittest.TestCase):
             f.write("# changed\n")
         rows = vitgraph.runs("bench", backend="records", workspace=self.ws)
         self.assertTrue(all(r["state"] == "stale" and "input_changed" in r["reasons"] for r in rows), rows)
+
+    def test_a_block_measured_together_is_one_row_per_member(self):
+        with open(os.path.join(self.ws, "pipelines", "t.ron"), "w") as f:
+            f.write(TOGETHER)
+        with open(os.path.join(self.ws, "pair.py"), "w") as f:
+            f.write(PAIR)
+        build = subprocess.run([self.exe, "-C", self.ws, "build", "pair", "-j", "1"],
+                               capture_output=True, text=True)
+        self.assertEqual(build.returncode, 0, build.stderr)
+        rows = vitgraph.runs("pair", backend="records", workspace=self.ws)
+        got = sorted((r["id"], r["model"], r["member"], r["latency_ms.median"]) for r in rows)
+        self.assertEqual(got, [
+            ("pair[rep=1]", "a", "a", 2.0), ("pair[rep=1]", "a#2", "a#2", 2.0),
+            ("pair[rep=1]", "b", "b", 3.0),
+            ("pair[rep=2]", "a", "a", 4.0), ("pair[rep=2]", "a#2", "a#2", 4.0),
+            ("pair[rep=2]", "b", "b", 6.0),
+        ])
+
+    def test_compare_gives_the_rows_of_vitgraph_compare(self):
+        subprocess.run([self.exe, "-C", self.ws, "baseline", "save", "first"], check=True,
+                       capture_output=True)
+        with open(os.path.join(self.ws, "bench.py"), "a") as f:
+            f.write("# changed\n")
+        subprocess.run([self.exe, "-C", self.ws, "build", "bench", "-j", "1"], check=True,
+                       capture_output=True)
+        rows = vitgraph.compare("baseline:first", "HEAD", ["bench"], metrics=["latency_ms.median"],
+                                backend="records", workspace=self.ws)
+        self.assertEqual(len(rows), 4)
+        row = next(r for r in rows if r["config"] == "bench[model=b,batch=8]")
+        self.assertEqual((row["a_value"], row["b_value"], row["ratio"]), (28.0, 28.0, 1.0))
+        self.assertEqual(row["metric"], "latency_ms.median")
+        self.assertIn("input bench.py", row["differs"])
+        with self.assertRaisesRegex(VitgraphError, "baseline"):
+            vitgraph.compare("baseline:nope", "HEAD", backend="records", workspace=self.ws)
 
     def test_errors_name_the_workspace_the_stage_and_the_fix(self):
         with self.assertRaisesRegex(VitgraphError, "unknown target `nope`"):

@@ -5,7 +5,8 @@ DataFrames.
     df = vitgraph.table("rq1_report")              # pandas (the default)
     df = vitgraph.table("rq1_report", backend="polars")
     rows = vitgraph.table("rq1_report", backend="records")   # no dependency
-    runs = vitgraph.runs("rq1_runs")                # one row per run
+    runs = vitgraph.runs("rq1_runs")                # one row per run (per member of a block)
+    diff = vitgraph.compare("baseline:first", "HEAD")  # the rows of `vitgraph compare`
 
 From any folder inside a workspace (the nearest ancestor with
 ``pipelines/``). The report's state comes from the CLI (``vitgraph status
@@ -109,18 +110,75 @@ def runs(stage, backend="pandas", workspace=None):
                 raise VitgraphError(f"{path} (node {n['id']}) is not JSON: {e}; "
                                     f"`vitgraph build {n['id']}` measures it again")
         st = states.get(n["id"], {})
-        row = {"id": n["id"]}
-        row.update(n["params"])
-        row["state"] = st.get("state")
-        row["reasons"] = "; ".join(f"{r['kind']}: {r['detail']}" for r in st.get("reasons", []))
-        validity = doc.get("validity") if isinstance(doc, dict) else None
-        row["verdict"] = validity.get("verdict") if isinstance(validity, dict) else None
-        flat = {}
-        for k, v in (doc.items() if isinstance(doc, dict) else []):
-            if k == "validity":
-                continue
-            _flatten(v, k, flat, keep_text=(k == "env"))
-        row.update(flat)
+        base = {"id": n["id"]}
+        base.update(n["params"])
+        base["state"] = st.get("state")
+        base["reasons"] = "; ".join(f"{r['kind']}: {r['detail']}" for r in st.get("reasons", []))
+        for params, member in _members(n, doc):
+            row = dict(base)
+            row.update(params)
+            validity = member.get("validity") if isinstance(member, dict) else None
+            row["verdict"] = validity.get("verdict") if isinstance(validity, dict) else None
+            flat = {}
+            for k, v in (member.items() if isinstance(member, dict) else []):
+                if k == "validity":
+                    continue
+                _flatten(v, k, flat, keep_text=(k == "env"))
+            row.update(flat)
+            rows.append(row)
+    return _frame(rows, backend)
+
+
+def _key_part(value):
+    """A value as it reads in a member's key (vitgraph's display)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _members(node, doc):
+    """A run's rows: ``[({}, doc)]`` for one configuration; for a block
+    measured together (``together`` in ``vitgraph ls --json``), one per
+    member of its ``results.json``, with the member's values of the
+    together axes as params and ``member`` its key (``NAME#2`` is the A/A
+    twin, a second instance of the first member)."""
+    together = node.get("together")
+    if not together or not isinstance(doc, dict) or not isinstance(doc.get("members"), dict):
+        return [({}, doc)]
+    out = []
+    for values in together["members"]:
+        key = ",".join(_key_part(v) for v in values)
+        member = doc["members"].get(key)
+        if member is None:
+            continue
+        params = dict(zip(together["axes"], values))
+        params["member"] = key
+        out.append((params, member))
+    return out
+
+
+def compare(a, b, targets=(), metrics=(), threshold=None, backend="pandas", workspace=None):
+    """The rows of ``vitgraph compare A B [TARGETS]`` (its ``--json``): one
+    per configuration and metric, with each side's value, interval and
+    runs (``a_value``, ``a_low``, ``a_high``, ``a_runs``, ``a_basis``;
+    ``b_…``), the ratio B / A with its interval and basis, ``p``, the
+    ``verdict`` (faster, slower, same, inconclusive, not comparable) and
+    ``why`` where a pair cannot be compared. ``metrics``: dotted paths
+    (``--metric``); ``threshold``: the equivalence margin (``"2%"``)."""
+    root = find_workspace(workspace)
+    args = ["compare", a, b] + list(targets)
+    for m in metrics:
+        args += ["--metric", m]
+    if threshold is not None:
+        args += ["--threshold", str(threshold)]
+    rows = []
+    for r in _cli_json(args + ["--json"], root, "rows"):
+        row = {"config": r.get("config"), "stage": r.get("stage"), "metric": r.get("metric"),
+               "better": r.get("better")}
+        for side in ("a", "b"):
+            for k, v in (r.get(side) or {}).items():
+                row[f"{side}_{k}"] = v
+        for k in ("ratio", "ratio_low", "ratio_high", "ratio_basis", "p", "verdict", "why"):
+            row[k] = r.get(k)
+        row["differs"] = "; ".join(f"{d['facet']} {d['a']} → {d['b']}" for d in r.get("differs") or [])
         rows.append(row)
     return _frame(rows, backend)
 

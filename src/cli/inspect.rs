@@ -19,7 +19,8 @@ pub struct LsArgs {
     /// With targets, list their node ids; without, list stages.
     pub targets: Vec<String>,
     /// With targets: one JSON object, `{"nodes": [{"id", "stage", "params",
-    /// "out"}]}`, the params with their types (what `vitgraph.runs` reads).
+    /// "out"}]}`, the params with their types (what `vitgraph.runs` reads),
+    /// and a block measured together's `together` (`axes`, `members`).
     #[arg(long)]
     pub json: bool,
 }
@@ -115,12 +116,17 @@ pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result
                     .iter()
                     .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
                     .collect();
-                serde_json::json!({
+                let mut node = serde_json::json!({
                     "id": n.id,
                     "stage": n.stage,
                     "params": params,
                     "out": n.out_rel(),
-                })
+                });
+                // A block measured together: its axes and members.
+                if let Some(t) = n.task.together() {
+                    node["together"] = serde_json::to_value(t).unwrap_or_default();
+                }
+                node
             })
             .collect();
         println!("{}", serde_json::json!({ "nodes": nodes }));
