@@ -98,7 +98,7 @@ rq1_demo() {
     copy_report rq1
     log "rq1: edit the analysis definition (batch_prefix \"batch\" -> \"forward\")"
     cp pipelines/rq1.ron "$out/rq1.ron.orig"
-    sed -i 's|task: Analyze(trace: "${needs.rq1_runs}/trace.sqlite"),|task: Analyze(trace: "${needs.rq1_runs}/trace.sqlite", batch_prefix: "forward"),|' pipelines/rq1.ron
+    sed -i 's|task: Analyze(trace: "${needs.rq1_traces}/trace.sqlite"),|task: Analyze(trace: "${needs.rq1_traces}/trace.sqlite", batch_prefix: "forward"),|' pipelines/rq1.ron
     {
         echo "== the edit"
         diff "$out/rq1.ron.orig" pipelines/rq1.ron
