@@ -44,6 +44,7 @@ impl Fixture {
                 dir: dir.clone(),
                 rep: None,
                 together: None,
+                aa_twin: false,
             });
         dir
     }

@@ -283,6 +283,14 @@ pub fn t_cdf(t: f64, df: f64) -> f64 {
     }
 }
 
+/// P(F > f) for Fisher's F with (`d1`, `d2`) degrees of freedom.
+pub fn f_sf(f: f64, d1: f64, d2: f64) -> f64 {
+    if f <= 0.0 {
+        return 1.0;
+    }
+    1.0 - incomplete_beta(0.5 * d1, 0.5 * d2, d1 * f / (d1 * f + d2))
+}
+
 /// The regularized incomplete beta function I_x(a, b).
 fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
     if x <= 0.0 {

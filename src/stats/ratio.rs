@@ -198,5 +198,27 @@ fn paired_p(baseline: &[f64], candidate: &[f64]) -> Option<f64> {
     })
 }
 
+/// Whether a paired comparison's per-process log-ratios (`pair`) spread
+/// more than an A/A check's over the same processes (`aa`: a second
+/// instance of a member against the first): the variance ratio and the
+/// one-sided F test's p. Where the process's speed acts on both members
+/// alike the two spread alike; where it moves one more (a launch-bound
+/// eager run against a CUDA graph, CPU-bound preprocessing against
+/// kernel launches) the pair's spread is the larger. None with fewer than
+/// 3 processes a side or an A/A without spread.
+pub fn interaction(pair: &[f64], aa: &[f64]) -> Option<(f64, f64)> {
+    if pair.len() < 3 || aa.len() < 3 {
+        return None;
+    }
+    let (_, var_pair) = super::estimate::mean_var(pair)?;
+    let (_, var_aa) = super::estimate::mean_var(aa)?;
+    if var_aa.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let f = var_pair / var_aa;
+    let p = super::estimate::f_sf(f, (pair.len() - 1) as f64, (aa.len() - 1) as f64);
+    Some((f, p))
+}
+
 #[cfg(test)]
 mod tests;

@@ -284,6 +284,11 @@ pub struct UpstreamNode {
     /// of its own with the together axes' values added to `params`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub together: Option<Together>,
+    /// An A/A twin's configuration (`NAME#2` of a block with `check:
+    /// true`), as a report reads a block: no row of its own, only the
+    /// check of its first member.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aa_twin: bool,
 }
 
 /// A command prefix the engine runs a built-in task under (`numactl …`,

@@ -365,3 +365,38 @@ fn compare_pairs_the_members_of_blocks() {
     assert!(out.contains("n=3"), "{out}");
     assert!(out.contains("differs: input bench.py"), "{out}");
 }
+
+/// With `check: true`, a report tests each paired comparison against the
+/// A/A check of the same processes: `g / a` (the process's factor acts on
+/// `a` only) spreads far more than `a#2 / a` and is labelled with the F
+/// test; `b / a` (the factor acts on both) is not.
+#[test]
+fn a_paired_comparison_that_spreads_more_than_its_aa_check_is_labelled() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+  "checked": Stage(matrix: {"impl": ["a", "b", "g"]}, together: ["impl"], check: true, repeat: 6,
+                   task: Command(run: "python3 bench.py together ${impl} ${rep} ${out}/results.json",
+                                 inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "checked_report": Stage(needs: ["checked"],
+      task: Report(title: "checked", sources: ["checked"], columns: ["latency_ms.median"],
+                   compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
+})"#,
+    )]);
+    ws.write("bench.py", BENCH);
+    let r = ws.run(&["build", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let (_, _, kind, note) = ratio(&ws, "checked_report", "g");
+    assert_eq!(kind, "paired");
+    assert!(
+        note.starts_with("measured together but the per-process ratios spread ")
+            && note.contains("times the A/A check's (F test p = "),
+        "{note}"
+    );
+    let (_, half, _, note) = ratio(&ws, "checked_report", "b");
+    assert_eq!(note, "", "b shares the factor with a: ±{half}");
+    assert_eq!(
+        column(&ws.read("out/checked_report/table.csv"), "impl"),
+        ["a", "b", "g"]
+    );
+}

@@ -193,6 +193,7 @@ impl Build<'_, '_> {
                             dir: dir.clone(),
                             rep: up.rep,
                             together: up.task.together().cloned(),
+                            aa_twin: false,
                         }
                     })
                     .collect();

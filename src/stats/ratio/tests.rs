@@ -141,3 +141,43 @@ fn exact_values_without_batches_have_no_interval_with_one_run_each() {
     .unwrap();
     assert!(r.interval.is_some());
 }
+
+#[test]
+fn the_interaction_test_finds_a_pair_that_spreads_more_than_its_aa() {
+    // F(9, 9): the 99th percentile is 5.35.
+    assert!((crate::stats::estimate::f_sf(5.35, 9.0, 9.0) - 0.01).abs() < 5e-4);
+    assert!((crate::stats::estimate::f_sf(1.0, 4.0, 4.0) - 0.5).abs() < 1e-9);
+    let mut rng = crate::stats::Rng::new(3);
+    let mut alike = 0;
+    let mut unequal = 0;
+    for _ in 0..500 {
+        // Per process: a shared band (cancels), 0.5 % noise per member; in
+        // the unequal pair the band acts on one member only (σ 10 %).
+        let band: Vec<f64> = (0..10).map(|_| 0.1 * rng.normal()).collect();
+        let noise = |rng: &mut crate::stats::Rng| 0.005 * rng.normal();
+        let aa: Vec<f64> = band
+            .iter()
+            .map(|_| noise(&mut rng) - noise(&mut rng))
+            .collect();
+        let pair: Vec<f64> = band
+            .iter()
+            .map(|_| noise(&mut rng) - noise(&mut rng))
+            .collect();
+        let apart: Vec<f64> = band
+            .iter()
+            .map(|b| b + noise(&mut rng) - noise(&mut rng))
+            .collect();
+        if interaction(&pair, &aa).is_some_and(|(_, p)| p < 0.01) {
+            alike += 1;
+        }
+        if interaction(&apart, &aa).is_some_and(|(_, p)| p < 0.01) {
+            unequal += 1;
+        }
+    }
+    // About 1 % false alarms where the band acts alike; every unequal pair found.
+    eprintln!("interaction: {alike} of 500 alike flagged, {unequal} of 500 unequal");
+    assert!(alike <= 15, "{alike} of 500 alike pairs flagged");
+    assert_eq!(unequal, 500);
+    assert!(interaction(&[0.1, 0.2], &[0.0, 0.1, 0.2]).is_none());
+    assert!(interaction(&[0.1, 0.2, 0.3], &[0.0, 0.0, 0.0]).is_none());
+}

@@ -164,15 +164,26 @@ fn pair(
             let higher = verdict::higher_is_better(&spec.metric);
             let verdict = verdict::judge(r.value, (low, high), spec.margin, higher);
             tail[8] = Cell::Str(verdict.as_str().to_owned());
-            let mut notes = Vec::new();
+            let mut notes: Vec<String> = Vec::new();
             if verdict == Verdict::Inconclusive {
-                notes.push(INCONCLUSIVE);
+                notes.push(INCONCLUSIVE.to_owned());
             }
             if r.basis == Basis::WithinRun {
-                notes.push("within-run interval only: the next run may land outside it");
+                notes.push("within-run interval only: the next run may land outside it".to_owned());
             }
-            if r.basis == Basis::Paired && unequal_band(base, value, metric, (low, high), r.value) {
-                notes.push(UNEQUAL_BAND);
+            if r.basis == Basis::Paired {
+                let at = |i: usize| table.aa.get(i).and_then(Option::as_ref);
+                let aa = at(bases[0]).or(at(row));
+                match aa.and_then(|aa| against_aa(base, value, metric, aa)) {
+                    Some((f, p)) if p < AA_P => notes.push(format!(
+                        "measured together but the per-process ratios spread {f:.1} times the A/A check's (F test p = {p:.1e}): the process's speed moved these members unequally and the interval carries it"
+                    )),
+                    Some(_) => {}
+                    None if unequal_band(base, value, metric, (low, high), r.value) => {
+                        notes.push(UNEQUAL_BAND.to_owned());
+                    }
+                    None => {}
+                }
             }
             notes.join("; ")
         }
@@ -196,6 +207,36 @@ fn side(row: &super::table::TableRow, metric: usize, value: f64) -> Vec<stats::V
         rel_se: row.rel_se[metric].unwrap_or(0.0),
         inverse: false,
     }]
+}
+
+/// Below this p, a paired comparison spreads more than its A/A check.
+const AA_P: f64 = 0.01;
+
+/// The interaction test of a paired comparison against the A/A check
+/// `aa` over the same processes: the variance ratio and its p (see
+/// [`stats::ratio::interaction`]).
+fn against_aa(
+    base: &super::table::TableRow,
+    value: &super::table::TableRow,
+    metric: usize,
+    aa: &super::aa::AaLogs,
+) -> Option<(f64, f64)> {
+    let (b, v) = (
+        base.per_rep[metric].as_ref()?,
+        value.per_rep[metric].as_ref()?,
+    );
+    let mut pair = Vec::new();
+    let mut check = Vec::new();
+    for ((process, b), v) in base.processes.iter().zip(b).zip(v) {
+        let Some((_, a)) = aa.iter().find(|(p, _)| p == process) else {
+            continue;
+        };
+        if *b > 0.0 && *v > 0.0 {
+            pair.push((v / b).ln());
+            check.push(*a);
+        }
+    }
+    stats::ratio::interaction(&pair, &check)
 }
 
 /// The note of an inconclusive comparison.

@@ -260,6 +260,7 @@ mod tests {
             node_count: 8,
             rows_without_gpu: 0,
             target: None,
+            aa: Vec::new(),
         }
     }
 

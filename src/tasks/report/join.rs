@@ -38,6 +38,8 @@ pub(super) struct Row {
     pub rep: Option<u32>,
     /// A configuration's row: the rows of its repetitions, by `rep`.
     pub repetitions: Vec<Row>,
+    /// An A/A twin's row (see [`super::aa`]): no row of the table.
+    pub twin: bool,
 }
 
 impl Row {
@@ -89,6 +91,7 @@ impl Row {
             table_entry: false,
             no_gpu: reps.iter().any(|r| r.no_gpu),
             rep: None,
+            twin: reps.iter().any(|r| r.twin),
             repetitions: reps,
         }
     }
@@ -215,6 +218,7 @@ fn new_row(files: &NodeFiles, docs: Vec<Json>, table_entry: bool) -> Result<Row,
         no_gpu: files.metrics.as_ref().is_some_and(|m| m.no_gpu),
         rep: files.node.rep,
         repetitions: Vec::new(),
+        twin: files.node.aa_twin,
     })
 }
 

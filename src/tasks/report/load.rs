@@ -68,8 +68,8 @@ pub(super) fn read_node(node: &UpstreamNode, device: usize) -> Result<NodeFiles,
 /// A node's files as configurations: a block measured together
 /// (`together`) gives one per member, whose params add the member's values
 /// of the together axes and whose `results.json` is the member's object
-/// (with the block's `env` where the member has none); any other node
-/// gives itself.
+/// (with the block's `env` where the member has none; an A/A twin's marked
+/// `aa_twin`); any other node gives itself.
 pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
     let Some(together) = files.node.together.clone() else {
         return vec![Ok(files)];
@@ -86,7 +86,6 @@ pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
     together
         .members
         .iter()
-        .filter(|values| !together.is_twin(values))
         .map(|values| {
             let key = crate::tasks::command::member_key(values);
             let Some(Json::Object(doc)) = members.get(&key) else {
@@ -105,6 +104,7 @@ pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
                 node.params.insert(axis.clone(), v.clone());
             }
             node.together = None;
+            node.aa_twin = together.is_twin(values);
             Ok(NodeFiles {
                 node,
                 metrics: None,

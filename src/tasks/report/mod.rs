@@ -8,6 +8,7 @@
 //! by environment, [`compare`] and [`plot`] read the table, [`write`] and
 //! [`markdown`] write it out.
 
+mod aa;
 mod axes;
 mod cell;
 mod compare;

@@ -564,6 +564,7 @@ mod tests {
             node_count: 5,
             rows_without_gpu: 0,
             target: None,
+            aa: Vec::new(),
         }
     }
 

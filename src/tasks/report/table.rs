@@ -93,6 +93,9 @@ pub(super) struct Table {
     pub rows_without_gpu: usize,
     /// The report's precision target (`target`), relative.
     pub target: Option<f64>,
+    /// Per row: its A/A check's per-process log-ratios for the compared
+    /// metric, where a block measured it with `check: true`.
+    pub aa: Vec<Option<super::aa::AaLogs>>,
 }
 
 impl Table {
@@ -108,7 +111,9 @@ impl Table {
 /// Reads the sources and builds the table.
 pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table, TaskError> {
     super::join::check_filter(spec, ctx)?;
-    let all = super::fold::fold(join_rows(spec, ctx)?);
+    let (twins, all): (Vec<_>, Vec<_>) = super::fold::fold(join_rows(spec, ctx)?)
+        .into_iter()
+        .partition(|r| r.twin);
     if all.is_empty() {
         return Err(TaskError::BadSpec {
             field: "sources".to_owned(),
@@ -167,6 +172,11 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
         names.push(INVALID.to_owned());
     }
     names.extend([SAMPLES, ENV_GROUP, NODES].map(str::to_owned));
+    let aa = super::aa::checks(
+        &twins,
+        &rows,
+        spec.compare.as_ref().map(|c| c.metric.as_str()),
+    );
     let node_count = rows.iter().map(|r| r.nodes.len()).sum();
     let rows_without_gpu = rows.iter().filter(|r| r.no_gpu).count();
     let layout = Layout {
@@ -208,6 +218,7 @@ pub(super) fn build_table(spec: &ReportSpec, ctx: &TaskContext) -> Result<Table,
         node_count,
         rows_without_gpu,
         target: spec.target,
+        aa,
     })
 }
 

@@ -98,6 +98,7 @@ mod tests {
             node_count: 1,
             rows_without_gpu: 0,
             target: None,
+            aa: Vec::new(),
         }
     }
 
