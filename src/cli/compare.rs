@@ -158,7 +158,8 @@ fn gate(
             ));
         }
         for row in rows.iter().filter(|r| *r.metric == *c.metric) {
-            if row.ratio_low.is_none() || row.ratio_high.is_none() {
+            let judged = row.verdict != crate::compare::pair::Verdict::NotComparable;
+            if !judged || row.ratio_low.is_none() || row.ratio_high.is_none() {
                 missing.push(format!(
                     "{}: {} not comparable ({}): `{}` cannot be judged",
                     row.config,

@@ -185,7 +185,7 @@ fn interval(row: &Row) -> String {
     }
 }
 
-/// `slower`, or `not comparable: B has no `x``.
+/// `slower`, or `not comparable: B has no number at `x` (…)`.
 pub(crate) fn verdict(row: &Row) -> String {
     match (&row.why, row.verdict) {
         (Some(why), v) => format!("{}: {why}", v.as_str()),

@@ -234,6 +234,9 @@ fn row(
     if let Some(reason) = unusable {
         (verdict, why) = (Verdict::NotComparable, Some(reason));
     }
+    // A pair that cannot be compared shows no ratio or interval: an
+    // underflowing side would otherwise show `[NaN, NaN]`.
+    let ratio = ratio.filter(|_| verdict != Verdict::NotComparable);
     if same_runs(ra, rb) {
         (verdict, why) = (
             Verdict::Same,
@@ -265,7 +268,12 @@ fn judge(
     metric: &Metric,
     threshold: f64,
 ) -> (Verdict, Option<String>) {
-    let missing = |side: &str| Some(format!("{side} has no `{}`", metric.path));
+    let missing = |side: &str| {
+        Some(format!(
+            "{side} has no number at `{}` (its runs lack the path, or hold text there)",
+            metric.path
+        ))
+    };
     if va.is_empty() {
         return (Verdict::NotComparable, missing("A"));
     }

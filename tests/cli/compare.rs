@@ -500,3 +500,36 @@ fn a_damaged_result_object_is_not_comparable_and_repair_restores_the_verdict() {
     let r = ws.run(&["compare", "baseline:main", "HEAD", "--json"]);
     assert_eq!(verdict_of(&rows(&r), "bench[impl=slow]"), "slower");
 }
+
+/// A side whose metric is text or underflows is not comparable, says why
+/// in words that are true, shows no interval, and fails a gate on it.
+#[test]
+fn a_metric_written_as_text_or_a_subnormal_fails_the_gate_with_its_reason() {
+    let gen = r#"import sys
+mode, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+v = {"ok": repr(10 + rep / 100), "str": '"12.3 ms"', "tiny": "5e-324"}[mode]
+open(out, "w").write('{"latency_ms": {"median": %s}}' % v)
+"#;
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(params: {"mode": "ok"}, stages: {
+  "bench": Stage(repeat: 3, task: Command(run: "python3 gen.py ${mode} ${rep} ${out}/results.json",
+                                         inputs: ["gen.py"], outputs: ["results.json"], measure: true)),
+})"#,
+    )]);
+    ws.write("gen.py", gen);
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    assert_eq!(ws.run(&["baseline", "save", "base"]).code(), 0);
+    for (mode, why) in [
+        ("str", "not comparable: B has no number at `latency_ms.median` (its runs lack the path, or hold text there)"),
+        ("tiny", "not comparable: B's `latency_ms.median` is not a usable number (mean 5e-324"),
+    ] {
+        let r = ws.run(&["build", "-p", &format!("mode={mode}")]);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        let r = ws.run(&["compare", "baseline:base", "HEAD", "--fail-if", "latency_ms.median > +5%"]);
+        assert_eq!(r.code(), 3, "{mode}: {}{}", r.stdout(), r.stderr());
+        assert!(r.stdout().contains(why), "{mode}: {}", r.stdout());
+        assert!(!r.stdout().contains("NaN"), "{mode}: {}", r.stdout());
+        assert!(r.stderr().contains("had no evidence"), "{mode}: {}", r.stderr());
+    }
+}
