@@ -548,6 +548,16 @@ fn duplicate_node(
                 fe.name, c.name
             ));
     }
+    // A value holding `,` or `=` can make two different combinations
+    // print the same id.
+    let ambiguous = combo.iter().find_map(|c| {
+        let text = value_of(&c.node)?.display();
+        text.contains([',', '=']).then_some(text)
+    });
+    let help = match ambiguous {
+        Some(v) => format!("the value `{v}` holds `,` or `=`, which a node id puts between params, so two different combinations may read as one id: use values without them"),
+        None => "two matrix combinations (or include entries) are identical: remove one".to_owned(),
+    };
     sources
         .error(
             format!("node `{id}` is produced twice"),
@@ -555,7 +565,7 @@ fn duplicate_node(
             "duplicate combination",
         )
         .with_label(prev, "first produced here")
-        .with_help("two matrix combinations (or include entries) are identical: remove one")
+        .with_help(help)
 }
 
 /// `stage` or `stage[k1=v1,k2=v2]`.

@@ -1056,3 +1056,21 @@ fn too_many_repetitions_are_a_load_error() {
         assert!(r.stderr().contains(field), "{}", r.stderr());
     }
 }
+
+#[test]
+fn combinations_that_print_to_one_id_are_not_called_identical() {
+    one(
+        "combinations_that_print_to_one_id",
+        r#"Pipeline(
+    stages: {
+        "c": Stage(include: [{"a": "x,b=y", "b": "z"}, {"a": "x", "b": "y,b=z"}], task: Command(run: "true")),
+    },
+)
+"#,
+        r#""y,b=z"}]"#,
+        &[
+            "node `c[a=x,b=y,b=z]` is produced twice",
+            "the value `y,b=z` holds `,` or `=`, which a node id puts between params",
+        ],
+    );
+}
