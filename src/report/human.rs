@@ -126,6 +126,13 @@ impl Human {
     }
 
     fn failed(&mut self, node: &str, failure: &NodeFailure) {
+        if node.is_empty() {
+            // The build could not start (its store could not be read): no
+            // node ran, so no step is counted.
+            let first = failure.message.lines().next().unwrap_or("");
+            self.line(&format!("FAILED before any node ran: {first}"));
+            return;
+        }
         self.running.remove(node);
         self.step();
         let first = failure.message.lines().next().unwrap_or("");

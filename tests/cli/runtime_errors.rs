@@ -348,3 +348,41 @@ fn a_fifo_input_is_refused_not_opened_before_the_first_build() {
         assert!(err.contains("is not a regular file"), "{args:?}: {err}");
     }
 }
+
+/// A build whose state database is damaged in its middle says it failed
+/// before any node ran, with no progress counter and no empty node name.
+#[test]
+fn a_damaged_state_database_fails_the_build_before_any_node() {
+    let ws = Ws::new(&[(
+        "p.ron",
+        r#"Pipeline(stages: {
+  "gen": Stage(matrix: {"i": [0, 1, 2, 3]}, task: Command(run: "head -c 300000 /dev/urandom > ${out}/v.bin", outputs: ["v.bin"])),
+})"#,
+    )]);
+    assert_eq!(ws.run(&["build"]).code(), 0);
+    let db = ws.path().join("cache/state.sqlite");
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&db).unwrap();
+    let mid = bytes.len() / 2;
+    let end = (mid + 8192).min(bytes.len());
+    bytes[mid..end].fill(0);
+    std::fs::write(&db, bytes).unwrap();
+    let r = ws.run(&["build", "--force"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    let err = r.stderr();
+    assert!(
+        err.starts_with("FAILED before any node ran: state database"),
+        "{err}"
+    );
+    assert!(!err.contains("[1/0]"), "{err}");
+    let r = ws.run(&["build", "--force", "--json"]);
+    let first = r.stdout().lines().next().unwrap_or("").to_owned();
+    assert!(
+        first.contains(r#""event":"failed","node":"","kind":"store""#),
+        "{first}"
+    );
+}
