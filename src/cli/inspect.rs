@@ -35,6 +35,7 @@ pub(super) fn graph(
     overrides: &[Override],
     args: GraphArgs,
 ) -> Result<i32, Failure> {
+    end_dead_builds(ws);
     let graph = load(ws, overrides)?;
     let selection = crate::graph::select(&graph, &args.targets)?;
     let mut out = String::new();
@@ -87,6 +88,7 @@ pub(super) fn graph(
 }
 
 pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result<i32, Failure> {
+    end_dead_builds(ws);
     let graph = load(ws, overrides)?;
     if args.targets.is_empty() {
         for s in &graph.stages {
@@ -226,4 +228,21 @@ fn aa_line(env: &serde_json::Value, task: &crate::tasks::TaskSpec) -> Option<Str
         if within { "within" } else { "beyond" },
         100.0 * (limit.exp() - 1.0)
     ))
+}
+
+/// Ends what a killed build left running, as every command that opens the
+/// store does on opening it. `ls` and `graph` read no store, so they open
+/// it only where a build's notes of its task groups are
+/// (`cache/tasks/<host>/`): a directory listing, when there are none.
+fn end_dead_builds(ws: &Workspace) {
+    let tasks = ws.root.join("cache").join("tasks");
+    let noted = std::fs::read_dir(&tasks)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|host| std::fs::read_dir(host.path()).is_ok_and(|mut files| files.next().is_some()));
+    if noted {
+        // A store that cannot be opened is left to the commands that use it.
+        let _ = crate::store::Store::open_existing(&ws.root);
+    }
 }

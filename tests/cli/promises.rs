@@ -222,28 +222,33 @@ fn grandchildren(ws: &Ws) -> Vec<i32> {
         .collect()
 }
 
-/// F6: after `kill -9` of a build, the next command ends what its tasks left running.
+/// F6: after `kill -9` of a build, the next command ends what its tasks
+/// left running — `status`, and `ls` and `graph`, which read no store.
 #[test]
 fn the_next_command_ends_what_a_killed_build_left_running() {
-    let ws = Ws::new(&[("p.ron", GRANDCHILDREN)]);
-    let mut child = ws
-        .cmd(&["build", "-j", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("both grandchildren", || grandchildren(&ws).len() == 2);
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let left = grandchildren(&ws);
-    assert!(
-        left.iter().all(|&p| runs(p)),
-        "they outlive the killed build"
-    );
-    let s = ws.run(&["status"]);
-    assert_eq!(s.code(), 0, "{}", s.stderr());
-    for pid in left {
-        wait_for("a grandchild to end", || !runs(pid));
+    for next in ["status", "ls", "graph"] {
+        let ws = Ws::new(&[("p.ron", GRANDCHILDREN)]);
+        let mut child = ws
+            .cmd(&["build", "-j", "2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("both grandchildren", || grandchildren(&ws).len() == 2);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let left = grandchildren(&ws);
+        assert!(
+            left.iter().all(|&p| runs(p)),
+            "they outlive the killed build"
+        );
+        let s = ws.run(&[next]);
+        assert_eq!(s.code(), 0, "{next}: {}", s.stderr());
+        for pid in left {
+            wait_for(&format!("a grandchild to end after `{next}`"), || {
+                !runs(pid)
+            });
+        }
     }
 }
 
