@@ -319,15 +319,15 @@ fn the_torch_free_vitgraph_runs_libtorch_nodes_in_vitgraph_torch() {
     assert_ne!(version, "none");
 
     let study = Study::new();
-    let node = "quickstart_runs[model=vit32x4x192,batch=1,rep=1]";
-    let params = ["-p", "samples=4", "-p", "warmup=1", "-p", "batch=[1]"];
+    let node = "quickstart_traces[model=vit32x4x192,batch=1]";
+    let params = ["-p", "trace_samples=4", "-p", "warmup=1", "-p", "batch=[1]"];
     let mut args = vec!["build", node];
     args.extend(params);
     study.ok(&args);
     let results = study
         .dir
         .path()
-        .join("out/quickstart_runs/model=vit32x4x192,batch=1,rep=1/results.json");
+        .join("out/quickstart_traces/model=vit32x4x192,batch=1/results.json");
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&results).expect("results.json")).unwrap();
     assert_eq!(results["env"]["key_facets"]["libtorch"], version);
