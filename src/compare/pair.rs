@@ -234,15 +234,15 @@ fn row(
     if let Some(reason) = unusable {
         (verdict, why) = (Verdict::NotComparable, Some(reason));
     }
-    // A pair that cannot be compared shows no ratio or interval: an
-    // underflowing side would otherwise show `[NaN, NaN]`.
-    let ratio = ratio.filter(|_| verdict != Verdict::NotComparable);
     if same_runs(ra, rb) {
         (verdict, why) = (
             Verdict::Same,
             Some("the same measurements on both sides".into()),
         );
     }
+    let interval = ratio
+        .and_then(|r| r.interval)
+        .filter(|_| verdict != Verdict::NotComparable);
     Row {
         config: config.clone(),
         stage: ra[0].stage.clone(),
@@ -250,9 +250,11 @@ fn row(
         better: metric.better,
         a: side_value(ra, &va),
         b: side_value(rb, &vb),
-        ratio: ratio.map(|r| r.value),
-        ratio_low: ratio.and_then(|r| r.interval).map(|i| i.0),
-        ratio_high: ratio.and_then(|r| r.interval).map(|i| i.1),
+        ratio: ratio.map(|r| r.value).filter(|v| v.is_finite()),
+        // A pair that cannot be compared shows no interval: an underflowing
+        // side would otherwise show `[NaN, NaN]`.
+        ratio_low: interval.map(|i| i.0),
+        ratio_high: interval.map(|i| i.1),
         ratio_basis: ratio.map(|r| r.basis.as_str()),
         p: ratio.and_then(|r| r.p),
         verdict,
