@@ -56,7 +56,13 @@ fn with(extra: &[&'static str]) -> Vec<&'static str> {
 #[test]
 fn rq1_runs_end_to_end_on_the_cpu() {
     let study = Study::new();
-    let params = with(&["patch=[16,32]", "depth=[1]", "dim=[64]", "batch=[2]"]);
+    let params = with(&[
+        "patch=[16,32]",
+        "depth=[1]",
+        "dim=[64]",
+        "batch=[2]",
+        "trace_samples=4",
+    ]);
     let (md, rows) = study.build_report("rq1_report", &params);
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(md.contains("recorded no GPU"), "{md}");
