@@ -50,6 +50,11 @@ pub struct BuildArgs {
     /// instead of measuring them again; for this build only.
     #[arg(long)]
     pub accept_invalid: bool,
+    /// Measure here the hardware nodes whose runs were measured on another
+    /// host with other facets (pulled or imported; `status` lists them as
+    /// measured elsewhere), instead of keeping those runs.
+    #[arg(long)]
+    pub measure_here: bool,
     #[command(flatten)]
     pub slurm: SlurmFlags,
 }

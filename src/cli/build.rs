@@ -36,12 +36,12 @@ pub(super) fn build(
     // The no-op snapshot, then incremental judging, then the full plan
     // (`engine::session`). A forced build, `-n`, and a cluster build (its
     // hardware nodes are keyed with the compute nodes' facets) plan in full.
-    let usage = if args.force || args.dry_run || slurm {
+    let usage = if args.force || args.dry_run || slurm || args.measure_here {
         Use::Never
     } else {
         Use::Build
     };
-    let env = HostEnv::new();
+    let env = HostEnv::measuring_here(args.measure_here);
     let sources = super::PipelineSources::new(&ws.root, overrides);
     let started = std::time::Instant::now();
     let mut session =

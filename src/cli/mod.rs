@@ -4,6 +4,7 @@
 mod args;
 mod build;
 mod compare;
+mod elsewhere;
 mod evidence;
 mod exec;
 mod inspect;
@@ -13,6 +14,7 @@ mod page_parts;
 mod reasons;
 mod slurm;
 mod status;
+mod transfer;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -80,6 +82,10 @@ pub enum Command {
     /// Save, list or forget named sets of runs to compare against (kept by `gc`).
     #[command(subcommand)]
     Baseline(compare::BaselineCommand),
+    /// Write the runs of targets (and of what they need) and their objects into one file.
+    Export(transfer::ExportArgs),
+    /// Add the runs of a bundle written by `vitgraph export`, each object checked on arrival.
+    Import(transfer::ImportArgs),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and check the state database; report damaged or missing objects.
@@ -232,6 +238,8 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Report(args) => page::report(&ws, &overrides, args),
                 Command::Compare(args) => compare::compare(&ws, args),
                 Command::Baseline(cmd) => compare::baseline(&ws, cmd),
+                Command::Export(args) => transfer::export(&ws, &overrides, args),
+                Command::Import(args) => transfer::import(&ws, args),
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),

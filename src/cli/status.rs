@@ -63,6 +63,10 @@ struct NodeStatus<'a> {
     /// For a repetition not needed: why (`precise at ±1.4 % after 4 runs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<&'a str>,
+    /// For a run measured on another host that stands for this machine's:
+    /// where it was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measured_elsewhere: Option<super::elsewhere::Place>,
 }
 
 /// The graph, the selection, each selected node's verdict, the recorded
@@ -142,6 +146,7 @@ fn print_all_fresh(nodes: &[noop::NodeName], json: bool) {
                 state: "fresh",
                 reasons: &[],
                 why: None,
+                measured_elsewhere: None,
             })
             .collect();
         let out =
@@ -271,10 +276,21 @@ pub(super) fn status(
                     },
                     reasons: reasons.unwrap_or(&[]),
                     why,
+                    measured_elsewhere: evals
+                        .get(i)
+                        .and_then(Evaluation::elsewhere)
+                        .map(super::elsewhere::Place::of),
                 }
             })
             .collect();
         let mut summary = serde_json::json!({ "fresh": fresh, "stale": stale });
+        let elsewhere = nodes
+            .iter()
+            .filter(|n| n.measured_elsewhere.is_some())
+            .count();
+        if elsewhere > 0 {
+            summary["measured_elsewhere"] = elsewhere.into();
+        }
         if unneeded > 0 {
             summary["not_needed"] = unneeded.into();
         }
@@ -295,6 +311,7 @@ pub(super) fn status(
         return Ok(exit::SUCCESS);
     }
     print_stages(&graph, &selection, &evals, args.verbose);
+    super::elsewhere::print(&super::elsewhere::grouped(&graph, &selection, &evals));
     print_standings(&standings);
     super::slurm::print_jobs(&jobs);
     let mut line = format!("{fresh} fresh, {stale} stale");
@@ -499,6 +516,7 @@ pub(super) fn explain(
             "parts": { "current": current, "recorded": recorded.as_ref().map(|r| &r.parts) },
             "diff": diff,
             "env_source": env_source,
+            "measured_elsewhere": e.elsewhere().map(super::elsewhere::Place::of),
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(exit::SUCCESS);
@@ -507,6 +525,13 @@ pub(super) fn explain(
     println!("  stage: {}", node.stage);
     if let Some(source) = &env_source {
         println!("  environment facets from: {source}");
+    }
+    if let Some(run) = e.elsewhere() {
+        println!(
+            "  measured elsewhere: on {}; its environment facets differ from this machine's (below), and it stands for this machine's run (`vitgraph build --measure-here {}` measures it here)",
+            super::elsewhere::Place::of(run),
+            node.id
+        );
     }
     for r in super::reasons::grouped(e.verdict.reasons(), &graph) {
         println!("  stale: {r}");

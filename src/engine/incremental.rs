@@ -162,8 +162,12 @@ fn plan_up_front(
     match super::plan::plan(&ev, b.graph, selection) {
         Ok(p) => p
             .into_iter()
-            .filter_map(|(i, e)| match e.verdict {
-                Verdict::Fresh(run) if !b.force.contains(&i) => Some((i, run.manifest_hash())),
+            // A run measured elsewhere is judged again each time, so that
+            // `status` can say so: no snapshot vouches for it.
+            .filter_map(|(i, e)| match &e.verdict {
+                Verdict::Fresh(run) if !b.force.contains(&i) && e.elsewhere().is_none() => {
+                    Some((i, run.manifest_hash()))
+                }
                 _ => None,
             })
             .collect(),
@@ -383,7 +387,11 @@ pub(super) fn refresh_snapshot(
         return;
     };
     let _ = b.store.hasher().flush();
-    if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
+    if evals.len() == dirty.len()
+        && evals
+            .values()
+            .all(|e| e.verdict.is_fresh() && e.elsewhere().is_none())
+    {
         if let Some(files) = snapshot.log().take(b.store.racy_window_ns(), true) {
             snapshot.capture(
                 generation,

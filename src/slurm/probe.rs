@@ -321,6 +321,15 @@ impl EnvProbe for ClusterEnv<'_> {
         }
     }
 
+    /// A compute node's run is never one measured elsewhere: the cluster's
+    /// nodes are where it is measured.
+    fn here(&self, node: &Node) -> Option<String> {
+        match self.signature_of.get(&node.id) {
+            Some(_) => None,
+            None => self.host.here(node),
+        }
+    }
+
     fn source_of(&self, node: &Node) -> String {
         let Some(sig) = self.signature_of.get(&node.id) else {
             return self.host.source_of(node);

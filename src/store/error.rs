@@ -29,6 +29,16 @@ pub enum StoreError {
         help: String,
     },
 
+    /// A bundle that cannot be imported or exported (see `bundle`).
+    #[error("bundle `{}`: {detail}", path.display())]
+    #[diagnostic(code(vitgraph::store::bundle))]
+    Bundle {
+        path: PathBuf,
+        detail: String,
+        #[help]
+        help: String,
+    },
+
     /// A row of the state database cannot be decoded.
     #[error("state database `{}` holds a damaged record: {detail}", path.display())]
     #[diagnostic(

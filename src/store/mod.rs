@@ -16,11 +16,13 @@
 //! - reads in one transaction and the change counter (`transaction`);
 //! - sets of runs (a build's, the current ones, saved baselines) for
 //!   `vitgraph compare` (`runsets`);
-//! - the expanded graph is kept in `cache/graph.bin` (`graph_file`).
+//! - the expanded graph is kept in `cache/graph.bin` (`graph_file`);
+//! - bundles carry runs and their objects between machines (`bundle`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
 mod batch;
+mod bundle;
 mod error;
 mod fileio;
 pub(crate) mod graph_file;

@@ -18,3 +18,4 @@ mod runtime_errors;
 mod software_env;
 mod status_text;
 mod together;
+mod transfer;

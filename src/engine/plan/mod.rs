@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 mod diff;
+mod elsewhere;
 mod gated;
 mod inputs;
 
@@ -21,6 +22,7 @@ use crate::graph::{Graph, Node, NodeIdx};
 use crate::hash::ContentHash;
 use crate::store::{AttemptStatus, NodeState, Observer, OutputCheck, RunRecord, Store, StoreError};
 use diff::diff_parts;
+pub(crate) use elsewhere::measured_on;
 use gated::gated;
 pub(crate) use gated::imprecise;
 
@@ -130,7 +132,9 @@ impl Reason {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Verdict {
-    /// Recorded for the current key, outputs intact.
+    /// Recorded for the current key, outputs intact — or measured
+    /// elsewhere (see [`Evaluation::elsewhere`]): recorded on another host
+    /// for the key the node has there.
     Fresh(RunRecord),
     /// A run for the current key is stored; only `out/` needs restoring.
     Restore(RunRecord, Vec<Reason>),
@@ -179,6 +183,19 @@ pub(crate) struct Evaluation {
     pub verdict: Verdict,
 }
 
+impl Evaluation {
+    /// The run that stands for this node though it was measured on another
+    /// host, with facets other than this machine's (its key is not the
+    /// node's key here); None for every other verdict.
+    pub(crate) fn elsewhere(&self) -> Option<&RunRecord> {
+        let run = self.verdict.run()?;
+        match &self.key {
+            Some((key, _)) if *key != run.key => Some(run),
+            _ => None,
+        }
+    }
+}
+
 /// Key-affecting facets of the environment, probed at most once per process.
 pub trait EnvProbe: Sync {
     fn facets(&self) -> &BTreeMap<String, String>;
@@ -201,6 +218,14 @@ pub trait EnvProbe: Sync {
     fn source_of(&self, node: &Node) -> String {
         let _ = node;
         "this machine".into()
+    }
+
+    /// The host `node` would be measured on here, when a run measured on
+    /// another host may stand for it (see [`Evaluator::elsewhere`]): None
+    /// where none may — a cluster's compute nodes, `build --measure-here`.
+    fn here(&self, node: &Node) -> Option<String> {
+        let _ = node;
+        None
     }
 }
 
@@ -330,6 +355,12 @@ impl<'a> Evaluator<'a> {
         }
         if let Some(rec) = &recorded {
             diff_parts(node, rec, &parts, &pending, &mut reasons);
+        }
+        if let Some(verdict) = self.elsewhere(node, last, &key, &reasons)? {
+            return Ok(Evaluation {
+                key: Some((key, parts)),
+                verdict,
+            });
         }
         if reasons.is_empty() {
             // Different key with identical parts: the encoding itself changed.

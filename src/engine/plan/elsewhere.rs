@@ -1,0 +1,56 @@
+//! Runs measured elsewhere: a hardware node's run recorded on another host,
+//! whose key differs from this machine's only in environment facets, stands
+//! for the node (a bundle imported, a workspace on a shared file system).
+
+use super::{Evaluator, Reason, ReasonKind, Verdict};
+use crate::graph::Node;
+use crate::hash::ContentHash;
+use crate::store::{RunRecord, StoreError};
+
+impl Evaluator<'_> {
+    /// The verdict on a hardware node whose run was measured on another
+    /// host and differs from this machine's key only in environment facets
+    /// (`reasons` are all `env_changed`): it stands for the node — fresh,
+    /// *measured elsewhere*, or to restore — unless a run for this
+    /// machine's key is stored, or the environment says none may stand
+    /// (see [`super::EnvProbe::here`]). Its validity was judged where it was
+    /// measured: it is not measured again here.
+    pub(super) fn elsewhere(
+        &self,
+        node: &Node,
+        run: &RunRecord,
+        key: &ContentHash,
+        reasons: &[Reason],
+    ) -> Result<Option<Verdict>, StoreError> {
+        if reasons.is_empty()
+            || reasons.iter().any(|r| r.kind != ReasonKind::EnvChanged)
+            || !node.task.measures_hardware()
+        {
+            return Ok(None);
+        }
+        let Some(here) = self.env.here(node) else {
+            return Ok(None);
+        };
+        match measured_on(run) {
+            Some(host) if host != here => {}
+            _ => return Ok(None),
+        }
+        if let Some(store) = self.store {
+            if store.reader().run_for_key(key)?.is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(match self.check_outputs(node, run)? {
+            None => Verdict::Fresh(run.clone()),
+            Some(r) => Verdict::Restore(run.clone(), vec![r]),
+        }))
+    }
+}
+
+/// The host a run was measured on, as its environment record says.
+pub(crate) fn measured_on(run: &RunRecord) -> Option<String> {
+    match run.env.value().get("host") {
+        Some(serde_json::Value::String(h)) => Some(h.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,218 @@
+//! `vitgraph export` and `import`: a study measured on a GPU host carried
+//! to a laptop in one file, checked on arrival, and never measured again
+//! on the laptop's hardware unless asked (`build --measure-here`).
+
+use std::process::Command;
+
+use super::support::{Output, Workspace};
+
+const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
+const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
+
+/// Runs `vitgraph ARGS…` in `ws` with the faked environment `env`.
+fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+        .args(args)
+        .current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
+        .env("VITGRAPH_FAKE_ENV", env)
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("run the vitgraph binary");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A study of two measured configurations and a sum over them; each
+/// measurement appends a line to `measured.txt` in `log_dir`.
+fn study(log_dir: &std::path::Path) -> String {
+    let log = log_dir.join("measured.txt");
+    format!(
+        r#"Pipeline(stages: {{
+    "bench": Stage(task: Command(run: "echo '{{\"v\": ${{n}}}}' > ${{out}}/results.json; echo ${{n}} >> {log}", outputs: ["results.json"], measure: true), matrix: {{"n": [1, 2]}}),
+    "sum": Stage(task: Command(run: "for d in ${{needs.bench}}; do cat $d/results.json; done > ${{out}}/s.txt", outputs: ["s.txt"]), needs: ["bench"]),
+}})"#,
+        log = log.display()
+    )
+}
+
+fn measured(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("measured.txt"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn status_json(ws: &Workspace, env: &str) -> serde_json::Value {
+    let out = vg(ws, env, &["status", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("status --json prints JSON")
+}
+
+/// A GPU host's study, built, and its bundle; the bundle's path.
+fn exported(logs: &tempfile::TempDir) -> (Workspace, std::path::PathBuf) {
+    let gpu = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+    let built = vg(&gpu, GPU_HOST, &["build"]);
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    assert_eq!(measured(logs.path()), 2);
+    let bundle = logs.path().join("study.vgb");
+    let out = vg(&gpu, GPU_HOST, &["export", "-o", bundle.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("exported 3 runs"), "{}", out.stdout);
+    (gpu, bundle)
+}
+
+#[test]
+fn a_laptop_builds_on_imported_runs_without_measuring() {
+    let logs = tempfile::tempdir().unwrap();
+    let (gpu, bundle) = exported(&logs);
+    let laptop = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+    let out = vg(&laptop, LAPTOP, &["import", bundle.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("3 runs, 3 new here"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("written on `gpu-box`"),
+        "{}",
+        out.stdout
+    );
+
+    // Before a build, the runs stand but `out/` lacks their files.
+    let s = status_json(&laptop, LAPTOP);
+    assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
+    let bench = &s["nodes"][0];
+    assert_eq!(bench["measured_elsewhere"]["host"], "gpu-box", "{s}");
+    assert_eq!(bench["measured_elsewhere"]["gpu"], "H100", "{s}");
+    assert_eq!(bench["reasons"][0]["kind"], "output_missing", "{s}");
+
+    // The build restores; nothing is measured on the laptop.
+    let built = vg(&laptop, LAPTOP, &["build"]);
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    assert_eq!(
+        measured(logs.path()),
+        2,
+        "the laptop measured: {}",
+        built.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(laptop.path().join("out/sum/s.txt")).unwrap(),
+        std::fs::read_to_string(gpu.path().join("out/sum/s.txt")).unwrap()
+    );
+    let s = status_json(&laptop, LAPTOP);
+    assert_eq!(s["summary"]["stale"], 0, "{s}");
+    assert_eq!(s["summary"]["fresh"], 3, "{s}");
+    assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
+    let text = vg(&laptop, LAPTOP, &["status"]).stdout;
+    assert!(
+        text.contains("measured elsewhere: 2 runs measured on another host")
+            && text.contains("bench  2 on `gpu-box` (H100)"),
+        "{text}"
+    );
+    let explain = vg(&laptop, LAPTOP, &["explain", "bench[n=1]"]).stdout;
+    assert!(
+        explain.contains("measured elsewhere: on `gpu-box` (H100)"),
+        "{explain}"
+    );
+    // A second build is a no-op, and still measures nothing.
+    let again = vg(&laptop, LAPTOP, &["build"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(measured(logs.path()), 2);
+
+    // Importing again adds nothing.
+    let out = vg(&laptop, LAPTOP, &["import", bundle.to_str().unwrap()]);
+    assert!(
+        out.stdout.contains("3 runs, 0 new here, 0 now"),
+        "{}",
+        out.stdout
+    );
+
+    // Asked to, the laptop measures here; then nothing stands for it.
+    let here = vg(&laptop, LAPTOP, &["build", "--measure-here"]);
+    assert_eq!(here.code, 0, "{}", here.stderr);
+    assert_eq!(measured(logs.path()), 4);
+    let s = status_json(&laptop, LAPTOP);
+    assert!(s["summary"].get("measured_elsewhere").is_none(), "{s}");
+    assert_eq!(s["summary"]["stale"], 0, "{s}");
+}
+
+/// On the host that measured, a changed facet still means measuring
+/// again: only another host's runs stand as measured elsewhere.
+#[test]
+fn the_same_host_with_other_facets_measures_again() {
+    let logs = tempfile::tempdir().unwrap();
+    let (gpu, _) = exported(&logs);
+    let upgraded = GPU_HOST.replace("Xeon 8480+", "Xeon 8490H");
+    let s = status_json(&gpu, &upgraded);
+    assert_eq!(s["nodes"][0]["reasons"][0]["kind"], "env_changed", "{s}");
+    assert!(s["summary"].get("measured_elsewhere").is_none(), "{s}");
+}
+
+/// Replaces the first occurrence of `from` in the bundle by `to` (same
+/// length: the archive stays readable, its content does not).
+fn tamper(bundle: &std::path::Path, name: &str, from: &[u8], to: &[u8]) -> std::path::PathBuf {
+    assert_eq!(from.len(), to.len());
+    let mut bytes = std::fs::read(bundle).unwrap();
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the bundle holds the bytes to alter");
+    bytes[at..at + from.len()].copy_from_slice(to);
+    let out = bundle.with_file_name(name);
+    std::fs::write(&out, bytes).unwrap();
+    out
+}
+
+#[test]
+fn a_damaged_or_altered_bundle_is_refused_and_nothing_is_imported() {
+    let logs = tempfile::tempdir().unwrap();
+    let (_gpu, bundle) = exported(&logs);
+    let cases: Vec<(std::path::PathBuf, &str)> = vec![
+        // An object's bytes.
+        (
+            tamper(&bundle, "object.vgb", b"{\"v\": 2}", b"{\"v\": 9}"),
+            "is damaged",
+        ),
+        // A record: its spec no longer gives its key.
+        (
+            tamper(&bundle, "record.vgb", b"; done > ", b"; done >>"),
+            "its key does not match",
+        ),
+    ];
+    let truncated = logs.path().join("truncated.vgb");
+    let bytes = std::fs::read(&bundle).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let not_a_bundle = logs.path().join("notes.vgb");
+    std::fs::write(&not_a_bundle, "a note, not a bundle\n").unwrap();
+    let mut cases = cases;
+    cases.push((truncated, "bundle `"));
+    cases.push((not_a_bundle, "bundle `"));
+    for (file, says) in cases {
+        let laptop = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+        let out = vg(&laptop, LAPTOP, &["import", file.to_str().unwrap()]);
+        assert_eq!(
+            out.code,
+            1,
+            "{}: {}{}",
+            file.display(),
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(says) && out.stderr.contains("nothing was imported"),
+            "{}: {}",
+            file.display(),
+            out.stderr
+        );
+        let s = status_json(&laptop, LAPTOP);
+        assert_eq!(s["summary"]["fresh"], 0, "{}: {s}", file.display());
+        assert!(
+            std::fs::read_dir(laptop.path().join("cache/objects"))
+                .map(|d| d.count() == 0)
+                .unwrap_or(true),
+            "{}: objects were left in the store",
+            file.display()
+        );
+    }
+}
