@@ -86,6 +86,13 @@ pub enum Command {
     Export(transfer::ExportArgs),
     /// Add the runs of a bundle written by `vitgraph export`, each object checked on arrival.
     Import(transfer::ImportArgs),
+    /// Copy the runs of targets (and of what they need) and their objects to a remote.
+    Push(transfer::PushPullArgs),
+    /// Bring the runs of targets (and of what they need) from a remote, each object checked.
+    Pull(transfer::PushPullArgs),
+    /// List the remotes, or check one.
+    #[command(subcommand)]
+    Remote(transfer::RemoteCommand),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and check the state database; report damaged or missing objects.
@@ -240,6 +247,9 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Baseline(cmd) => compare::baseline(&ws, cmd),
                 Command::Export(args) => transfer::export(&ws, &overrides, args),
                 Command::Import(args) => transfer::import(&ws, args),
+                Command::Push(args) => transfer::push(&ws, &overrides, args),
+                Command::Pull(args) => transfer::pull(&ws, &overrides, args),
+                Command::Remote(cmd) => transfer::remote(&ws, cmd),
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),

@@ -1,15 +1,17 @@
-//! `vitgraph export` and `vitgraph import`: a study's runs carried between
-//! machines in one file (see `store::bundle`).
+//! `vitgraph export` and `import` (a study's runs carried between machines
+//! in one file, see `store::bundle`), `push` and `pull` (to and from a
+//! remote named in `vitgraph.ron`, see `store::remote`), `remote verify`.
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::{load, usage, Failure};
+use crate::config::RemoteMode;
 use crate::engine::key::RecordedParts;
 use crate::exit;
 use crate::pipeline::Override;
-use crate::store::Store;
+use crate::store::{Remote, Store};
 use crate::workspace::Workspace;
 
 #[derive(Args, Debug)]
@@ -26,6 +28,178 @@ pub struct ExportArgs {
 pub struct ImportArgs {
     /// A bundle written by `vitgraph export`.
     pub bundle: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct PushPullArgs {
+    /// Stages, node ids, globs or pipeline file stems; their runs and those
+    /// of everything they need. None means every stage.
+    pub targets: Vec<String>,
+    /// The remote, by its name in `vitgraph.ron` (needed when it names several).
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RemoteCommand {
+    /// List the remotes `vitgraph.ron` names.
+    List,
+    /// Check every run record and object on a remote.
+    Verify {
+        /// The remote, by its name in `vitgraph.ron`.
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+    },
+}
+
+/// The remote a command names (or the only one), its folder and mode.
+fn remote_of(ws: &Workspace, name: Option<&str>) -> Result<(String, PathBuf, RemoteMode), Failure> {
+    let file = crate::pipeline::load_settings(&ws.root)?;
+    let names: Vec<&str> = file.remotes.keys().map(String::as_str).collect();
+    let chosen = match (name, names.as_slice()) {
+        (_, []) => {
+            return Err(usage(
+                "no remote: `vitgraph.ron` names none",
+                "add one, e.g. `Workspace(remotes: {\"lab\": Remote(path: \"/shared/vitgraph-runs\")})`, or carry runs in a file with `vitgraph export`/`import`",
+            ))
+        }
+        (None, [only]) => *only,
+        (None, _) => {
+            return Err(usage(
+                format!("which remote? `vitgraph.ron` names {}", names.join(", ")),
+                "name one with `--remote NAME`",
+            ))
+        }
+        (Some(n), _) if file.remotes.contains_key(n) => n,
+        (Some(n), _) => {
+            return Err(usage(
+                format!("no remote `{n}` in `vitgraph.ron`"),
+                format!("its remotes: {}", names.join(", ")),
+            ))
+        }
+    };
+    let spec = &file.remotes[chosen];
+    Ok((chosen.to_owned(), ws.root.join(&spec.path), spec.mode))
+}
+
+/// The node ids of the targets and everything they need.
+fn selected_ids(
+    ws: &Workspace,
+    overrides: &[Override],
+    targets: &[String],
+) -> Result<Vec<String>, Failure> {
+    let graph = load(ws, overrides)?;
+    let selection = crate::graph::select(&graph, targets)?;
+    Ok(selection
+        .iter()
+        .map(|&i| graph.nodes[i].id.clone())
+        .collect())
+}
+
+fn key_of(parts: &str) -> Option<crate::hash::ContentHash> {
+    serde_json::from_str::<RecordedParts>(parts)
+        .ok()
+        .map(|r| r.parts.key())
+}
+
+pub(super) fn push(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: PushPullArgs,
+) -> Result<i32, Failure> {
+    let (name, root, mode) = remote_of(ws, args.remote.as_deref())?;
+    if mode == RemoteMode::Read {
+        return Err(usage(
+            format!(
+                "remote `{name}` is read-only for this workspace (`mode: Read` in `vitgraph.ron`)"
+            ),
+            "pull from it, or push to another remote",
+        ));
+    }
+    let ids = selected_ids(ws, overrides, &args.targets)?;
+    let Some(store) = Store::open_existing(&ws.root)? else {
+        return Err(usage(
+            "nothing to push: this workspace has no store yet",
+            "build the targets first (`vitgraph build TARGETS`)",
+        ));
+    };
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let remote = Remote {
+        name: &name,
+        root: &root,
+    };
+    let got = store.reader().push(&remote, &ids)?;
+    println!(
+        "pushed to `{name}`: {} runs, {} new there; {} objects ({}) copied",
+        got.runs,
+        got.runs_added,
+        got.objects_added,
+        bytes_text(got.bytes_added)
+    );
+    Ok(exit::SUCCESS)
+}
+
+pub(super) fn pull(
+    ws: &Workspace,
+    overrides: &[Override],
+    args: PushPullArgs,
+) -> Result<i32, Failure> {
+    let (name, root, _) = remote_of(ws, args.remote.as_deref())?;
+    let ids = selected_ids(ws, overrides, &args.targets)?;
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let store = Store::open(&ws.root)?;
+    let remote = Remote {
+        name: &name,
+        root: &root,
+    };
+    let got = store.objects().pull(&remote, &ids, &key_of)?;
+    println!(
+        "pulled from `{name}`: {} runs new here, {} now their node's current run; {} objects ({}) added",
+        got.runs_added,
+        got.current,
+        got.objects_added,
+        bytes_text(got.bytes_added),
+    );
+    Ok(exit::SUCCESS)
+}
+
+pub(super) fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<i32, Failure> {
+    match cmd {
+        RemoteCommand::List => {
+            let file = crate::pipeline::load_settings(&ws.root)?;
+            if file.remotes.is_empty() {
+                println!("no remotes: `vitgraph.ron` names none");
+            }
+            for (name, spec) in &file.remotes {
+                let mode = match spec.mode {
+                    RemoteMode::ReadWrite => "read-write",
+                    RemoteMode::Read => "read",
+                };
+                println!("{name}  {}  ({mode})", ws.root.join(&spec.path).display());
+            }
+            Ok(exit::SUCCESS)
+        }
+        RemoteCommand::Verify { remote } => {
+            let (name, root, _) = remote_of(ws, remote.as_deref())?;
+            let r = Remote {
+                name: &name,
+                root: &root,
+            };
+            let (runs, objects, damage) = crate::store::verify_remote(&r, &key_of)?;
+            for d in &damage {
+                println!("damaged: {}: {}", d.path.display(), d.problem);
+            }
+            println!(
+                "remote `{name}`: {runs} run records, {objects} objects, {} problems",
+                damage.len()
+            );
+            Ok(if damage.is_empty() {
+                exit::SUCCESS
+            } else {
+                exit::NODE_FAILED
+            })
+        }
+    }
 }
 
 pub(super) fn export(
@@ -72,11 +246,6 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
         ));
     }
     let store = Store::open(&ws.root)?;
-    let key_of = |parts: &str| {
-        serde_json::from_str::<RecordedParts>(parts)
-            .ok()
-            .map(|r| r.parts.key())
-    };
     let got = store.objects().import_bundle(&args.bundle, &key_of)?;
     let from = got
         .from_host

@@ -83,6 +83,9 @@ pub struct WorkspaceFile {
     pub executor: Option<ExecutorKind>,
     #[serde(default)]
     pub slurm: Slurm,
+    /// Where `vitgraph push` and `pull` carry runs, by name.
+    #[serde(default)]
+    pub remotes: std::collections::BTreeMap<String, super::RemoteSpec>,
 }
 
 /// `executor:` in `vitgraph.ron`.

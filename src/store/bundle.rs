@@ -7,28 +7,22 @@
 //! parts, environment record, outputs, log, times) — then
 //! `objects/<64 hex>` for every object a run names, each once.
 //!
-//! Import checks everything before anything becomes visible: every object's
-//! bytes against its name and size as they arrive (into a staging folder of
-//! this process), every run's key against its parts (the caller's check:
-//! keys are the engine's), every name a run gives an output, and that every
-//! object a run names arrived or is in the store. Only then are the objects
-//! moved into `objects/` (put-if-absent), flushed, and the runs recorded in
-//! one transaction; a key recorded before is left as it is, so importing a
-//! bundle twice adds nothing. An import killed at any instant leaves the
-//! store as it was, but for unreferenced objects (`gc` removes them) and a
-//! staging folder the next command removes.
+//! Import checks everything before anything becomes visible (see
+//! `arrival`), and also that every object its manifest lists arrived or is
+//! in the store already; a key recorded before is left as it is, so
+//! importing a bundle twice adds nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io::{self, Read, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
-use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
+use super::arrival::{check_runs, CarriedRun, Checked};
 use super::error::{IoContext, StoreError};
-use super::fileio::{make_read_only, now_ms, remove_tree};
-use super::record::{OutputEntry, RunRecord};
+use super::fileio::{now_ms, remove_tree};
+use super::record::RunRecord;
 use super::roles::{Objects, Reader};
 use crate::hash::ContentHash;
 
@@ -49,24 +43,8 @@ struct Manifest {
     /// The host that wrote it, and when.
     host: Option<String>,
     exported_at_ms: i64,
-    runs: Vec<BundledRun>,
+    runs: Vec<CarriedRun>,
     objects: Vec<BundledObject>,
-}
-
-/// One run, as the store records it.
-#[derive(Serialize, Deserialize)]
-struct BundledRun {
-    node_id: String,
-    stage: String,
-    key: ContentHash,
-    /// The key's parts as recorded (JSON text).
-    key_parts: String,
-    /// The environment record (JSON text, kept byte for byte).
-    env: String,
-    outputs: Vec<OutputEntry>,
-    log: Option<ContentHash>,
-    started_at_ms: i64,
-    duration_ms: i64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -137,7 +115,7 @@ impl Reader<'_> {
             version: VERSION,
             host,
             exported_at_ms: now_ms(),
-            runs: runs.iter().map(bundled).collect(),
+            runs: runs.iter().map(CarriedRun::of).collect(),
             objects: objects
                 .iter()
                 .map(|(&hash, &size)| BundledObject { hash, size })
@@ -194,7 +172,10 @@ impl Reader<'_> {
     }
 
     /// The current runs of `node_ids`, with their key parts.
-    fn current_runs_with_parts(&self, node_ids: &[&str]) -> Result<Vec<RunRecord>, StoreError> {
+    pub(super) fn current_runs_with_parts(
+        &self,
+        node_ids: &[&str],
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let states = self.load_states_for(node_ids)?;
         let mut runs = Vec::new();
         for id in node_ids {
@@ -214,20 +195,6 @@ fn damaged_object(path: &Path) -> StoreError {
         path: path.to_path_buf(),
         detail: "this object's bytes do not match its name".into(),
         help: "nothing was exported; `vitgraph verify --repair` sets damaged objects aside, and building again restores them".into(),
-    }
-}
-
-fn bundled(run: &RunRecord) -> BundledRun {
-    BundledRun {
-        node_id: run.node_id.clone(),
-        stage: run.stage.clone(),
-        key: run.key,
-        key_parts: run.key_parts.0.clone(),
-        env: run.env.0.clone(),
-        outputs: run.outputs.clone(),
-        log: run.log,
-        started_at_ms: run.started_at_ms,
-        duration_ms: run.duration_ms,
     }
 }
 
@@ -251,29 +218,6 @@ fn append<W: Write>(
     // `append_data` fills in the path and the checksum; a reader shorter
     // than `size` fails it with `UnexpectedEof`.
     tar.append_data(&mut header, name, data.take(size))
-}
-
-/// A reader that hashes what passes through it.
-struct Checked<R> {
-    inner: R,
-    hasher: blake3::Hasher,
-}
-
-impl<R: Read> Checked<R> {
-    fn new(inner: R) -> Checked<R> {
-        Checked {
-            inner,
-            hasher: blake3::Hasher::new(),
-        }
-    }
-}
-
-impl<R: Read> Read for Checked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
 }
 
 impl Objects<'_> {
@@ -308,9 +252,11 @@ impl Objects<'_> {
             Some(entry) => read_manifest(bundle, entry.map_err(read_err)?)?,
             None => return Err(refused(bundle, "it is empty".into())),
         };
-        check_runs(bundle, &manifest, key_of)?;
         let listed: BTreeMap<ContentHash, u64> =
             manifest.objects.iter().map(|o| (o.hash, o.size)).collect();
+        let refuse = |detail: String| refused(bundle, detail);
+        let names: BTreeSet<ContentHash> = listed.keys().copied().collect();
+        check_runs(&manifest.runs, &names, key_of, &refuse)?;
         let mut arrived: Vec<ContentHash> = Vec::new();
         let mut seen: HashSet<ContentHash> = HashSet::new();
         for entry in entries {
@@ -341,7 +287,7 @@ impl Objects<'_> {
                     format!("entry `{name}` is not a file of {} bytes", listed[&hash]),
                 ));
             }
-            if self.receive(bundle, &name, hash, entry, staging)? {
+            if self.receive(&refuse, &name, hash, entry, staging)? {
                 arrived.push(hash);
             }
         }
@@ -357,11 +303,7 @@ impl Objects<'_> {
             }
         }
         let added_bytes = arrived.iter().map(|h| listed[h]).sum();
-        for hash in &arrived {
-            self.adopt_object(&staging.join(hash.to_hex()), hash)?;
-        }
-        self.sync_filesystem()?;
-        let (added, current) = self.record_imported(&manifest.runs)?;
+        let (added, current) = self.land(staging, &arrived, &manifest.runs)?;
         Ok(Imported {
             runs: manifest.runs.len(),
             added,
@@ -370,117 +312,6 @@ impl Objects<'_> {
             bytes_added: added_bytes,
             from_host: manifest.host,
         })
-    }
-
-    /// Reads one object entry into `staging`, checking its bytes against
-    /// its name; true when kept (the store does not hold it yet).
-    fn receive(
-        &self,
-        bundle: &Path,
-        name: &str,
-        hash: ContentHash,
-        entry: impl Read,
-        staging: &Path,
-    ) -> Result<bool, StoreError> {
-        let dest = staging.join(hash.to_hex());
-        let mut reader = Checked::new(entry);
-        {
-            let mut out = io::BufWriter::with_capacity(
-                1 << 20,
-                fs::File::create(&dest).ctx("create", &dest)?,
-            );
-            io::copy(&mut reader, &mut out)
-                .map_err(|e| refused(bundle, format!("entry `{name}` cannot be read ({e})")))?;
-            out.flush().ctx("write", &dest)?;
-        }
-        if reader.hasher.finalize().as_bytes() != &hash.0 {
-            return Err(refused(
-                bundle,
-                format!("object `{name}` is damaged: its bytes do not hash to its name"),
-            ));
-        }
-        let size = fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
-        if self.holds_object(&hash, size) {
-            let _ = fs::remove_file(&dest);
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn holds_object(&self, hash: &ContentHash, size: u64) -> bool {
-        fs::metadata(self.objects().path(hash)).is_ok_and(|m| m.len() == size)
-    }
-
-    /// Moves a checked file into `objects/` unless an object of its name is
-    /// there (put-if-absent: objects never change).
-    fn adopt_object(&self, file: &Path, hash: &ContentHash) -> Result<(), StoreError> {
-        let object = self.objects().path(hash);
-        make_read_only(file).ctx("make read-only", file)?;
-        if let Some(shard) = object.parent() {
-            fs::create_dir_all(shard).ctx("create directory", shard)?;
-        }
-        if object.exists() {
-            return Ok(());
-        }
-        fs::rename(file, &object).ctx("move an imported object into", &object)
-    }
-
-    /// Records the bundle's runs in one transaction: (added, made current).
-    fn record_imported(&self, runs: &[BundledRun]) -> Result<(usize, usize), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
-        let (mut added, mut current) = (0, 0);
-        for run in runs {
-            let env_hash = ContentHash::of_bytes(run.env.as_bytes());
-            tx.prepare_cached(
-                "INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING",
-            )
-            .and_then(|mut stmt| stmt.execute(params![&env_hash.0[..], run.env]))
-            .map_err(|e| self.db_err(e))?;
-            added += tx
-                .prepare_cached(
-                    "INSERT INTO runs (key, node_id, stage, key_parts, env_hash, outputs, log, started_at_ms, duration_ms, committed_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(key) DO NOTHING",
-                )
-                .and_then(|mut stmt| {
-                    stmt.execute(params![
-                        &run.key.0[..],
-                        run.node_id,
-                        run.stage,
-                        run.key_parts,
-                        &env_hash.0[..],
-                        super::record::encode_outputs(&run.outputs),
-                        run.log.map(|h| h.0.to_vec()),
-                        run.started_at_ms,
-                        run.duration_ms,
-                        now_ms()
-                    ])
-                })
-                .map_err(|e| self.db_err(e))?;
-            // The node's current run, when it has one: its start.
-            let started: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT r.started_at_ms, r.key FROM node_runs n JOIN runs r ON r.seq = n.run_seq WHERE n.node_id = ?1",
-                )
-                .and_then(|mut stmt| {
-                    use rusqlite::OptionalExtension;
-                    stmt.query_row([&run.node_id], |r| {
-                        let key: Vec<u8> = r.get(1)?;
-                        Ok(if key == run.key.0 { i64::MAX } else { r.get(0)? })
-                    })
-                    .optional()
-                })
-                .map_err(|e| self.db_err(e))?;
-            if started.is_none_or(|s| s < run.started_at_ms) {
-                super::runs::point_node_at(&tx, &run.node_id, &run.stage, &run.key)
-                    .map_err(|e| self.db_err(e))?;
-                current += 1;
-            }
-        }
-        tx.commit().map_err(|e| self.db_err(e))?;
-        Ok((added, current))
     }
 }
 
@@ -534,61 +365,5 @@ impl<R: Read> HasPath for tar::Entry<'_, R> {
         self.path()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default()
-    }
-}
-
-/// Every run's key matches its parts, its outputs have names a node's
-/// folder can hold, and every object it names is listed.
-fn check_runs(
-    bundle: &Path,
-    manifest: &Manifest,
-    key_of: &dyn Fn(&str) -> Option<ContentHash>,
-) -> Result<(), StoreError> {
-    let listed: BTreeSet<ContentHash> = manifest.objects.iter().map(|o| o.hash).collect();
-    for run in &manifest.runs {
-        let at = |what: String| refused(bundle, format!("the run of `{}`: {what}", run.node_id));
-        if key_of(&run.key_parts) != Some(run.key) {
-            return Err(at(
-                "its key does not match its recorded parts (altered or damaged)".into(),
-            ));
-        }
-        if serde_json::from_str::<serde_json::Value>(&run.env).is_err() {
-            return Err(at("its environment record is not JSON".into()));
-        }
-        for o in &run.outputs {
-            if !safe_name(&o.name) {
-                return Err(at(format!("output name `{}` leaves its folder", o.name)));
-            }
-            if !listed.contains(&o.hash) {
-                return Err(at(format!(
-                    "output `{}` names an object the bundle does not list",
-                    o.name
-                )));
-            }
-        }
-        if run.log.is_some_and(|l| !listed.contains(&l)) {
-            return Err(at("its log names an object the bundle does not list".into()));
-        }
-    }
-    Ok(())
-}
-
-/// A relative path without `..`, as declared outputs are.
-fn safe_name(name: &str) -> bool {
-    let path = PathBuf::from(name);
-    !name.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_names_stay_in_their_folder() {
-        assert!(safe_name("results.json"));
-        assert!(safe_name("trace/kernels.csv"));
-        for bad in ["", "/etc/passwd", "../x", "a/../../x", "./x"] {
-            assert!(!safe_name(bad), "{bad}");
-        }
     }
 }

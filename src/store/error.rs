@@ -39,6 +39,17 @@ pub enum StoreError {
         help: String,
     },
 
+    /// A remote that cannot be reached or holds something damaged.
+    #[error("remote `{name}` (`{}`): {detail}", path.display())]
+    #[diagnostic(code(vitgraph::store::remote))]
+    Remote {
+        name: String,
+        path: PathBuf,
+        detail: String,
+        #[help]
+        help: String,
+    },
+
     /// A row of the state database cannot be decoded.
     #[error("state database `{}` holds a damaged record: {detail}", path.display())]
     #[diagnostic(

@@ -17,10 +17,12 @@
 //! - sets of runs (a build's, the current ones, saved baselines) for
 //!   `vitgraph compare` (`runsets`);
 //! - the expanded graph is kept in `cache/graph.bin` (`graph_file`);
-//! - bundles carry runs and their objects between machines (`bundle`).
+//! - bundles and directory remotes carry runs and their objects between
+//!   machines (`bundle`, `remote`), checked on arrival (`arrival`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
+mod arrival;
 mod batch;
 mod bundle;
 mod error;
@@ -37,6 +39,7 @@ mod objects;
 mod open;
 mod owner;
 mod record;
+mod remote;
 #[cfg(test)]
 mod robustness_tests;
 mod roles;
@@ -64,4 +67,5 @@ pub(crate) use record::{
     Attempt, AttemptId, AttemptStatus, DamageKind, NewRun, NodeState, OutputCheck, RawJson,
     RunRecord,
 };
+pub(crate) use remote::{verify_remote, Remote};
 pub(crate) use runsets::{Holding, RecordedRun};

@@ -13,6 +13,7 @@ mod graph_cache;
 mod noop;
 mod pipeline_errors;
 mod promises;
+mod remotes;
 mod repetitions;
 mod runtime_errors;
 mod software_env;

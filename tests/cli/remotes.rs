@@ -1,0 +1,240 @@
+//! `vitgraph push` and `pull` against a directory remote: a GPU host pushes,
+//! a laptop pulls and builds without measuring; a read-only remote refuses
+//! pushes; damage on the remote is found on arrival and by `remote verify`;
+//! concurrent pushes and pushes killed with -9 leave the remote consistent.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::support::{Output, Workspace};
+
+const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
+const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
+
+fn command(ws: &Workspace, env: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vitgraph"));
+    c.args(args)
+        .current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
+        .env("VITGRAPH_FAKE_ENV", env)
+        .env_remove("CLICOLOR_FORCE");
+    c
+}
+
+fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
+    let out = command(ws, env, args).output().expect("run vitgraph");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A workspace measuring `n` configurations (each appends to
+/// `log_dir/measured.txt`) and summing them, with the remote `lab` at
+/// `remote` (and `mode`).
+fn study(log_dir: &Path, n: usize, remote: &Path, mode: &str) -> Workspace {
+    let values: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+    let pipeline = format!(
+        r#"Pipeline(stages: {{
+    "bench": Stage(task: Command(run: "echo '{{\"v\": ${{n}}}}' > ${{out}}/results.json; echo ${{n}} >> {log}", outputs: ["results.json"], measure: true), matrix: {{"n": [{values}]}}),
+    "sum": Stage(task: Command(run: "for d in ${{needs.bench}}; do cat $d/results.json; done > ${{out}}/s.txt", outputs: ["s.txt"]), needs: ["bench"]),
+}})"#,
+        log = log_dir.join("measured.txt").display(),
+        values = values.join(", ")
+    );
+    let settings = format!(
+        r#"Workspace(remotes: {{"lab": Remote(path: "{}"{mode})}})"#,
+        remote.display()
+    );
+    Workspace::with_files(&[("pipelines/s.ron", &pipeline), ("vitgraph.ron", &settings)])
+}
+
+fn measured(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("measured.txt"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn ok(out: &Output) {
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+fn verify(ws: &Workspace) -> Output {
+    vg(ws, LAPTOP, &["remote", "verify"])
+}
+
+#[test]
+fn a_laptop_pulls_what_a_gpu_host_pushed_and_measures_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let gpu = study(dir.path(), 2, &remote, "");
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    let pushed = vg(&gpu, GPU_HOST, &["push"]);
+    ok(&pushed);
+    assert!(
+        pushed.stdout.contains("3 runs, 3 new there"),
+        "{}",
+        pushed.stdout
+    );
+    let again = vg(&gpu, GPU_HOST, &["push"]);
+    assert!(
+        again.stdout.contains("3 runs, 0 new there; 0 objects"),
+        "{}",
+        again.stdout
+    );
+    let v = verify(&gpu);
+    ok(&v);
+    assert!(
+        v.stdout.contains("3 run records, 4 objects, 0 problems"),
+        "{}",
+        v.stdout
+    );
+
+    // Only what the targets need: one configuration.
+    let laptop = study(dir.path(), 2, &remote, "");
+    let one = vg(&laptop, LAPTOP, &["pull", "bench[n=1]"]);
+    ok(&one);
+    assert!(one.stdout.contains("1 runs new here"), "{}", one.stdout);
+    let all = vg(&laptop, LAPTOP, &["pull"]);
+    assert!(all.stdout.contains("2 runs new here"), "{}", all.stdout);
+    let none = vg(&laptop, LAPTOP, &["pull"]);
+    assert!(none.stdout.contains("0 runs new here"), "{}", none.stdout);
+
+    ok(&vg(&laptop, LAPTOP, &["build"]));
+    assert_eq!(measured(dir.path()), 2, "the laptop measured");
+    let s: serde_json::Value =
+        serde_json::from_str(&vg(&laptop, LAPTOP, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(s["summary"]["fresh"], 3, "{s}");
+    assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
+}
+
+#[test]
+fn a_read_only_remote_refuses_pushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let ws = study(dir.path(), 1, &remote, ", mode: Read");
+    ok(&vg(&ws, GPU_HOST, &["build"]));
+    let out = vg(&ws, GPU_HOST, &["push"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("read-only"), "{}", out.stderr);
+    assert!(!remote.exists(), "a refused push wrote the remote");
+}
+
+#[test]
+fn damage_on_the_remote_is_refused_on_arrival_and_found_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let gpu = study(dir.path(), 2, &remote, "");
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    ok(&vg(&gpu, GPU_HOST, &["push"]));
+    // Rewrite one object (same length: only its bytes differ).
+    let object = walkdir::WalkDir::new(remote.join("objects"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_type().is_file()
+                && std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("\"v\": 2"))
+        })
+        .expect("the remote holds the second result");
+    let path = object.path().to_path_buf();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&path, perms).unwrap();
+    std::fs::write(&path, "{\"v\": 7}\n").unwrap();
+
+    let v = verify(&gpu);
+    assert_eq!(v.code, 1, "{}", v.stdout);
+    assert!(
+        v.stdout.contains("its bytes do not match its name"),
+        "{}",
+        v.stdout
+    );
+
+    let laptop = study(dir.path(), 2, &remote, "");
+    let out = vg(&laptop, LAPTOP, &["pull"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("is damaged") && out.stderr.contains("nothing was pulled"),
+        "{}",
+        out.stderr
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&vg(&laptop, LAPTOP, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(
+        s["summary"]["fresh"], 0,
+        "a damaged pull recorded runs: {s}"
+    );
+}
+
+#[test]
+fn concurrent_pushes_leave_the_remote_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    // Two hosts with the same study: the same objects, pushed at once.
+    let a = study(dir.path(), 20, &remote, "");
+    let b = study(dir.path(), 20, &remote, "");
+    let host_b = GPU_HOST.replace("gpu-box", "gpu-box-2");
+    ok(&vg(&a, GPU_HOST, &["build"]));
+    ok(&vg(&b, &host_b, &["build"]));
+    for _ in 0..3 {
+        let pa = command(&a, GPU_HOST, &["push"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pb = command(&b, &host_b, &["push"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        for mut p in [pa, pb] {
+            assert!(p.wait().unwrap().success());
+        }
+    }
+    let v = verify(&a);
+    ok(&v);
+    // 20 measurements on each host (one key each: the host is not in the
+    // key, the facets are equal), one sum.
+    assert!(v.stdout.contains("21 run records"), "{}", v.stdout);
+    assert!(v.stdout.contains(" 0 problems"), "{}", v.stdout);
+}
+
+#[test]
+fn a_push_killed_at_any_moment_leaves_the_remote_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let ws = study(dir.path(), 60, &remote, "");
+    ok(&vg(&ws, GPU_HOST, &["build"]));
+    // Kill pushes after growing delays: whichever moment each dies at, the
+    // remote holds no record without its objects.
+    for delay_ms in [0u64, 2, 5, 10, 20, 40] {
+        let mut p = command(&ws, GPU_HOST, &["push"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = p.kill();
+        let _ = p.wait();
+        if remote.exists() {
+            let v = verify(&ws);
+            assert!(
+                v.stdout.contains(" 0 problems"),
+                "after {delay_ms} ms: {}",
+                v.stdout
+            );
+        }
+    }
+    ok(&vg(&ws, GPU_HOST, &["push"]));
+    let v = verify(&ws);
+    ok(&v);
+    assert!(v.stdout.contains("61 run records"), "{}", v.stdout);
+    let laptop = study(dir.path(), 60, &remote, "");
+    let pulled = vg(&laptop, LAPTOP, &["pull"]);
+    ok(&pulled);
+    assert!(
+        pulled.stdout.contains("61 runs new here"),
+        "{}",
+        pulled.stdout
+    );
+}
