@@ -9,12 +9,13 @@
 //! ```
 //!
 //! Objects and records never change once written: each is written into
-//! `tmp/` under a name of its own (host, process, sequence), flushed, and
+//! `tmp/` under a name of its own (host, process, sequence) and
 //! hard-linked into place — put-if-absent, so two machines pushing one
 //! object at once both succeed and one copy stays. A run's record is
 //! linked only after every object it names is in place and the remote's
-//! file system has been flushed, so a record on the remote always has its
-//! objects, whatever process dies when. A push killed with -9 leaves at
+//! file system has been flushed (`syncfs`, objects and records' bytes
+//! together), so a record on the remote always has its objects, whatever
+//! process dies when. A push killed with -9 leaves at
 //! most files in `tmp/` and objects no record names yet.
 //!
 //! A pull reads the records of keys this store does not hold, keeps those
@@ -23,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -170,12 +171,18 @@ impl Reader<'_> {
         if missing.is_empty() {
             return Ok(out);
         }
-        remote.sync()?;
+        // The records are written, then the objects and the records'
+        // bytes flushed (one `syncfs`), and only then linked into place.
+        let mut records = Vec::with_capacity(missing.len());
         for run in &missing {
             let tmp = remote.tmp_file();
             let json = serde_json::to_vec(&CarriedRun::of(run)).unwrap_or_default();
-            write_synced(&tmp, &json)?;
-            if remote.link(&tmp, &remote.record(&run.key))? {
+            fs::write(&tmp, &json).ctx("write into the remote", &tmp)?;
+            records.push((tmp, remote.record(&run.key)));
+        }
+        remote.sync()?;
+        for (tmp, dest) in &records {
+            if remote.link(tmp, dest)? {
                 out.runs_added += 1;
             }
         }
@@ -199,9 +206,9 @@ impl Reader<'_> {
         let tmp = remote.tmp_file();
         let mut reader = Checked::new(fs::File::open(&local).ctx("read object", &local)?);
         {
+            // Flushed with the rest by `syncfs` before any record names it.
             let mut file = fs::File::create(&tmp).ctx("write into the remote", &tmp)?;
             io::copy(&mut reader, &mut file).ctx("copy into the remote", &tmp)?;
-            file.sync_all().ctx("flush", &tmp)?;
         }
         if reader.hasher.finalize().as_bytes() != &hash.0 {
             let _ = fs::remove_file(&tmp);
@@ -230,13 +237,6 @@ impl Reader<'_> {
         }
         Ok(known)
     }
-}
-
-/// Writes `bytes` into a new file and flushes it.
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let mut file = fs::File::create(path).ctx("write into the remote", path)?;
-    file.write_all(bytes).ctx("write into the remote", path)?;
-    file.sync_all().ctx("flush", path)
 }
 
 /// The keys the remote has records of.
