@@ -166,12 +166,19 @@ def main():
     def med(name):
         return statistics.median(rows[name][0]) if name in rows else None
 
+    # Ratios within each repetition (the same disk state for both tools),
+    # then their median: the machine's write-back varies between rounds.
+    def paired(ours, theirs):
+        r = [o / t for o, t in zip(ours, theirs)]
+        return f"{statistics.median(r):.2f} (rounds: {', '.join(f'{x:.2f}' for x in r)})"
+
     if args.dvc:
-        for ours, theirs in [("vitgraph push", "dvc push"),
-                             ("vitgraph pull", "dvc pull (objects and checkout)")]:
-            print(f"\n{ours} / {theirs}: {med(ours) / med(theirs):.2f}")
-        both = med("vitgraph pull") + med("vitgraph build after pull (restore into out/)")
-        print(f"(vitgraph pull + build) / dvc pull: {both / med('dvc pull (objects and checkout)'):.2f}")
+        t = lambda name: rows[name][0]  # noqa: E731
+        print()
+        print(f"vitgraph push / dvc push: {paired(t('vitgraph push'), t('dvc push'))}")
+        print(f"vitgraph pull / dvc pull: {paired(t('vitgraph pull'), t('dvc pull (objects and checkout)'))}")
+        both = [a + b for a, b in zip(t("vitgraph pull"), t("vitgraph build after pull (restore into out/)"))]
+        print(f"(vitgraph pull + build) / dvc pull: {paired(both, t('dvc pull (objects and checkout)'))}")
     shutil.rmtree(top)
 
 

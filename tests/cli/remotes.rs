@@ -238,3 +238,31 @@ fn a_push_killed_at_any_moment_leaves_the_remote_consistent() {
         pulled.stdout
     );
 }
+
+#[test]
+fn a_pull_killed_at_any_moment_leaves_the_store_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let gpu = study(dir.path(), 60, &remote, "");
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    ok(&vg(&gpu, GPU_HOST, &["push"]));
+    let laptop = study(dir.path(), 60, &remote, "");
+    for delay_ms in [0u64, 2, 5, 10, 20, 40] {
+        let mut p = command(&laptop, LAPTOP, &["pull"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = p.kill();
+        let _ = p.wait();
+        // Whatever was recorded has its objects, intact.
+        let v = vg(&laptop, LAPTOP, &["verify"]);
+        assert_eq!(v.code, 0, "after {delay_ms} ms: {}{}", v.stdout, v.stderr);
+    }
+    ok(&vg(&laptop, LAPTOP, &["pull"]));
+    ok(&vg(&laptop, LAPTOP, &["build"]));
+    let s: serde_json::Value =
+        serde_json::from_str(&vg(&laptop, LAPTOP, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(s["summary"]["fresh"], 61, "{s}");
+    assert_eq!(measured(dir.path()), 60, "the laptop measured");
+}
