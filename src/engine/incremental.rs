@@ -162,12 +162,8 @@ fn plan_up_front(
     match super::plan::plan(&ev, b.graph, selection) {
         Ok(p) => p
             .into_iter()
-            // A run measured elsewhere is judged again each time, so that
-            // `status` can say so: no snapshot vouches for it.
-            .filter_map(|(i, e)| match &e.verdict {
-                Verdict::Fresh(run) if !b.force.contains(&i) && e.elsewhere().is_none() => {
-                    Some((i, run.manifest_hash()))
-                }
+            .filter_map(|(i, e)| match e.verdict {
+                Verdict::Fresh(run) if !b.force.contains(&i) => Some((i, run.manifest_hash())),
                 _ => None,
             })
             .collect(),
@@ -387,11 +383,7 @@ pub(super) fn refresh_snapshot(
         return;
     };
     let _ = b.store.hasher().flush();
-    if evals.len() == dirty.len()
-        && evals
-            .values()
-            .all(|e| e.verdict.is_fresh() && e.elsewhere().is_none())
-    {
+    if evals.len() == dirty.len() && evals.values().all(|e| e.verdict.is_fresh()) {
         if let Some(files) = snapshot.log().take(b.store.racy_window_ns(), true) {
             snapshot.capture(
                 generation,

@@ -41,7 +41,7 @@ use crate::codec::take;
 use crate::graph::Graph;
 use crate::store::Store;
 
-const MAGIC: &[u8; 8] = b"VGNOOP03";
+const MAGIC: &[u8; 8] = b"VGNOOP04";
 
 /// What the graph is made from (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +104,10 @@ pub(crate) enum Scope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Vouched {
     pub whole: bool,
+    /// The store holds runs measured on another host: some nodes may be
+    /// fresh as measured elsewhere, which `status` says only after a full
+    /// plan (a build needs no more than that they are fresh).
+    pub elsewhere: bool,
     pub nodes: Vec<NodeName>,
 }
 
@@ -290,7 +294,11 @@ fn write(
         }
         Scope::Nodes(nodes) => nodes,
     };
-    out.push(u8::from(*scope == Scope::Whole));
+    let elsewhere = store.reader().hosts_recorded().is_ok_and(|hosts| {
+        let here = super::env::host_name();
+        hosts.iter().any(|h| Some(h) != here.as_ref())
+    });
+    out.push(u8::from(*scope == Scope::Whole) | (u8::from(elsewhere) << 1));
     out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
     for n in nodes.iter().filter_map(|&i| graph.nodes.get(i)) {
         let Some(&s) = stage_index.get(n.stage.as_str()) else {
@@ -370,11 +378,12 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
     for _ in 0..stages {
         stage_names.push(get_str(&mut b)?);
     }
-    let whole = match take(&mut b, 1)?[0] {
-        0 => false,
-        1 => true,
-        _ => return None,
-    };
+    // Bit 0: the whole graph; bit 1: runs measured elsewhere.
+    let flags = take(&mut b, 1)?[0];
+    if flags > 3 {
+        return None;
+    }
+    let (whole, elsewhere) = (flags & 1 == 1, flags & 2 == 2);
     let n = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?) as usize;
     let mut nodes = Vec::with_capacity(n.min(1 << 24));
     for _ in 0..n {
@@ -388,7 +397,11 @@ fn check_parts(store: &Store, token: Token, env: &dyn EnvProbe) -> Option<Snapsh
     if !b.is_empty() {
         return None;
     }
-    let vouched = Vouched { whole, nodes };
+    let vouched = Vouched {
+        whole,
+        elsewhere,
+        nodes,
+    };
     let changed = files.changed(store.root());
     if changed.is_empty() {
         return Some(Snapshot::Fresh(vouched));
@@ -494,6 +507,7 @@ mod tests {
             check(&store, token, &env),
             Snapshot::Fresh(Vouched {
                 whole: true,
+                elsewhere: false,
                 nodes: Vec::new()
             })
         );

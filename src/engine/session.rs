@@ -102,6 +102,10 @@ impl Session {
             if let Some(store) = store {
                 session.checked = true;
                 match snapshot.check(&store, env) {
+                    // `status` says where runs measured elsewhere were
+                    // measured: a full plan.
+                    held if usage == Use::Read
+                        && noop::vouched(&held).is_some_and(|v| v.elsewhere) => {}
                     noop::Snapshot::Fresh(vouched) if whole && vouched.whole => {
                         return Ok(Begun::AllFresh(vouched.nodes))
                     }

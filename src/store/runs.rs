@@ -93,6 +93,23 @@ impl Reader<'_> {
         Ok(RawJson(text.unwrap_or_default()))
     }
 
+    /// The host names the environment records of recorded runs name (a
+    /// handful: most runs share one record).
+    pub fn hosts_recorded(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT DISTINCT json_extract(json, '$.host') FROM envs
+                 WHERE json_valid(json) AND json_type(json, '$.host') = 'text'",
+            )
+            .map_err(|e| self.db_err(e))?;
+        let hosts = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.db_err(e))?;
+        Ok(hosts)
+    }
+
     /// The successful run recorded for `key`, if any (its `node_id` is the node
     /// that recorded it).
     pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {
