@@ -249,7 +249,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Import(args) => transfer::import(&ws, args),
                 Command::Push(args) => transfer::push(&ws, &overrides, args),
                 Command::Pull(args) => transfer::pull(&ws, &overrides, args),
-                Command::Remote(cmd) => transfer::remote(&ws, cmd),
+                Command::Remote(cmd) => transfer::remote(&ws, &overrides, cmd),
                 Command::Gc => maintenance::gc(&ws),
                 Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),

@@ -44,6 +44,24 @@ pub struct PushPullArgs {
 pub enum RemoteCommand {
     /// List the remotes `vitgraph.ron` names.
     List,
+    /// Remove what this workspace's study no longer needs from a remote:
+    /// records of its nodes that a newer record of the same node
+    /// superseded, and objects no record names, all older than the grace
+    /// period. A dry run unless `--apply`.
+    Gc {
+        /// Stages, node ids, globs or pipeline file stems whose superseded
+        /// records may go; none means every stage. Other studies' records stay.
+        targets: Vec<String>,
+        /// The remote, by its name in `vitgraph.ron`.
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        /// Keep whatever was written or touched within this many days.
+        #[arg(long, value_name = "DAYS", default_value_t = 7.0)]
+        keep_days: f64,
+        /// Remove; without it, print what would be removed.
+        #[arg(long)]
+        apply: bool,
+    },
     /// Check every run record and object on a remote.
     Verify {
         /// The remote, by its name in `vitgraph.ron`.
@@ -163,8 +181,53 @@ pub(super) fn pull(
     Ok(exit::SUCCESS)
 }
 
-pub(super) fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<i32, Failure> {
+pub(super) fn remote(
+    ws: &Workspace,
+    overrides: &[Override],
+    cmd: RemoteCommand,
+) -> Result<i32, Failure> {
     match cmd {
+        RemoteCommand::Gc {
+            targets,
+            remote,
+            keep_days,
+            apply,
+        } => {
+            let (name, root, mode) = remote_of(ws, remote.as_deref())?;
+            if apply && mode == RemoteMode::Read {
+                return Err(usage(
+                    format!("remote `{name}` is read-only for this workspace (`mode: Read` in `vitgraph.ron`)"),
+                    "collect it from a workspace that may write it",
+                ));
+            }
+            if !(keep_days >= 0.0 && keep_days.is_finite()) {
+                return Err(usage(
+                    format!("`--keep-days {keep_days}` is not a number of days"),
+                    "give 0 or more, e.g. `--keep-days 7`",
+                ));
+            }
+            let ids = selected_ids(ws, overrides, &targets)?;
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let r = Remote {
+                name: &name,
+                root: &root,
+            };
+            let grace = std::time::Duration::from_secs_f64(keep_days * 86400.0);
+            let gc = crate::store::remote_gc(&r, &ids, grace, apply)?;
+            let verb = if apply { "removed" } else { "would remove" };
+            println!(
+                "remote `{name}`: {verb} {} superseded run records, {} objects no record names ({}) and {} leftover files; {} records kept",
+                gc.records.len(),
+                gc.objects.len(),
+                bytes_text(gc.bytes),
+                gc.tmp.len(),
+                gc.records_kept
+            );
+            if !apply && (gc.records.len() + gc.objects.len() + gc.tmp.len()) > 0 {
+                println!("(a dry run: `vitgraph remote gc --apply` removes them)");
+            }
+            Ok(exit::SUCCESS)
+        }
         RemoteCommand::List => {
             let file = crate::pipeline::load_settings(&ws.root)?;
             if file.remotes.is_empty() {

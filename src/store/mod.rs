@@ -40,6 +40,7 @@ mod open;
 mod owner;
 mod record;
 mod remote;
+mod remote_gc;
 #[cfg(test)]
 mod robustness_tests;
 mod roles;
@@ -68,4 +69,5 @@ pub(crate) use record::{
     RunRecord,
 };
 pub(crate) use remote::{verify_remote, Remote};
+pub(crate) use remote_gc::remote_gc;
 pub(crate) use runsets::{Holding, RecordedRun};

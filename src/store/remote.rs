@@ -72,18 +72,18 @@ pub(crate) struct RemoteDamage {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Remote<'_> {
-    fn object(&self, hash: &ContentHash) -> PathBuf {
+    pub(super) fn object(&self, hash: &ContentHash) -> PathBuf {
         let hex = hash.to_hex();
         self.root.join("objects").join(&hex[..2]).join(&hex[2..])
     }
 
-    fn record(&self, key: &ContentHash) -> PathBuf {
+    pub(super) fn record(&self, key: &ContentHash) -> PathBuf {
         self.root
             .join("runs")
             .join(format!("{}.json", key.to_hex()))
     }
 
-    fn unreachable(&self, e: io::Error) -> StoreError {
+    pub(super) fn unreachable(&self, e: io::Error) -> StoreError {
         StoreError::Remote {
             name: self.name.to_owned(),
             path: self.root.to_path_buf(),
@@ -201,6 +201,10 @@ impl Reader<'_> {
         let local = self.objects().path(hash);
         let size = fs::metadata(&local).ctx("read object", &local)?.len();
         if fs::metadata(&dest).is_ok_and(|m| m.len() == size) {
+            // A record about to name it: `remote gc` spares what was
+            // touched within its grace period (best effort: another
+            // user's file may refuse).
+            touch(&dest);
             return Ok(None);
         }
         let tmp = remote.tmp_file();
@@ -239,8 +243,18 @@ impl Reader<'_> {
     }
 }
 
+/// Sets a file's modification time to now, if this user may.
+fn touch(path: &Path) {
+    if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
+        // SAFETY: a valid NUL-terminated path; a null `times` means now.
+        unsafe {
+            libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0);
+        }
+    }
+}
+
 /// The keys the remote has records of.
-fn remote_keys(remote: &Remote<'_>) -> Result<Vec<ContentHash>, StoreError> {
+pub(super) fn remote_keys(remote: &Remote<'_>) -> Result<Vec<ContentHash>, StoreError> {
     let dir = remote.root.join("runs");
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,

@@ -266,3 +266,108 @@ fn a_pull_killed_at_any_moment_leaves_the_store_consistent() {
     assert_eq!(s["summary"]["fresh"], 61, "{s}");
     assert_eq!(measured(dir.path()), 60, "the laptop measured");
 }
+
+/// `remote gc` removes a node's superseded records and the objects only
+/// they named — after a dry run, past the grace period, and never another
+/// study's records.
+#[test]
+fn remote_gc_removes_superseded_runs_and_spares_other_studies() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let ws = study(dir.path(), 2, &remote, "");
+    ok(&vg(&ws, GPU_HOST, &["build"]));
+    ok(&vg(&ws, GPU_HOST, &["push"]));
+    // Another study on the same remote.
+    let other_pipeline = r#"Pipeline(stages: {
+    "other": Stage(task: Command(run: "echo other > ${out}/o.txt", outputs: ["o.txt"])),
+})"#;
+    let settings = format!(
+        r#"Workspace(remotes: {{"lab": Remote(path: "{}")}})"#,
+        remote.display()
+    );
+    let other = Workspace::with_files(&[
+        ("pipelines/o.ron", other_pipeline),
+        ("vitgraph.ron", &settings),
+    ]);
+    ok(&vg(&other, GPU_HOST, &["build"]));
+    ok(&vg(&other, GPU_HOST, &["push"]));
+    // Measured again: every bench node writes another result (new keys,
+    // and a new sum).
+    let ron = std::fs::read_to_string(ws.path().join("pipelines/s.ron")).unwrap();
+    std::fs::write(
+        ws.path().join("pipelines/s.ron"),
+        ron.replace("{\\\"v\\\": ${n}}", "{\\\"v\\\": ${n}, \\\"again\\\": 1}"),
+    )
+    .unwrap();
+    ok(&vg(&ws, GPU_HOST, &["build"]));
+    ok(&vg(&ws, GPU_HOST, &["push"]));
+    let records = || std::fs::read_dir(remote.join("runs")).unwrap().count();
+    assert_eq!(
+        records(),
+        7,
+        "3 runs, 3 measured again, 1 of the other study"
+    );
+
+    // Within the grace period nothing goes.
+    let kept = vg(&ws, GPU_HOST, &["remote", "gc", "--apply"]);
+    ok(&kept);
+    assert!(
+        kept.stdout.contains("removed 0 superseded run records"),
+        "{}",
+        kept.stdout
+    );
+    // A dry run says what would go and removes nothing.
+    let dry = vg(&ws, GPU_HOST, &["remote", "gc", "--keep-days", "0"]);
+    ok(&dry);
+    assert!(
+        dry.stdout.contains("would remove 3 superseded run records"),
+        "{}",
+        dry.stdout
+    );
+    assert_eq!(records(), 7);
+    let gc = vg(
+        &ws,
+        GPU_HOST,
+        &["remote", "gc", "--keep-days", "0", "--apply"],
+    );
+    ok(&gc);
+    assert!(
+        gc.stdout.contains("removed 3 superseded run records"),
+        "{}",
+        gc.stdout
+    );
+    assert!(
+        !gc.stdout.contains(" 0 objects no record names"),
+        "{}",
+        gc.stdout
+    );
+    assert_eq!(records(), 4);
+    let v = verify(&ws);
+    ok(&v);
+    assert!(
+        v.stdout.contains("4 run records") && v.stdout.contains(" 0 problems"),
+        "{}",
+        v.stdout
+    );
+    // Both studies still pull whole.
+    for (study_ws, n) in [(&ws, 3), (&other, 1)] {
+        let fresh = Workspace::with_files(&[]);
+        for entry in walkdir::WalkDir::new(study_ws.path().join("pipelines")).min_depth(1) {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(study_ws.path()).unwrap();
+            std::fs::copy(entry.path(), fresh.path().join(rel)).unwrap();
+        }
+        std::fs::copy(
+            study_ws.path().join("vitgraph.ron"),
+            fresh.path().join("vitgraph.ron"),
+        )
+        .unwrap();
+        let pulled = vg(&fresh, LAPTOP, &["pull"]);
+        ok(&pulled);
+        assert!(
+            pulled.stdout.contains(&format!("{n} runs new here")),
+            "{}",
+            pulled.stdout
+        );
+    }
+}
