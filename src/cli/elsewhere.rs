@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::engine::plan::{measured_on, Evaluation};
 use crate::graph::Graph;
+use crate::hash::ContentHash;
 use crate::store::RunRecord;
 
 /// Where a run was measured: its host and its GPUs, as its environment
@@ -17,10 +18,15 @@ pub(super) struct Place {
     pub host: String,
     /// The GPUs' model names, `none` on a machine without one.
     pub gpu: String,
+    /// Who signed the run, when it arrived signed (see `vitgraph key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 impl Place {
-    pub(super) fn of(run: &RunRecord) -> Place {
+    /// Where `run` was measured, and who signed it (`signers`, from
+    /// [`signers`]).
+    pub(super) fn of(run: &RunRecord, signers: &HashMap<ContentHash, String>) -> Place {
         let env = run.env.value();
         let mut names: Vec<String> = env
             .get("gpus")
@@ -44,6 +50,7 @@ impl Place {
             } else {
                 names.join(", ")
             },
+            signed_by: signers.get(&run.key).cloned(),
         }
     }
 }
@@ -51,8 +58,12 @@ impl Place {
 impl std::fmt::Display for Place {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.gpu.as_str() {
-            "none" => write!(f, "`{}` (no GPU)", self.host),
-            gpu => write!(f, "`{}` ({gpu})", self.host),
+            "none" => write!(f, "`{}` (no GPU)", self.host)?,
+            gpu => write!(f, "`{}` ({gpu})", self.host)?,
+        }
+        match &self.signed_by {
+            Some(s) => write!(f, ", signed by {s}"),
+            None => write!(f, ", unsigned"),
         }
     }
 }
@@ -62,11 +73,12 @@ pub(super) fn grouped(
     graph: &Graph,
     selection: &[usize],
     evals: &HashMap<usize, Evaluation>,
+    signers: &HashMap<ContentHash, String>,
 ) -> BTreeMap<Place, BTreeMap<String, usize>> {
     let mut out: BTreeMap<Place, BTreeMap<String, usize>> = BTreeMap::new();
     for i in selection {
         if let Some(run) = evals.get(i).and_then(Evaluation::elsewhere) {
-            *out.entry(Place::of(run))
+            *out.entry(Place::of(run, signers))
                 .or_default()
                 .entry(graph.nodes[*i].stage.clone())
                 .or_default() += 1;
@@ -92,5 +104,13 @@ pub(super) fn print(groups: &BTreeMap<Place, BTreeMap<String, usize>>) {
         for (stage, count) in stages {
             println!("  {stage}  {count} on {place}");
         }
+    }
+}
+
+/// Who signed the runs of the store at `root` (none without a store).
+pub(super) fn signers(root: &std::path::Path) -> HashMap<ContentHash, String> {
+    match crate::store::Store::open_existing(root) {
+        Ok(Some(store)) => store.reader().signers().unwrap_or_default(),
+        _ => HashMap::new(),
     }
 }

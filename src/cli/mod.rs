@@ -8,6 +8,7 @@ mod elsewhere;
 mod evidence;
 mod exec;
 mod inspect;
+mod keys;
 mod maintenance;
 mod page;
 mod page_parts;
@@ -47,7 +48,8 @@ VITGRAPH_TELEMETRY    `0`: no GPU sampling during `Vit`'s timed window\n  \
 VITGRAPH_TELEMETRY_AB `N`: the GPU sampler pauses in every other block of N batches (its cost)\n  \
 VITGRAPH_TELEMETRY_SCRIPT  GPU readings played from a JSON file instead of NVML\n  \
 VITGRAPH_GPU_WAIT_S   how long a measurement waits for other processes to leave its GPU (60)\n  \
-VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine"
+VITGRAPH_FAKE_ENV     a JSON object of environment facets to use instead of probing the machine\n  \
+VITGRAPH_SIGNING_KEY  the secret key `export` and `push` sign run records with (`vitgraph key generate`)"
 )]
 pub struct Cli {
     /// Run as if started in DIR (the workspace root or a folder inside it).
@@ -90,9 +92,12 @@ pub enum Command {
     Push(transfer::PushPullArgs),
     /// Bring the runs of targets (and of what they need) from a remote, each object checked.
     Pull(transfer::PushPullArgs),
-    /// List the remotes, or check one.
+    /// List the remotes, check one, or collect what a study no longer needs on it.
     #[command(subcommand)]
     Remote(transfer::RemoteCommand),
+    /// Make a key to sign exported and pushed runs with.
+    #[command(subcommand)]
+    Key(keys::KeyCommand),
     /// Remove store objects no recorded run refers to, and finished cluster jobs' directories.
     Gc,
     /// Re-hash the store and check the state database; report damaged or missing objects.
@@ -210,6 +215,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let start = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     match cli.command {
         Command::Init(args) => maintenance::init(&start, args),
+        Command::Key(cmd) => keys::key(cmd),
         Command::ExecTask { job } => exec::exec_task(&job),
         Command::EnvProbe { file } => crate::slurm::probe::write_probe(&file)
             .map(|()| exit::SUCCESS)
@@ -254,6 +260,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 Command::Verify(args) => maintenance::verify(&ws, args),
                 Command::RunNode { node } => exec::run_node(&ws, &overrides, &node),
                 Command::Init(_)
+                | Command::Key(_)
                 | Command::ExecTask { .. }
                 | Command::SlurmJob { .. }
                 | Command::EnvProbe { .. }

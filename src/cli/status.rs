@@ -255,6 +255,7 @@ pub(super) fn status(
         .count()
         - waiting;
     let fresh = selection.len() - stale - unneeded - waiting;
+    let signers = super::elsewhere::signers(&ws.root);
     let standings = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
         evals.get(&i).map(|e| &e.verdict)
     });
@@ -279,7 +280,7 @@ pub(super) fn status(
                     measured_elsewhere: evals
                         .get(i)
                         .and_then(Evaluation::elsewhere)
-                        .map(super::elsewhere::Place::of),
+                        .map(|r| super::elsewhere::Place::of(r, &signers)),
                 }
             })
             .collect();
@@ -311,7 +312,9 @@ pub(super) fn status(
         return Ok(exit::SUCCESS);
     }
     print_stages(&graph, &selection, &evals, args.verbose);
-    super::elsewhere::print(&super::elsewhere::grouped(&graph, &selection, &evals));
+    super::elsewhere::print(&super::elsewhere::grouped(
+        &graph, &selection, &evals, &signers,
+    ));
     print_standings(&standings);
     super::slurm::print_jobs(&jobs);
     let mut line = format!("{fresh} fresh, {stale} stale");
@@ -481,6 +484,7 @@ pub(super) fn explain(
         None
     };
     let e = &evals[&idx];
+    let signers = super::elsewhere::signers(&ws.root);
     let last = states.get(&node.id).and_then(|s| s.latest_success.as_ref());
     let recorded: Option<RecordedParts> = last.and_then(|r| store_parts(store.as_ref()?, r));
     let state = match &e.verdict {
@@ -516,7 +520,7 @@ pub(super) fn explain(
             "parts": { "current": current, "recorded": recorded.as_ref().map(|r| &r.parts) },
             "diff": diff,
             "env_source": env_source,
-            "measured_elsewhere": e.elsewhere().map(super::elsewhere::Place::of),
+            "measured_elsewhere": e.elsewhere().map(|r| super::elsewhere::Place::of(r, &signers)),
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(exit::SUCCESS);
@@ -529,7 +533,7 @@ pub(super) fn explain(
     if let Some(run) = e.elsewhere() {
         println!(
             "  measured elsewhere: on {}; its environment facets differ from this machine's (below), and it stands for this machine's run (`vitgraph build --measure-here {}` measures it here)",
-            super::elsewhere::Place::of(run),
+            super::elsewhere::Place::of(run, &signers),
             node.id
         );
     }

@@ -22,6 +22,10 @@ pub struct ExportArgs {
     /// The bundle to write (a tar archive; `.vgb` by convention).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Sign each run record with this secret key (`vitgraph key generate`);
+    /// default: the file `VITGRAPH_SIGNING_KEY` names, if set.
+    #[arg(long, value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -38,6 +42,10 @@ pub struct PushPullArgs {
     /// The remote, by its name in `vitgraph.ron` (needed when it names several).
     #[arg(long, value_name = "NAME")]
     pub remote: Option<String>,
+    /// `push`: sign each run record with this secret key (`vitgraph key
+    /// generate`); default: the file `VITGRAPH_SIGNING_KEY` names, if set.
+    #[arg(long, value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,7 +154,8 @@ pub(super) fn push(
         name: &name,
         root: &root,
     };
-    let got = store.reader().push(&remote, &ids)?;
+    let key = super::keys::signing_key(args.sign.as_deref())?;
+    let got = store.reader().push(&remote, &ids, key.as_ref())?;
     println!(
         "pushed to `{name}`: {} runs, {} new there; {} objects ({}) copied",
         got.runs,
@@ -163,6 +172,13 @@ pub(super) fn pull(
     args: PushPullArgs,
 ) -> Result<i32, Failure> {
     let (name, root, _) = remote_of(ws, args.remote.as_deref())?;
+    if args.sign.is_some() {
+        return Err(usage(
+            "`--sign` signs what is pushed or exported; a pull checks signatures",
+            "leave it out",
+        ));
+    }
+    let trust = super::keys::trust(ws)?;
     let ids = selected_ids(ws, overrides, &args.targets)?;
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let store = Store::open(&ws.root)?;
@@ -170,11 +186,15 @@ pub(super) fn pull(
         name: &name,
         root: &root,
     };
-    let got = store.objects().pull(&remote, &ids, &key_of)?;
+    let got = store.objects().pull(&remote, &ids, &key_of, &trust)?;
     println!(
-        "pulled from `{name}`: {} runs new here, {} now their node's current run; {} objects ({}) added",
+        "pulled from `{name}`: {} runs new here, {} now their node's current run{}; {} objects ({}) added",
         got.runs_added,
         got.current,
+        match got.signed {
+            0 => String::new(),
+            n => format!(", {n} signed (signatures checked)"),
+        },
         got.objects_added,
         bytes_text(got.bytes_added),
     );
@@ -283,7 +303,10 @@ pub(super) fn export(
         .map(|&i| graph.nodes[i].id.as_str())
         .collect();
     let host = crate::engine::env::host_name();
-    let out = store.reader().export_bundle(&ids, &args.output, host)?;
+    let key = super::keys::signing_key(args.sign.as_deref())?;
+    let out = store
+        .reader()
+        .export_bundle(&ids, &args.output, host, key.as_ref())?;
     let missing = ids.len() - out.runs;
     println!(
         "exported {} runs and {} objects ({}) to {}",
@@ -308,15 +331,22 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
             "give the path of a file written by `vitgraph export`",
         ));
     }
+    let trust = super::keys::trust(ws)?;
     let store = Store::open(&ws.root)?;
-    let got = store.objects().import_bundle(&args.bundle, &key_of)?;
+    let got = store
+        .objects()
+        .import_bundle(&args.bundle, &key_of, &trust)?;
     let from = got
         .from_host
         .as_deref()
         .map(|h| format!(" (written on `{h}`)"))
         .unwrap_or_default();
+    let signed = match got.signed {
+        0 => String::new(),
+        n => format!(", {n} signed (signatures checked)"),
+    };
     println!(
-        "imported {}{from}: {} runs, {} new here, {} now their node's current run; {} objects ({}) added",
+        "imported {}{from}: {} runs, {} new here, {} now their node's current run{signed}; {} objects ({}) added",
         args.bundle.display(),
         got.runs,
         got.added,

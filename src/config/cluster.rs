@@ -86,6 +86,13 @@ pub struct WorkspaceFile {
     /// Where `vitgraph push` and `pull` carry runs, by name.
     #[serde(default)]
     pub remotes: std::collections::BTreeMap<String, super::RemoteSpec>,
+    /// Public keys (`ed25519:<64 hex>`) whose signatures on arriving runs
+    /// this workspace trusts, by the name it gives each signer.
+    #[serde(default)]
+    pub trusted_keys: std::collections::BTreeMap<String, String>,
+    /// Refuse runs that arrive unsigned or signed by a key not trusted.
+    #[serde(default)]
+    pub require_signed: bool,
 }
 
 /// `executor:` in `vitgraph.ron`.

@@ -19,10 +19,11 @@ use super::error::{IoContext, StoreError};
 use super::fileio::{make_read_only, now_ms};
 use super::record::{OutputEntry, RunRecord};
 use super::roles::Objects;
+use super::signing::{verifies, RecordSignature, SecretKey, Trust};
 use crate::hash::ContentHash;
 
 /// One run as the store records it, carried in a bundle or a remote.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub(super) struct CarriedRun {
     pub node_id: String,
     pub stage: String,
@@ -35,10 +36,27 @@ pub(super) struct CarriedRun {
     pub log: Option<ContentHash>,
     pub started_at_ms: i64,
     pub duration_ms: i64,
+    /// Over every other field (see `signing`), when the sender signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<RecordSignature>,
 }
 
 impl CarriedRun {
-    pub(super) fn of(run: &RunRecord) -> CarriedRun {
+    /// `run` as carried, signed with `key` when given.
+    pub(super) fn of(run: &RunRecord, key: Option<&SecretKey>) -> CarriedRun {
+        let mut carried = CarriedRun::unsigned(run);
+        carried.signature = key.map(|k| k.sign(&carried.message()));
+        carried
+    }
+
+    /// What a signature covers: the record without its signature.
+    fn message(&self) -> Vec<u8> {
+        let mut bare = self.clone();
+        bare.signature = None;
+        serde_json::to_vec(&bare).unwrap_or_default()
+    }
+
+    fn unsigned(run: &RunRecord) -> CarriedRun {
         CarriedRun {
             node_id: run.node_id.clone(),
             stage: run.stage.clone(),
@@ -49,25 +67,28 @@ impl CarriedRun {
             log: run.log,
             started_at_ms: run.started_at_ms,
             duration_ms: run.duration_ms,
+            signature: None,
         }
     }
 }
 
 impl Objects<'_> {
     /// Moves the checked objects `arrived` (files in `staging` named by
-    /// their hash) into `objects/`, flushes, and records `runs`: (runs
-    /// added, runs made their node's current one).
+    /// their hash) into `objects/`, flushes, and records `runs` with who
+    /// signed each (`signers`, as [`check_runs`] named them): (runs added,
+    /// runs made their node's current one).
     pub(super) fn land(
         &self,
         staging: &Path,
         arrived: &[ContentHash],
         runs: &[CarriedRun],
+        signers: &[Option<String>],
     ) -> Result<(usize, usize), StoreError> {
         for hash in arrived {
             self.adopt_object(&staging.join(hash.to_hex()), hash)?;
         }
         self.sync_filesystem()?;
-        self.record_imported(runs)
+        self.record_imported(runs, signers)
     }
 
     /// Reads one object entry into `staging`, checking its bytes against
@@ -123,13 +144,28 @@ impl Objects<'_> {
     }
 
     /// Records the bundle's runs in one transaction: (added, made current).
-    fn record_imported(&self, runs: &[CarriedRun]) -> Result<(usize, usize), StoreError> {
+    fn record_imported(
+        &self,
+        runs: &[CarriedRun],
+        signers: &[Option<String>],
+    ) -> Result<(usize, usize), StoreError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db_err(e))?;
+        // Who signed a run that arrived signed (a table a store gets with
+        // its first signed run: older vitgraphs open the database as before).
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS signers (key BLOB PRIMARY KEY, signer TEXT NOT NULL) WITHOUT ROWID",
+        )
+        .map_err(|e| self.db_err(e))?;
         let (mut added, mut current) = (0, 0);
-        for run in runs {
+        for (run, signer) in runs.iter().zip(signers) {
+            if let Some(signer) = signer {
+                tx.prepare_cached("INSERT OR REPLACE INTO signers (key, signer) VALUES (?1, ?2)")
+                    .and_then(|mut stmt| stmt.execute(params![&run.key.0[..], signer]))
+                    .map_err(|e| self.db_err(e))?;
+            }
             let env_hash = ContentHash::of_bytes(run.env.as_bytes());
             tx.prepare_cached(
                 "INSERT INTO envs (hash, json) VALUES (?1, ?2) ON CONFLICT(hash) DO NOTHING",
@@ -210,8 +246,10 @@ pub(super) fn check_runs(
     runs: &[CarriedRun],
     listed: &BTreeSet<ContentHash>,
     key_of: &dyn Fn(&str) -> Option<ContentHash>,
+    trust: &Trust,
     refuse: &dyn Fn(String) -> StoreError,
-) -> Result<(), StoreError> {
+) -> Result<Vec<Option<String>>, StoreError> {
+    let mut signers = Vec::with_capacity(runs.len());
     for run in runs {
         let at = |what: String| refuse(format!("the run of `{}`: {what}", run.node_id));
         if key_of(&run.key_parts) != Some(run.key) {
@@ -236,8 +274,37 @@ pub(super) fn check_runs(
         if run.log.is_some_and(|l| !listed.contains(&l)) {
             return Err(at("its log names an object the bundle does not list".into()));
         }
+        signers.push(signer_of(run, trust).map_err(at)?);
     }
-    Ok(())
+    Ok(signers)
+}
+
+/// Who signed `run`, as the workspace names them; an error when its
+/// signature does not hold, or the workspace requires a trusted one.
+fn signer_of(run: &CarriedRun, trust: &Trust) -> Result<Option<String>, String> {
+    let Some(sig) = &run.signature else {
+        if trust.require {
+            return Err(
+                "it is unsigned, and `vitgraph.ron` requires signed runs (`require_signed: true`)"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    };
+    if !verifies(sig, &run.message()) {
+        return Err(format!(
+            "its signature (by \"{}\") does not match it: the record was altered after it was signed",
+            sig.signer
+        ));
+    }
+    let (name, trusted) = trust.signer(sig);
+    if !trusted && trust.require {
+        return Err(format!(
+            "it is signed by {name}, which `trusted_keys` in `vitgraph.ron` does not list; add `\"{}\": \"{}\"` there if you trust it",
+            sig.signer, sig.public
+        ));
+    }
+    Ok(Some(name))
 }
 
 /// A relative path without `..`, as declared outputs are.

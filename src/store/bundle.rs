@@ -24,6 +24,7 @@ use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
 use super::record::RunRecord;
 use super::roles::{Objects, Reader};
+use super::signing::{SecretKey, Trust};
 use crate::hash::ContentHash;
 
 /// The first entry's name.
@@ -73,6 +74,8 @@ pub struct Imported {
     /// Objects the store did not hold, and their bytes.
     pub objects_added: usize,
     pub bytes_added: u64,
+    /// Runs that arrived signed (their signature checked).
+    pub signed: usize,
     /// The host that wrote the bundle.
     pub from_host: Option<String>,
 }
@@ -96,6 +99,7 @@ impl Reader<'_> {
         node_ids: &[&str],
         dest: &Path,
         host: Option<String>,
+        signer: Option<&SecretKey>,
     ) -> Result<Exported, StoreError> {
         let runs = self.current_runs_with_parts(node_ids)?;
         let mut objects: BTreeMap<ContentHash, u64> = BTreeMap::new();
@@ -115,7 +119,7 @@ impl Reader<'_> {
             version: VERSION,
             host,
             exported_at_ms: now_ms(),
-            runs: runs.iter().map(CarriedRun::of).collect(),
+            runs: runs.iter().map(|r| CarriedRun::of(r, signer)).collect(),
             objects: objects
                 .iter()
                 .map(|(&hash, &size)| BundledObject { hash, size })
@@ -229,10 +233,11 @@ impl Objects<'_> {
         &self,
         bundle: &Path,
         key_of: &dyn Fn(&str) -> Option<ContentHash>,
+        trust: &Trust,
     ) -> Result<Imported, StoreError> {
         let _gc_guard = self.store_lock(false)?;
         let staging = self.new_staging_dir()?;
-        let result = self.import_staged(bundle, &staging, key_of);
+        let result = self.import_staged(bundle, &staging, key_of, trust);
         let _ = remove_tree(&staging);
         result
     }
@@ -242,6 +247,7 @@ impl Objects<'_> {
         bundle: &Path,
         staging: &Path,
         key_of: &dyn Fn(&str) -> Option<ContentHash>,
+        trust: &Trust,
     ) -> Result<Imported, StoreError> {
         let file = fs::File::open(bundle).ctx("read", bundle)?;
         let mut archive = tar::Archive::new(io::BufReader::with_capacity(1 << 20, file));
@@ -256,7 +262,7 @@ impl Objects<'_> {
             manifest.objects.iter().map(|o| (o.hash, o.size)).collect();
         let refuse = |detail: String| refused(bundle, detail);
         let names: BTreeSet<ContentHash> = listed.keys().copied().collect();
-        check_runs(&manifest.runs, &names, key_of, &refuse)?;
+        let signers = check_runs(&manifest.runs, &names, key_of, trust, &refuse)?;
         let mut arrived: Vec<ContentHash> = Vec::new();
         let mut seen: HashSet<ContentHash> = HashSet::new();
         for entry in entries {
@@ -303,13 +309,14 @@ impl Objects<'_> {
             }
         }
         let added_bytes = arrived.iter().map(|h| listed[h]).sum();
-        let (added, current) = self.land(staging, &arrived, &manifest.runs)?;
+        let (added, current) = self.land(staging, &arrived, &manifest.runs, &signers)?;
         Ok(Imported {
             runs: manifest.runs.len(),
             added,
             current,
             objects_added: arrived.len(),
             bytes_added: added_bytes,
+            signed: signers.iter().filter(|s| s.is_some()).count(),
             from_host: manifest.host,
         })
     }

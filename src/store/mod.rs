@@ -47,6 +47,7 @@ mod roles;
 mod runs;
 mod runsets;
 mod schema;
+mod signing;
 mod stat_cache;
 #[cfg(test)]
 mod test_support;
@@ -71,3 +72,4 @@ pub(crate) use record::{
 pub(crate) use remote::{verify_remote, Remote};
 pub(crate) use remote_gc::remote_gc;
 pub(crate) use runsets::{Holding, RecordedRun};
+pub(crate) use signing::{SecretKey, Trust};

@@ -32,6 +32,7 @@ use super::arrival::{check_runs, CarriedRun, Checked};
 use super::error::{IoContext, StoreError};
 use super::fileio::{hash_contents, make_read_only, remove_tree};
 use super::roles::{Objects, Reader};
+use super::signing::{SecretKey, Trust};
 use crate::hash::ContentHash;
 
 /// A remote as a command names it.
@@ -60,6 +61,8 @@ pub struct Pulled {
     pub current: usize,
     pub objects_added: usize,
     pub bytes_added: u64,
+    /// Runs that arrived signed (their signature checked).
+    pub signed: usize,
 }
 
 /// One thing wrong on a remote (`remote verify`).
@@ -145,7 +148,12 @@ impl Remote<'_> {
 impl Reader<'_> {
     /// Pushes the current runs of `node_ids` to `remote`: the objects of
     /// each run the remote lacks, then, once they are flushed, its record.
-    pub fn push(&self, remote: &Remote<'_>, node_ids: &[&str]) -> Result<Pushed, StoreError> {
+    pub fn push(
+        &self,
+        remote: &Remote<'_>,
+        node_ids: &[&str],
+        signer: Option<&SecretKey>,
+    ) -> Result<Pushed, StoreError> {
         let runs = self.current_runs_with_parts(node_ids)?;
         fs::create_dir_all(remote.root.join("tmp")).map_err(|e| remote.unreachable(e))?;
         let mut out = Pushed {
@@ -176,8 +184,9 @@ impl Reader<'_> {
         let mut records = Vec::with_capacity(missing.len());
         for run in &missing {
             let tmp = remote.tmp_file();
-            let json = serde_json::to_vec(&CarriedRun::of(run)).unwrap_or_default();
+            let json = serde_json::to_vec(&CarriedRun::of(run, signer)).unwrap_or_default();
             fs::write(&tmp, &json).ctx("write into the remote", &tmp)?;
+            make_read_only(&tmp).ctx("make read-only", &tmp)?;
             records.push((tmp, remote.record(&run.key)));
         }
         remote.sync()?;
@@ -282,6 +291,7 @@ impl Objects<'_> {
         remote: &Remote<'_>,
         node_ids: &[&str],
         key_of: &dyn Fn(&str) -> Option<ContentHash>,
+        trust: &Trust,
     ) -> Result<Pulled, StoreError> {
         let keys = remote_keys(remote)?;
         let known = self.reader().known_keys(&keys)?;
@@ -317,7 +327,7 @@ impl Objects<'_> {
             .collect();
         let names: BTreeSet<ContentHash> = objects.keys().copied().collect();
         let refuse = |detail: String| remote.damaged(detail);
-        check_runs(&runs, &names, key_of, &refuse)?;
+        let signers = check_runs(&runs, &names, key_of, trust, &refuse)?;
         if runs.is_empty() {
             return Ok(out);
         }
@@ -327,10 +337,11 @@ impl Objects<'_> {
         let landed = result.and_then(|(arrived, bytes)| {
             out.objects_added = arrived.len();
             out.bytes_added = bytes;
-            self.land(&staging, &arrived, &runs)
+            self.land(&staging, &arrived, &runs, &signers)
         });
         let _ = remove_tree(&staging);
         let (added, current) = landed?;
+        out.signed = signers.iter().filter(|s| s.is_some()).count();
         out.runs_added = added;
         out.current = current;
         Ok(out)

@@ -110,6 +110,28 @@ impl Reader<'_> {
         Ok(hosts)
     }
 
+    /// Who signed each run that arrived signed (see `signing`): by key,
+    /// as the importing workspace named the signer. Empty for a store
+    /// that never received a signed run.
+    pub fn signers(&self) -> Result<HashMap<ContentHash, String>, StoreError> {
+        let conn = self.conn();
+        let Ok(mut stmt) = conn.prepare_cached("SELECT key, signer FROM signers") else {
+            // No such table yet.
+            return Ok(HashMap::new());
+        };
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.db_err(e))?;
+        let mut out = HashMap::with_capacity(rows.len());
+        for (key, signer) in rows {
+            out.insert(self.hash_column(key)?, signer);
+        }
+        Ok(out)
+    }
+
     /// The successful run recorded for `key`, if any (its `node_id` is the node
     /// that recorded it).
     pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {

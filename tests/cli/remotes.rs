@@ -371,3 +371,66 @@ fn remote_gc_removes_superseded_runs_and_spares_other_studies() {
         );
     }
 }
+
+/// Pushed signed, pulled where signatures are required: each record's
+/// signature is checked on arrival; one altered on the remote is refused.
+#[test]
+fn signed_pushes_are_checked_when_pulled() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let gpu = study(dir.path(), 2, &remote, "");
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    let keygen = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+        .args(["key", "generate", "gpu-lab"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let text = String::from_utf8_lossy(&keygen.stdout).into_owned();
+    let public = text
+        .split('"')
+        .find(|w| w.starts_with("ed25519:"))
+        .unwrap()
+        .to_owned();
+    let key = dir.path().join("gpu-lab.vitgraph-key");
+    ok(&vg(
+        &gpu,
+        GPU_HOST,
+        &["push", "--sign", key.to_str().unwrap()],
+    ));
+
+    let strict = |ws_dir: &Path| {
+        let settings = format!(
+            r#"Workspace(remotes: {{"lab": Remote(path: "{}")}}, trusted_keys: {{"gpu-lab": "{public}"}}, require_signed: true)"#,
+            remote.display()
+        );
+        std::fs::write(ws_dir.join("vitgraph.ron"), settings).unwrap();
+    };
+    let laptop = study(dir.path(), 2, &remote, "");
+    strict(laptop.path());
+    let pulled = vg(&laptop, LAPTOP, &["pull"]);
+    ok(&pulled);
+    assert!(
+        pulled.stdout.contains("3 signed (signatures checked)"),
+        "{}",
+        pulled.stdout
+    );
+
+    // Alter the host in one record on the remote.
+    let record = std::fs::read_dir(remote.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("gpu-box"))
+        .unwrap();
+    let text = std::fs::read_to_string(&record).unwrap();
+    let mut perms = std::fs::metadata(&record).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&record, perms).unwrap();
+    std::fs::write(&record, text.replace("gpu-box", "gpu-bax")).unwrap();
+    let laptop = study(dir.path(), 2, &remote, "");
+    strict(laptop.path());
+    let out = vg(&laptop, LAPTOP, &["pull"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("does not match it"), "{}", out.stderr);
+}

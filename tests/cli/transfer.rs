@@ -216,3 +216,170 @@ fn a_damaged_or_altered_bundle_is_refused_and_nothing_is_imported() {
         );
     }
 }
+
+/// A signing key made with `vitgraph key generate` in `dir`; its file and
+/// its public key.
+fn signing_key(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+        .args(["key", "generate", name])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let public = text
+        .split('"')
+        .find(|w| w.starts_with("ed25519:"))
+        .expect("the public key is printed")
+        .to_owned();
+    let file = dir.join(format!("{name}.vitgraph-key"));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "a secret key is readable by its owner alone"
+    );
+    (file, public)
+}
+
+/// A laptop workspace of the study whose `vitgraph.ron` says `settings`
+/// (none when empty).
+fn laptop_with(logs: &tempfile::TempDir, settings: &str) -> Workspace {
+    let pipeline = study(logs.path());
+    let mut files = vec![("pipelines/s.ron", pipeline.as_str())];
+    if !settings.is_empty() {
+        files.push(("vitgraph.ron", settings));
+    }
+    Workspace::with_files(&files)
+}
+
+#[test]
+fn signed_runs_say_who_measured_them_and_altered_ones_are_refused() {
+    let logs = tempfile::tempdir().unwrap();
+    let (gpu, unsigned) = exported(&logs);
+    let (key, public) = signing_key(logs.path(), "gpu-lab");
+    let signed = logs.path().join("signed.vgb");
+    let out = vg(
+        &gpu,
+        GPU_HOST,
+        &[
+            "export",
+            "-o",
+            signed.to_str().unwrap(),
+            "--sign",
+            key.to_str().unwrap(),
+        ],
+    );
+    ok(&out);
+
+    // Trusted: the signer's name, in `status`.
+    let trusting = format!(r#"Workspace(trusted_keys: {{"gpu-lab": "{public}"}})"#);
+    let laptop = laptop_with(&logs, &trusting);
+    let out = vg(&laptop, LAPTOP, &["import", signed.to_str().unwrap()]);
+    ok(&out);
+    let s = status_json(&laptop, LAPTOP);
+    assert_eq!(
+        s["nodes"][0]["measured_elsewhere"]["signed_by"], "gpu-lab",
+        "{s}"
+    );
+    let text = vg(&laptop, LAPTOP, &["status"]).stdout;
+    assert!(
+        text.contains("on `gpu-box` (H100), signed by gpu-lab"),
+        "{text}"
+    );
+
+    // Not trusted here: said so, with the name it gives itself.
+    let laptop = laptop_with(&logs, "");
+    ok(&vg(&laptop, LAPTOP, &["import", signed.to_str().unwrap()]));
+    let s = status_json(&laptop, LAPTOP);
+    let by = s["nodes"][0]["measured_elsewhere"]["signed_by"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        by.starts_with("untrusted key ed25519:") && by.contains("gpu-lab"),
+        "{by}"
+    );
+
+    // What the key does not cover — the host a run was measured on — is
+    // covered by the signature: altered, a signed run is refused; an
+    // unsigned one cannot tell.
+    // (In a run's environment record, a JSON string inside the manifest.)
+    let (from, to) = (br#"\"host\":\"gpu-box\""#, br#"\"host\":\"gpu-bax\""#);
+    let forged = tamper(&signed, "forged.vgb", from, to);
+    let laptop = laptop_with(&logs, &trusting);
+    let out = vg(&laptop, LAPTOP, &["import", forged.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("does not match it"), "{}", out.stderr);
+    let forged_unsigned = tamper(&unsigned, "forged-unsigned.vgb", from, to);
+    let laptop = laptop_with(&logs, &trusting);
+    ok(&vg(
+        &laptop,
+        LAPTOP,
+        &["import", forged_unsigned.to_str().unwrap()],
+    ));
+}
+
+#[test]
+fn a_workspace_that_requires_signatures_refuses_unsigned_and_untrusted_runs() {
+    let logs = tempfile::tempdir().unwrap();
+    let (gpu, unsigned) = exported(&logs);
+    let (key, public) = signing_key(logs.path(), "ci");
+    let (other_key, _) = signing_key(logs.path(), "intruder");
+    let bundle = |name: &str, key: &std::path::Path| {
+        let path = logs.path().join(name);
+        let out = vg(&gpu, GPU_HOST, &["export", "-o", path.to_str().unwrap()]).code;
+        assert_eq!(out, 0);
+        // Signed through the environment variable this time.
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .args(["export", "-o", path.to_str().unwrap()])
+            .current_dir(gpu.path())
+            .env("VITGRAPH_FAKE_ENV", GPU_HOST)
+            .env("VITGRAPH_SIGNING_KEY", key)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        path
+    };
+    let by_ci = bundle("ci.vgb", &key);
+    let by_intruder = bundle("intruder.vgb", &other_key);
+    let strict = format!(r#"Workspace(trusted_keys: {{"ci": "{public}"}}, require_signed: true)"#);
+    for (file, says) in [
+        (&unsigned, "it is unsigned"),
+        (&by_intruder, "untrusted key"),
+    ] {
+        let laptop = laptop_with(&logs, &strict);
+        let out = vg(&laptop, LAPTOP, &["import", file.to_str().unwrap()]);
+        assert_eq!(out.code, 1, "{}: {}", file.display(), out.stderr);
+        assert!(
+            out.stderr.contains(says),
+            "{}: {}",
+            file.display(),
+            out.stderr
+        );
+        assert_eq!(status_json(&laptop, LAPTOP)["summary"]["fresh"], 0);
+    }
+    let laptop = laptop_with(&logs, &strict);
+    let out = vg(&laptop, LAPTOP, &["import", by_ci.to_str().unwrap()]);
+    ok(&out);
+    assert!(out.stdout.contains("3 signed"), "{}", out.stdout);
+
+    // A key that is not a key is named.
+    let laptop = laptop_with(&logs, r#"Workspace(trusted_keys: {"ci": "ed25519:abc"})"#);
+    let out = vg(&laptop, LAPTOP, &["import", by_ci.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`ci` is `ed25519:abc`, not a public key"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn ok(out: &Output) {
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
