@@ -383,3 +383,41 @@ fn a_workspace_that_requires_signatures_refuses_unsigned_and_untrusted_runs() {
 fn ok(out: &Output) {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+/// After measuring here too, `compare` pairs the imported runs with this
+/// machine's by environment: the facets that differ are named.
+#[test]
+fn compare_takes_an_imported_environment_as_a_side() {
+    let pipeline = r#"Pipeline(stages: {
+    "bench": Stage(task: Command(run: "echo '{\"latency_ms\": {\"median\": ${n}}}' > ${out}/results.json", outputs: ["results.json"], measure: true), matrix: {"n": [1, 2]}),
+})"#;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = Workspace::with_pipelines(&[("b.ron", pipeline)]);
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    let bundle = dir.path().join("b.vgb");
+    ok(&vg(
+        &gpu,
+        GPU_HOST,
+        &["export", "-o", bundle.to_str().unwrap()],
+    ));
+    let laptop = Workspace::with_pipelines(&[("b.ron", pipeline)]);
+    ok(&vg(&laptop, LAPTOP, &["import", bundle.to_str().unwrap()]));
+    ok(&vg(&laptop, LAPTOP, &["build", "--measure-here"]));
+    let out = vg(
+        &laptop,
+        LAPTOP,
+        &["compare", "env:cpu=Xeon 8480+", "env:cpu=Apple M2", "bench"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("env:cpu=Xeon 8480+: latest runs in that environment, 2 runs")
+            && out
+                .stdout
+                .contains("env:cpu=Apple M2: latest runs in that environment, 2 runs")
+            && out.stdout.contains("2 configurations paired")
+            && out.stdout.contains("differs: cpu Xeon 8480+ → Apple M2"),
+        "{}",
+        out.stdout
+    );
+}
