@@ -262,6 +262,29 @@ fn touch(path: &Path) {
     }
 }
 
+/// Every file under the remote's `objects/`: its path, the hash its path
+/// names (None when it names none) and its size.
+pub(super) fn remote_objects(
+    remote: &Remote<'_>,
+) -> Result<Vec<(PathBuf, Option<ContentHash>, u64)>, StoreError> {
+    let mut out = Vec::new();
+    let root = remote.root.join("objects");
+    for entry in walkdir::WalkDir::new(&root).min_depth(2).max_depth(2) {
+        let entry = entry.map_err(|e| remote.unreachable(e.into()))?;
+        let shard = entry
+            .path()
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let hash =
+            ContentHash::from_hex(&format!("{shard}{}", entry.file_name().to_string_lossy()));
+        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        out.push((entry.into_path(), hash, size));
+    }
+    Ok(out)
+}
+
 /// The keys the remote has records of.
 pub(super) fn remote_keys(remote: &Remote<'_>) -> Result<Vec<ContentHash>, StoreError> {
     let dir = remote.root.join("runs");
@@ -420,26 +443,12 @@ pub(crate) fn verify_remote(
         }
     }
     let mut objects = 0;
-    let root = remote.root.join("objects");
-    for entry in walkdir::WalkDir::new(&root).min_depth(2).max_depth(2) {
-        let entry = entry.map_err(|e| remote.unreachable(e.into()))?;
+    for (path, hash, size) in remote_objects(remote)? {
         objects += 1;
-        let name = format!(
-            "{}{}",
-            entry
-                .path()
-                .parent()
-                .and_then(|p| p.file_name())
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
-            entry.file_name().to_string_lossy()
-        );
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        let ok = ContentHash::from_hex(&name)
-            .is_some_and(|h| hash_contents(entry.path(), size).is_ok_and(|got| got == h));
+        let ok = hash.is_some_and(|h| hash_contents(&path, size).is_ok_and(|got| got == h));
         if !ok {
             damage.push(RemoteDamage {
-                path: entry.path().to_path_buf(),
+                path,
                 problem: "its bytes do not match its name".into(),
             });
         }

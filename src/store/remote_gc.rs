@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use super::arrival::CarriedRun;
 use super::error::StoreError;
-use super::remote::{remote_keys, Remote};
+use super::remote::{remote_keys, remote_objects, Remote};
 use crate::hash::ContentHash;
 
 /// What a collection removes (or would).
@@ -121,23 +121,11 @@ fn unnamed_objects(
     grace: Duration,
     out: &mut RemoteGc,
 ) -> Result<(), StoreError> {
-    let root = remote.root.join("objects");
-    for entry in walkdir::WalkDir::new(&root).min_depth(2).max_depth(2) {
-        let entry = entry.map_err(|e| remote.unreachable(e.into()))?;
-        let name = format!(
-            "{}{}",
-            entry
-                .path()
-                .parent()
-                .and_then(|p| p.file_name())
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
-            entry.file_name().to_string_lossy()
-        );
-        let kept = ContentHash::from_hex(&name).is_some_and(|h| named.contains(&h));
-        if !kept && older_than(entry.path(), grace) {
-            out.bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
-            out.objects.push(entry.path().to_path_buf());
+    for (path, hash, size) in remote_objects(remote)? {
+        let kept = hash.is_some_and(|h| named.contains(&h));
+        if !kept && older_than(&path, grace) {
+            out.bytes += size;
+            out.objects.push(path);
         }
     }
     Ok(())

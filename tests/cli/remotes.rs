@@ -12,23 +12,20 @@ const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host"
 const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
 
 fn command(ws: &Workspace, env: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vitgraph"));
-    c.args(args)
-        .current_dir(ws.path())
-        .env("NO_COLOR", "1")
-        .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
-        .env("VITGRAPH_FAKE_ENV", env)
-        .env_remove("CLICOLOR_FORCE");
-    c
+    ws.command(Some(env), args)
 }
 
 fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
-    let out = command(ws, env, args).output().expect("run vitgraph");
-    Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    ws.run_as(Some(env), args)
+}
+
+/// Overwrites a read-only file the remote holds.
+fn overwrite(path: &Path, text: &str) {
+    let mut perms = std::fs::metadata(path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(path, perms).unwrap();
+    std::fs::write(path, text).unwrap();
 }
 
 /// A workspace measuring `n` configurations (each appends to
@@ -138,12 +135,7 @@ fn damage_on_the_remote_is_refused_on_arrival_and_found_by_verify() {
                 && std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("\"v\": 2"))
         })
         .expect("the remote holds the second result");
-    let path = object.path().to_path_buf();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&path, perms).unwrap();
-    std::fs::write(&path, "{\"v\": 7}\n").unwrap();
+    overwrite(object.path(), "{\"v\": 7}\n");
 
     let v = verify(&gpu);
     assert_eq!(v.code, 1, "{}", v.stdout);
@@ -423,11 +415,7 @@ fn signed_pushes_are_checked_when_pulled() {
         .find(|p| std::fs::read_to_string(p).unwrap().contains("gpu-box"))
         .unwrap();
     let text = std::fs::read_to_string(&record).unwrap();
-    let mut perms = std::fs::metadata(&record).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&record, perms).unwrap();
-    std::fs::write(&record, text.replace("gpu-box", "gpu-bax")).unwrap();
+    overwrite(&record, &text.replace("gpu-box", "gpu-bax"));
     let laptop = study(dir.path(), 2, &remote, "");
     strict(laptop.path());
     let out = vg(&laptop, LAPTOP, &["pull"]);

@@ -52,15 +52,32 @@ impl Workspace {
         self.dir.path()
     }
 
-    /// Runs `vitgraph ARGS…` in the workspace root.
-    pub fn run(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
-            .args(args)
+    /// `vitgraph ARGS…` in the workspace root, to run or spawn: no
+    /// colours, and the machine's environment unless `fake_env` (a
+    /// `VITGRAPH_FAKE_ENV` object) stands for it.
+    pub fn command(&self, fake_env: Option<&str>, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vitgraph"));
+        c.args(args)
             .current_dir(self.path())
             .env("NO_COLOR", "1")
             .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
-            .env_remove("CLICOLOR_FORCE")
-            .env_remove("VITGRAPH_FAKE_ENV")
+            .env_remove("CLICOLOR_FORCE");
+        match fake_env {
+            Some(env) => c.env("VITGRAPH_FAKE_ENV", env),
+            None => c.env_remove("VITGRAPH_FAKE_ENV"),
+        };
+        c
+    }
+
+    /// Runs `vitgraph ARGS…` in the workspace root.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_as(None, args)
+    }
+
+    /// Runs `vitgraph ARGS…` with the environment `fake_env` fakes, if any.
+    pub fn run_as(&self, fake_env: Option<&str>, args: &[&str]) -> Output {
+        let out = self
+            .command(fake_env, args)
             .output()
             .expect("run the vitgraph binary");
         Output {

@@ -11,20 +11,7 @@ const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"l
 
 /// Runs `vitgraph ARGS…` in `ws` with the faked environment `env`.
 fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
-        .args(args)
-        .current_dir(ws.path())
-        .env("NO_COLOR", "1")
-        .env("VITGRAPH_RACY_WINDOW_MS", super::harness::RACY_WINDOW_MS)
-        .env("VITGRAPH_FAKE_ENV", env)
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("run the vitgraph binary");
-    Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    ws.run_as(Some(env), args)
 }
 
 /// A study of two measured configurations and a sum over them; each
@@ -332,17 +319,17 @@ fn a_workspace_that_requires_signatures_refuses_unsigned_and_untrusted_runs() {
     let (other_key, _) = signing_key(logs.path(), "intruder");
     let bundle = |name: &str, key: &std::path::Path| {
         let path = logs.path().join(name);
-        let out = vg(&gpu, GPU_HOST, &["export", "-o", path.to_str().unwrap()]).code;
-        assert_eq!(out, 0);
         // Signed through the environment variable this time.
-        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
-            .args(["export", "-o", path.to_str().unwrap()])
-            .current_dir(gpu.path())
-            .env("VITGRAPH_FAKE_ENV", GPU_HOST)
+        let out = gpu
+            .command(Some(GPU_HOST), &["export", "-o", path.to_str().unwrap()])
             .env("VITGRAPH_SIGNING_KEY", key)
             .output()
             .unwrap();
-        assert!(out.status.success());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         path
     };
     let by_ci = bundle("ci.vgb", &key);
