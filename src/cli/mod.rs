@@ -13,6 +13,7 @@ mod maintenance;
 mod page;
 mod page_parts;
 mod reasons;
+mod remote_status;
 mod slurm;
 mod status;
 mod transfer;

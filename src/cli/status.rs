@@ -27,6 +27,11 @@ pub struct StatusArgs {
     /// List every stale node (by default long stages are abbreviated).
     #[arg(short, long)]
     pub verbose: bool,
+    /// Also say which runs a remote holds too, which only this workspace,
+    /// and which only the remote (NAME: one of `vitgraph.ron`'s remotes;
+    /// without it, the only one).
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub remote: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -206,7 +211,11 @@ pub(super) fn status(
     let on_cluster = super::args::is_slurm(args.cluster.executor, &file);
     // A cluster's hardware nodes are judged with the compute nodes' facets:
     // always a full plan.
-    let usage = if on_cluster { Use::Never } else { Use::Read };
+    let usage = if on_cluster || args.remote.is_some() {
+        Use::Never
+    } else {
+        Use::Read
+    };
     let t = super::Timer::start();
     let sources = super::PipelineSources::new(&ws.root, overrides);
     let begun = Session::begin(
@@ -256,6 +265,12 @@ pub(super) fn status(
         - waiting;
     let fresh = selection.len() - stale - unneeded - waiting;
     let signers = super::elsewhere::signers(&ws.root);
+    let remote = match &args.remote {
+        Some(name) => Some(super::remote_status::of(
+            ws, name, &graph, &selection, &evals,
+        )?),
+        None => None,
+    };
     let standings = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
         evals.get(&i).map(|e| &e.verdict)
     });
@@ -305,6 +320,9 @@ pub(super) fn status(
         if !jobs.is_empty() {
             out["jobs"] = serde_json::to_value(&jobs).unwrap_or_default();
         }
+        if let Some(r) = &remote {
+            out["remote"] = super::remote_status::json(r);
+        }
         println!("{out}");
         // Freeing 100,000 nodes' graph, verdicts and records one by one
         // costs more than 0.1 s; the process ends right after printing.
@@ -315,6 +333,9 @@ pub(super) fn status(
     super::elsewhere::print(&super::elsewhere::grouped(
         &graph, &selection, &evals, &signers,
     ));
+    if let Some(r) = &remote {
+        super::remote_status::print(r);
+    }
     print_standings(&standings);
     super::slurm::print_jobs(&jobs);
     let mut line = format!("{fresh} fresh, {stale} stale");

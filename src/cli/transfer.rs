@@ -79,7 +79,10 @@ pub enum RemoteCommand {
 }
 
 /// The remote a command names (or the only one), its folder and mode.
-fn remote_of(ws: &Workspace, name: Option<&str>) -> Result<(String, PathBuf, RemoteMode), Failure> {
+pub(super) fn remote_of(
+    ws: &Workspace,
+    name: Option<&str>,
+) -> Result<(String, PathBuf, RemoteMode), Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let names: Vec<&str> = file.remotes.keys().map(String::as_str).collect();
     let chosen = match (name, names.as_slice()) {

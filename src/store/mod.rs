@@ -41,6 +41,7 @@ mod owner;
 mod record;
 mod remote;
 mod remote_gc;
+mod remote_state;
 #[cfg(test)]
 mod robustness_tests;
 mod roles;
@@ -71,5 +72,6 @@ pub(crate) use record::{
 };
 pub(crate) use remote::{verify_remote, Remote};
 pub(crate) use remote_gc::remote_gc;
+pub(crate) use remote_state::{remote_state, RemoteState};
 pub(crate) use runsets::{Holding, RecordedRun};
 pub(crate) use signing::{SecretKey, Trust};

@@ -87,10 +87,16 @@ impl Remote<'_> {
     }
 
     pub(super) fn unreachable(&self, e: io::Error) -> StoreError {
+        let detail = if e.kind() == io::ErrorKind::NotFound && !self.root.exists() {
+            "it does not exist: nothing was pushed to it yet, or its file system is not mounted"
+                .to_owned()
+        } else {
+            format!("it cannot be read ({e})")
+        };
         StoreError::Remote {
             name: self.name.to_owned(),
             path: self.root.to_path_buf(),
-            detail: format!("it cannot be read ({e})"),
+            detail,
             help: "check that its file system is mounted and that `path:` in `vitgraph.ron`'s `remotes` names it".into(),
         }
     }
@@ -237,7 +243,10 @@ impl Reader<'_> {
     }
 
     /// Whether each of `keys` is recorded here.
-    fn known_keys(&self, keys: &[ContentHash]) -> Result<HashSet<ContentHash>, StoreError> {
+    pub(super) fn known_keys(
+        &self,
+        keys: &[ContentHash],
+    ) -> Result<HashSet<ContentHash>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached("SELECT 1 FROM runs WHERE key = ?1")

@@ -422,3 +422,37 @@ fn signed_pushes_are_checked_when_pulled() {
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("does not match it"), "{}", out.stderr);
 }
+
+/// `status --remote` says which runs the remote holds too, which are only
+/// here and which only there; a remote that cannot be read is a warning.
+#[test]
+fn status_says_where_runs_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let gpu = study(dir.path(), 2, &remote, "");
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    let remote_json = |ws: &Workspace, env: &str| {
+        let out = vg(ws, env, &["status", "--remote", "--json"]);
+        ok(&out);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        v["remote"].clone()
+    };
+    let before = remote_json(&gpu, GPU_HOST);
+    assert!(
+        before["error"].as_str().unwrap().contains("does not exist"),
+        "{before}"
+    );
+    ok(&vg(&gpu, GPU_HOST, &["push", "bench[n=1]"]));
+    let r = remote_json(&gpu, GPU_HOST);
+    assert_eq!(r["both"], 1, "{r}");
+    assert_eq!(r["local_only"].as_array().unwrap().len(), 2, "{r}");
+    let text = vg(&gpu, GPU_HOST, &["status", "--remote"]).stdout;
+    assert!(
+        text.contains("remote `lab`: 1 runs there too, 2 only here (`vitgraph push` sends them)"),
+        "{text}"
+    );
+    let laptop = study(dir.path(), 2, &remote, "");
+    let r = remote_json(&laptop, LAPTOP);
+    assert_eq!(r["remote_only"]["bench[n=1]"], 1, "{r}");
+    assert_eq!(r["both"], 0, "{r}");
+}
