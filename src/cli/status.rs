@@ -265,12 +265,9 @@ pub(super) fn status(
         - waiting;
     let fresh = selection.len() - stale - unneeded - waiting;
     let signers = super::elsewhere::signers(&ws.root);
-    let remote = match &args.remote {
-        Some(name) => Some(super::remote_status::of(
-            ws, name, &graph, &selection, &evals,
-        )?),
-        None => None,
-    };
+    let remote = (args.remote.as_deref())
+        .map(|name| super::remote_status::of(ws, name, &graph, &selection, &evals))
+        .transpose()?;
     let standings = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
         evals.get(&i).map(|e| &e.verdict)
     });
