@@ -1140,3 +1140,56 @@ fn a_comment_opening_in_the_studys_text_does_not_swallow_the_page() {
     let lead = b.js("return document.querySelector('.lead').textContent;");
     assert_eq!(lead, json!("see <!--<script> here"));
 }
+
+/// Runs measured on another host and imported stand for this machine's:
+/// the page says where they were measured, in a line under the stages and
+/// in each node's details.
+#[test]
+fn runs_measured_elsewhere_say_where_on_the_page() {
+    let study = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"n": [1, 2]}, task: Command(run: "echo '{\"latency_ms\": {\"median\": ${n}}}' > ${out}/results.json", outputs: ["results.json"], measure: true)),
+})"#;
+    let gpu = Ws::with(study);
+    let laptop = Ws::with(study);
+    let run = |ws: &Ws, env: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+            .arg("-C")
+            .arg(ws.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_NO_PROGRESS", "1")
+            .env("VITGRAPH_FAKE_ENV", env)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let gpu_env = r#"{"cpu":"Xeon","gpu":"NVIDIA H100 80GB HBM3","host":"gpu-box"}"#;
+    let laptop_env = r#"{"cpu":"M2","gpu":"none","host":"laptop"}"#;
+    let bundle = gpu.path().join("study.vgb");
+    run(&gpu, gpu_env, &["build"]);
+    run(&gpu, gpu_env, &["export", "-o", bundle.to_str().unwrap()]);
+    run(&laptop, laptop_env, &["import", bundle.to_str().unwrap()]);
+    run(&laptop, laptop_env, &["build"]);
+    run(&laptop, laptop_env, &["report"]);
+    let Some(b) = Browser::start() else { return };
+    b.open(&laptop.path().join("out/report.html"));
+    sound(&b);
+    let line = b.js("return document.getElementById('elsewhere').textContent;");
+    let line = line.as_str().unwrap();
+    assert!(
+        line.starts_with("Measured elsewhere: 2 runs measured on another host")
+            && line.contains("2 on gpu-box (NVIDIA H100 80GB HBM3), unsigned"),
+        "{line}"
+    );
+    b.js("[...document.querySelectorAll('#node-browser td.id')].find(td => td.textContent === 'bench[n=1]').click(); return 1;");
+    let detail = b.js("return document.querySelector('#node-detail .elsewhere').textContent;");
+    assert_eq!(
+        detail,
+        json!("on gpu-box (NVIDIA H100 80GB HBM3), unsigned")
+    );
+    screenshot(&b, "measured-elsewhere.png");
+}

@@ -303,6 +303,7 @@ impl Gather<'_> {
             None => HashMap::new(),
         };
         let mut envs: HashMap<String, usize> = HashMap::new();
+        let signers = super::elsewhere::signers(self.root);
         let mut log_budget = LOG_BUDGET;
         let mut measure_budget = MEASURE_BUDGET;
         let mut reason_counts: Vec<HashMap<&'static str, usize>> =
@@ -357,6 +358,14 @@ impl Gather<'_> {
                     .get(&node.id)
                     .map(shortened_key)
                     .unwrap_or(serde_json::Value::Null);
+                if let Some(r) = self.evals[&i].elsewhere() {
+                    let place = super::elsewhere::Place::of(r, &signers).to_string();
+                    match study.elsewhere.iter_mut().find(|(p, _)| *p == place) {
+                        Some((_, n)) => *n += 1,
+                        None => study.elsewhere.push((place.clone(), 1)),
+                    }
+                    d.elsewhere = Some(format!("on {place}"));
+                }
                 if run.env.0 != "null" && !run.env.0.is_empty() {
                     let next = envs.len();
                     let idx = *envs.entry(run.env.0.clone()).or_insert(next);

@@ -67,6 +67,12 @@
     box.append(t);
     const total = (k) => data.stages.reduce((a, s) => a + s[k], 0);
     box.append(el("p", { id: "totals" }, `${data.nodes.length} nodes: ${total("fresh")} fresh, ${total("stale")} stale${total("never_built") ? ` (${total("never_built")} never built)` : ""}, ${total("failed")} failed, ${total("running")} running` + (gated ? `, ${total("not_needed")} repetitions not needed.` : ".")));
+    if (data.elsewhere && data.elsewhere.length) {
+      const n = data.elsewhere.reduce((a, [, k]) => a + k, 0);
+      box.append(el("p", { class: "notice", id: "elsewhere" },
+        `Measured elsewhere: ${n} ${n === 1 ? "run" : "runs"} measured on another host, with other environment facets, stand for this machine's (fresh here; \`vitgraph build --measure-here\` measures them here): `,
+        ...data.elsewhere.flatMap(([place, k], j) => [j ? "; " : "", `${k} on ${place}`]), "."));
+    }
     precision(box);
     // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
     const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed");
@@ -735,6 +741,7 @@
     row("node", n[0]);
     row("stage", data.stages[n[1]].name);
     row("state", el("span", { class: "badge " + n[2] }, n[2]));
+    if (d.elsewhere) row("measured elsewhere", el("span", { class: "elsewhere" }, d.elsewhere));
     if (d.reasons && d.reasons.length) row("stale because", el("ul", { class: "reasons" }, ...d.reasons.map((r) => el("li", {}, r))));
     row("params", Object.keys(d.params).length ? Object.entries(d.params).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ") : "(none)");
     row("current run", d.started ? `started ${new Date(d.started * 1000).toISOString().replace("T", " ").slice(0, 19)} UTC, took ${fmtMs(d.duration_ms)}` : "none");
