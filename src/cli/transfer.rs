@@ -201,7 +201,24 @@ pub(super) fn pull(
         got.objects_added,
         bytes_text(got.bytes_added),
     );
-    Ok(exit::SUCCESS)
+    damaged_runs("pulled", &got.refused)
+}
+
+/// Exit 1 naming the runs left out because an object arrived damaged (the
+/// others arrived); success when there are none.
+fn damaged_runs(verb: &str, refused: &[String]) -> Result<i32, Failure> {
+    if refused.is_empty() {
+        return Ok(exit::SUCCESS);
+    }
+    Err(Failure::Report(
+        miette::miette!(
+            help = format!("the other runs were {verb}; `vitgraph remote verify` (or exporting the bundle again) finds where the damage is, and a copy from an intact source brings these runs"),
+            "{} runs were not {verb}:\n{}",
+            refused.len(),
+            refused.join("\n")
+        ),
+        exit::NODE_FAILED,
+    ))
 }
 
 pub(super) fn remote(
@@ -358,7 +375,7 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
         bytes_text(got.bytes_added)
     );
     println!("`vitgraph status` shows where each run was measured; a hardware node measured on another host stands as measured elsewhere and is not measured again here");
-    Ok(exit::SUCCESS)
+    damaged_runs("imported", &got.refused)
 }
 
 /// A size as people read it: `812 B`, `4.2 kB`, `1.31 GB` (SI, 3 digits).

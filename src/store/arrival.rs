@@ -22,6 +22,40 @@ use super::roles::Objects;
 use super::signing::{verifies, RecordSignature, SecretKey, Trust};
 use crate::hash::ContentHash;
 
+/// Objects that arrived damaged: by hash, the name they arrived under
+/// and where their bytes were set aside.
+pub(super) type Damaged = std::collections::BTreeMap<ContentHash, (String, PathBuf)>;
+
+/// Splits `runs` (and their `signers`) into those whose objects arrived
+/// intact and, for the others, why each is refused.
+pub(super) fn without_damaged(
+    runs: Vec<CarriedRun>,
+    signers: Vec<Option<String>>,
+    damaged: &Damaged,
+) -> (Vec<CarriedRun>, Vec<Option<String>>, Vec<String>) {
+    let (mut kept, mut kept_signers, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    for (run, signer) in runs.into_iter().zip(signers) {
+        let bad = run
+            .outputs
+            .iter()
+            .map(|o| o.hash)
+            .chain(run.log)
+            .find_map(|h| damaged.get(&h));
+        match bad {
+            Some((name, aside)) => refused.push(format!(
+                "the run of `{}`: object `{name}` arrived damaged (its bytes do not hash to its name); they are set aside in `{}`",
+                run.node_id,
+                aside.display()
+            )),
+            None => {
+                kept.push(run);
+                kept_signers.push(signer);
+            }
+        }
+    }
+    (kept, kept_signers, refused)
+}
+
 /// One run as the store records it, carried in a bundle or a remote.
 #[derive(Clone, Serialize, Deserialize)]
 pub(super) struct CarriedRun {
@@ -91,8 +125,10 @@ impl Objects<'_> {
         self.record_imported(runs, signers)
     }
 
-    /// Reads one object entry into `staging`, checking its bytes against
-    /// its name; true when kept (the store does not hold it yet).
+    /// Reads one object into `staging`, checking its bytes against its
+    /// name. A damaged one is set aside in `cache/damaged/` (kept for a
+    /// look; `gc` removes it) and named in `damaged`; a read error refuses
+    /// the whole arrival. True when kept (the store does not hold it yet).
     pub(super) fn receive(
         &self,
         refuse: &dyn Fn(String) -> StoreError,
@@ -100,6 +136,7 @@ impl Objects<'_> {
         hash: ContentHash,
         entry: impl Read,
         staging: &Path,
+        damaged: &mut Damaged,
     ) -> Result<bool, StoreError> {
         let dest = staging.join(hash.to_hex());
         let mut reader = Checked::new(entry);
@@ -113,9 +150,9 @@ impl Objects<'_> {
             out.flush().ctx("write", &dest)?;
         }
         if reader.hasher.finalize().as_bytes() != &hash.0 {
-            return Err(refuse(format!(
-                "object `{name}` is damaged: its bytes do not hash to its name"
-            )));
+            let aside = self.quarantine(&dest, &hash)?;
+            damaged.insert(hash, (name.to_owned(), aside));
+            return Ok(false);
         }
         let size = fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
         if self.holds_object(&hash, size) {

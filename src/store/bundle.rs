@@ -19,7 +19,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::arrival::{check_runs, CarriedRun, Checked};
+use super::arrival::{check_runs, without_damaged, CarriedRun, Checked, Damaged};
 use super::error::{IoContext, StoreError};
 use super::fileio::{now_ms, remove_tree};
 use super::record::RunRecord;
@@ -78,6 +78,9 @@ pub struct Imported {
     pub signed: usize,
     /// The host that wrote the bundle.
     pub from_host: Option<String>,
+    /// Runs not imported because an object they name arrived damaged:
+    /// why, one line each (the rest were imported).
+    pub refused: Vec<String>,
 }
 
 /// A bundle that cannot be imported: what is wrong, where in the file.
@@ -265,6 +268,7 @@ impl Objects<'_> {
         let signers = check_runs(&manifest.runs, &names, key_of, trust, &refuse)?;
         let mut arrived: Vec<ContentHash> = Vec::new();
         let mut seen: HashSet<ContentHash> = HashSet::new();
+        let mut damaged = Damaged::new();
         for entry in entries {
             let entry = entry.map_err(read_err)?;
             let name = entry
@@ -293,7 +297,7 @@ impl Objects<'_> {
                     format!("entry `{name}` is not a file of {} bytes", listed[&hash]),
                 ));
             }
-            if self.receive(&refuse, &name, hash, entry, staging)? {
+            if self.receive(&refuse, &name, hash, entry, staging, &mut damaged)? {
                 arrived.push(hash);
             }
         }
@@ -309,15 +313,18 @@ impl Objects<'_> {
             }
         }
         let added_bytes = arrived.iter().map(|h| listed[h]).sum();
-        let (added, current) = self.land(staging, &arrived, &manifest.runs, &signers)?;
+        let runs = manifest.runs.len();
+        let (kept, signers, refused_runs) = without_damaged(manifest.runs, signers, &damaged);
+        let (added, current) = self.land(staging, &arrived, &kept, &signers)?;
         Ok(Imported {
-            runs: manifest.runs.len(),
+            runs,
             added,
             current,
             objects_added: arrived.len(),
             bytes_added: added_bytes,
             signed: signers.iter().filter(|s| s.is_some()).count(),
             from_host: manifest.host,
+            refused: refused_runs,
         })
     }
 }

@@ -28,7 +28,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::arrival::{check_runs, CarriedRun, Checked};
+use super::arrival::{check_runs, without_damaged, CarriedRun, Checked, Damaged};
 use super::error::{IoContext, StoreError};
 use super::fileio::{hash_contents, make_read_only, remove_tree};
 use super::roles::{Objects, Reader};
@@ -63,6 +63,9 @@ pub struct Pulled {
     pub bytes_added: u64,
     /// Runs that arrived signed (their signature checked).
     pub signed: usize,
+    /// Runs not pulled because an object they name arrived damaged: why,
+    /// one line each (the rest were pulled).
+    pub refused: Vec<String>,
 }
 
 /// One thing wrong on a remote (`remote verify`).
@@ -365,7 +368,10 @@ impl Objects<'_> {
         }
         let _gc_guard = self.store_lock(false)?;
         let staging = self.new_staging_dir()?;
-        let result = self.pull_objects(remote, &names, &staging, &refuse);
+        let mut damaged = Damaged::new();
+        let result = self.pull_objects(remote, &names, &staging, &refuse, &mut damaged);
+        let (runs, signers, refused) = without_damaged(runs, signers, &damaged);
+        out.refused = refused;
         let landed = result.and_then(|(arrived, bytes)| {
             out.objects_added = arrived.len();
             out.bytes_added = bytes;
@@ -387,6 +393,7 @@ impl Objects<'_> {
         names: &BTreeSet<ContentHash>,
         staging: &Path,
         refuse: &dyn Fn(String) -> StoreError,
+        damaged: &mut Damaged,
     ) -> Result<(Vec<ContentHash>, u64), StoreError> {
         let mut arrived = Vec::new();
         let mut bytes = 0;
@@ -407,7 +414,7 @@ impl Objects<'_> {
             }
             let file = fs::File::open(&path).map_err(|e| remote.unreachable(e))?;
             let name = format!("objects/{}", hash.to_hex());
-            if self.receive(refuse, &name, *hash, file, staging)? {
+            if self.receive(refuse, &name, *hash, file, staging, damaged)? {
                 arrived.push(*hash);
                 bytes += size;
             }

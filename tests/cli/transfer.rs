@@ -151,16 +151,47 @@ fn tamper(bundle: &std::path::Path, name: &str, from: &[u8], to: &[u8]) -> std::
     out
 }
 
+/// An object that arrives damaged is set aside and only the runs that
+/// name it are left out; the others arrive.
+#[test]
+fn a_damaged_object_leaves_out_only_the_runs_that_name_it() {
+    let logs = tempfile::tempdir().unwrap();
+    let (_gpu, bundle) = exported(&logs);
+    let damaged = tamper(&bundle, "object.vgb", b"{\"v\": 2}", b"{\"v\": 9}");
+    let laptop = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+    let out = vg(&laptop, LAPTOP, &["import", damaged.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("1 runs were not imported")
+            && out.stderr.contains("`bench[n=2]`")
+            && out.stderr.contains("arrived damaged"),
+        "{}",
+        out.stderr
+    );
+    let aside: Vec<_> = std::fs::read_dir(laptop.path().join("cache/damaged"))
+        .expect("the damaged bytes are set aside")
+        .collect();
+    assert_eq!(aside.len(), 1);
+    let s = status_json(&laptop, LAPTOP);
+    let reason = |id: &str| {
+        let node = s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap();
+        node["reasons"][0]["kind"].as_str().unwrap_or("").to_owned()
+    };
+    assert_eq!(reason("bench[n=1]"), "output_missing", "{s}");
+    assert_eq!(reason("bench[n=2]"), "never_built", "{s}");
+    assert_eq!(s["summary"]["measured_elsewhere"], 1, "{s}");
+}
+
 #[test]
 fn a_damaged_or_altered_bundle_is_refused_and_nothing_is_imported() {
     let logs = tempfile::tempdir().unwrap();
     let (_gpu, bundle) = exported(&logs);
     let cases: Vec<(std::path::PathBuf, &str)> = vec![
-        // An object's bytes.
-        (
-            tamper(&bundle, "object.vgb", b"{\"v\": 2}", b"{\"v\": 9}"),
-            "is damaged",
-        ),
         // A record: its spec no longer gives its key.
         (
             tamper(&bundle, "record.vgb", b"; done > ", b"; done >>"),
