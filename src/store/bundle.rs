@@ -301,17 +301,7 @@ impl Objects<'_> {
                 arrived.push(hash);
             }
         }
-        for (hash, size) in &listed {
-            if !seen.contains(hash) && !self.holds_object(hash, *size) {
-                return Err(refused(
-                    bundle,
-                    format!(
-                        "object `{}` is listed but missing (the file is truncated?)",
-                        object_entry(hash)
-                    ),
-                ));
-            }
-        }
+        self.all_there(bundle, &listed, &seen)?;
         let added_bytes = arrived.iter().map(|h| listed[h]).sum();
         let runs = manifest.runs.len();
         let (kept, signers, refused_runs) = without_damaged(manifest.runs, signers, &damaged);
@@ -326,6 +316,30 @@ impl Objects<'_> {
             from_host: manifest.host,
             refused: refused_runs,
         })
+    }
+}
+
+impl Objects<'_> {
+    /// Every object the manifest lists arrived (`seen`) or is held.
+    fn all_there(
+        &self,
+        bundle: &Path,
+        listed: &BTreeMap<ContentHash, u64>,
+        seen: &HashSet<ContentHash>,
+    ) -> Result<(), StoreError> {
+        match listed
+            .iter()
+            .find(|(hash, size)| !seen.contains(*hash) && !self.holds_object(hash, **size))
+        {
+            Some((hash, _)) => Err(refused(
+                bundle,
+                format!(
+                    "object `{}` is listed but missing (the file is truncated?)",
+                    object_entry(hash)
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
