@@ -112,6 +112,9 @@ pub(super) fn build(
         Some(store) => store,
         None => Store::open(&ws.root)?,
     });
+    if !slurm && !args.measure_here {
+        super::elsewhere::refuse_mixing(&ws.root, &store, &graph, &selection, &env)?;
+    }
     let options = options(&graph, &selection, &args)?;
     let mut cluster_run = if slurm {
         Some(super::slurm::cluster(

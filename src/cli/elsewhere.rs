@@ -114,3 +114,76 @@ pub(super) fn signers(root: &std::path::Path) -> HashMap<ContentHash, String> {
         _ => HashMap::new(),
     }
 }
+
+/// Refuses a build that would measure, on this machine, hardware nodes of
+/// a stage whose other runs were measured elsewhere: the study's
+/// configurations would be measured on two machines. Cheap unless the
+/// store holds runs of another host.
+pub(super) fn refuse_mixing(
+    root: &std::path::Path,
+    store: &crate::store::Store,
+    graph: &Graph,
+    selection: &[usize],
+    env: &dyn crate::engine::plan::EnvProbe,
+) -> Result<(), super::Failure> {
+    let here = crate::engine::env::host_name();
+    let hosts = store.reader().hosts_recorded()?;
+    if !hosts.iter().any(|h| Some(h) != here.as_ref()) {
+        return Ok(());
+    }
+    let states = store.reader().load_states()?;
+    let ev = crate::engine::plan::Evaluator {
+        root,
+        store: Some(store),
+        observer: None,
+        states: &states,
+        env,
+        accept_invalid: false,
+    };
+    let evals = crate::engine::plan::plan(&ev, graph, selection)?;
+    let signers = HashMap::new();
+    let mut elsewhere: HashMap<&str, Place> = HashMap::new();
+    for i in selection {
+        if let Some(run) = evals.get(i).and_then(Evaluation::elsewhere) {
+            elsewhere
+                .entry(graph.nodes[*i].stage.as_str())
+                .or_insert_with(|| Place::of(run, &signers));
+        }
+    }
+    let mixing: Vec<&str> = selection
+        .iter()
+        .filter(|&&i| {
+            let node = &graph.nodes[i];
+            node.task.measures_hardware()
+                && elsewhere.contains_key(node.stage.as_str())
+                && matches!(
+                    evals.get(&i).map(|e| &e.verdict),
+                    Some(crate::engine::plan::Verdict::Stale(_))
+                )
+        })
+        .map(|&i| graph.nodes[i].id.as_str())
+        .collect();
+    let Some(first) = mixing.first() else {
+        return Ok(());
+    };
+    let stage = graph.nodes[selection
+        .iter()
+        .copied()
+        .find(|&i| graph.nodes[i].id == *first)
+        .unwrap_or_default()]
+    .stage
+    .as_str();
+    let place = elsewhere
+        .get(stage)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    Err(super::usage(
+        format!(
+            "{} {} would be measured on this machine beside runs of {} measured elsewhere (first: `{first}`; `{stage}`'s other runs were measured on {place})",
+            mixing.len(),
+            if mixing.len() == 1 { "node" } else { "nodes" },
+            if mixing.len() == 1 { "its stage" } else { "their stages" },
+        ),
+        "that would measure one study on two machines: pull or import their runs from where the study is measured, or build with `--measure-here` to measure these stages here",
+    ))
+}

@@ -439,3 +439,34 @@ fn compare_takes_an_imported_environment_as_a_side() {
         out.stdout
     );
 }
+
+/// A build that would measure on this machine a node whose stage's other
+/// runs were measured elsewhere is refused: one study, two machines.
+#[test]
+fn a_build_never_mixes_machines_in_one_stage_unless_asked() {
+    let logs = tempfile::tempdir().unwrap();
+    let (gpu, _) = exported(&logs);
+    let one = logs.path().join("one.vgb");
+    ok(&vg(
+        &gpu,
+        GPU_HOST,
+        &["export", "bench[n=1]", "-o", one.to_str().unwrap()],
+    ));
+    let laptop = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+    ok(&vg(&laptop, LAPTOP, &["import", one.to_str().unwrap()]));
+    let out = vg(&laptop, LAPTOP, &["build"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("1 node would be measured on this machine")
+            && out.stderr.contains("`bench[n=2]`")
+            && out.stderr.contains("--measure-here"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(measured(logs.path()), 2, "nothing was measured");
+    // What it needs only from the imported run builds.
+    ok(&vg(&laptop, LAPTOP, &["build", "bench[n=1]"]));
+    ok(&vg(&laptop, LAPTOP, &["build", "--measure-here"]));
+    assert_eq!(measured(logs.path()), 4, "both measured here, as asked");
+}
