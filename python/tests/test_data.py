@@ -109,6 +109,31 @@ class TableTest(unittest.TestCase):
         rows = vitgraph.runs("bench", backend="records", workspace=self.ws)
         self.assertTrue(all(r["state"] == "stale" and "input_changed" in r["reasons"] for r in rows), rows)
 
+    def test_runs_imported_from_another_host_say_where_they_were_measured(self):
+        gpu = tempfile.mkdtemp()
+        laptop = tempfile.mkdtemp()
+        try:
+            for ws in (gpu, laptop):
+                shutil.copytree(os.path.join(self.ws, "pipelines"), os.path.join(ws, "pipelines"))
+                shutil.copy(os.path.join(self.ws, "bench.py"), ws)
+            gpu_env = dict(os.environ, VITGRAPH_FAKE_ENV='{"cpu":"Xeon 8480+","host":"gpu-box"}')
+            bundle = os.path.join(gpu, "study.vgb")
+            for args in (["build", "-j", "1"], ["export", "-o", bundle]):
+                r = subprocess.run([self.exe, "-C", gpu, *args], capture_output=True, text=True, env=gpu_env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            for args in (["import", bundle], ["build"]):
+                r = subprocess.run([self.exe, "-C", laptop, *args], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            rows = vitgraph.runs("bench", backend="records", workspace=laptop)
+            self.assertEqual(len(rows), 4)
+            self.assertTrue(all(r["measured_elsewhere"] == "gpu-box" and r["state"] == "fresh" for r in rows), rows)
+            self.assertTrue(all(r["signed_by"] is None for r in rows), rows)
+            here = vitgraph.runs("bench", backend="records", workspace=self.ws)
+            self.assertTrue(all(r["measured_elsewhere"] is None for r in here), here)
+        finally:
+            shutil.rmtree(gpu, ignore_errors=True)
+            shutil.rmtree(laptop, ignore_errors=True)
+
     def test_a_block_measured_together_is_one_row_per_member(self):
         with open(os.path.join(self.ws, "pipelines", "t.ron"), "w") as f:
             f.write(TOGETHER)

@@ -90,7 +90,9 @@ def _flatten(value, prefix, out, keep_text=False):
 def runs(stage, backend="pandas", workspace=None):
     """One row per node of ``stage`` whose run wrote a ``results.json``: its
     id, its params with their types, its state (``fresh`` or ``stale``) and
-    the reasons, its verdict (``validity.verdict`` where the run has one),
+    the reasons, the host it was measured on when that is another host
+    (``measured_elsewhere``, with ``signed_by``; None for a run measured
+    here), its verdict (``validity.verdict`` where the run has one),
     its environment (``env.*``) and every number of its ``results.json`` by
     dotted path (``latency_ms.median``; per-batch lists are left out). The
     node ids and params come from ``vitgraph ls STAGE --json``, the states
@@ -114,6 +116,9 @@ def runs(stage, backend="pandas", workspace=None):
         base.update(n["params"])
         base["state"] = st.get("state")
         base["reasons"] = "; ".join(f"{r['kind']}: {r['detail']}" for r in st.get("reasons", []))
+        elsewhere = st.get("measured_elsewhere") or {}
+        base["measured_elsewhere"] = elsewhere.get("host")
+        base["signed_by"] = elsewhere.get("signed_by")
         for params, member in _members(n, doc):
             row = dict(base)
             row.update(params)
