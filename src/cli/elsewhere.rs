@@ -128,7 +128,7 @@ pub(super) fn refuse_mixing(
 ) -> Result<(), super::Failure> {
     let here = crate::engine::env::host_name();
     let hosts = store.reader().hosts_recorded()?;
-    if !hosts.iter().any(|h| Some(h) != here.as_ref()) {
+    if !store.reader().any_arrived() && !hosts.iter().any(|h| Some(h) != here.as_ref()) {
         return Ok(());
     }
     let states = store.reader().load_states()?;

@@ -294,10 +294,11 @@ fn write(
         }
         Scope::Nodes(nodes) => nodes,
     };
-    let elsewhere = store.reader().hosts_recorded().is_ok_and(|hosts| {
-        let here = super::env::host_name();
-        hosts.iter().any(|h| Some(h) != here.as_ref())
-    });
+    let elsewhere = store.reader().any_arrived()
+        || store.reader().hosts_recorded().is_ok_and(|hosts| {
+            let here = super::env::host_name();
+            hosts.iter().any(|h| Some(h) != here.as_ref())
+        });
     out.push(u8::from(*scope == Scope::Whole) | (u8::from(elsewhere) << 1));
     out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
     for n in nodes.iter().filter_map(|&i| graph.nodes.get(i)) {

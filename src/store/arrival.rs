@@ -22,6 +22,14 @@ use super::roles::Objects;
 use super::signing::{verifies, RecordSignature, SecretKey, Trust};
 use crate::hash::ContentHash;
 
+/// `signers`: who signed a run that arrived signed; `arrived`: the runs
+/// that came from a bundle or a remote (measured elsewhere whatever the
+/// host names say: cloud machines often share one).
+const ARRIVAL_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS signers (key BLOB PRIMARY KEY, signer TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS arrived (key BLOB PRIMARY KEY) WITHOUT ROWID;
+";
+
 /// Objects that arrived damaged: by hash, the name they arrived under
 /// and where their bytes were set aside.
 pub(super) type Damaged = std::collections::BTreeMap<ContentHash, (String, PathBuf)>;
@@ -190,14 +198,16 @@ impl Objects<'_> {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.db_err(e))?;
-        // Who signed a run that arrived signed (a table a store gets with
-        // its first signed run: older vitgraphs open the database as before).
-        tx.execute_batch(
-            "CREATE TABLE IF NOT EXISTS signers (key BLOB PRIMARY KEY, signer TEXT NOT NULL) WITHOUT ROWID",
-        )
-        .map_err(|e| self.db_err(e))?;
+        // Who signed a run that arrived signed, and that a run arrived from
+        // elsewhere (tables a store gets with its first import: older
+        // vitgraphs open the database as before).
+        tx.execute_batch(ARRIVAL_TABLES)
+            .map_err(|e| self.db_err(e))?;
         let (mut added, mut current) = (0, 0);
         for (run, signer) in runs.iter().zip(signers) {
+            tx.prepare_cached("INSERT OR IGNORE INTO arrived (key) VALUES (?1)")
+                .and_then(|mut stmt| stmt.execute([&run.key.0[..]]))
+                .map_err(|e| self.db_err(e))?;
             if let Some(signer) = signer {
                 tx.prepare_cached("INSERT OR REPLACE INTO signers (key, signer) VALUES (?1, ?2)")
                     .and_then(|mut stmt| stmt.execute(params![&run.key.0[..], signer]))

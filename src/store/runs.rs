@@ -132,6 +132,22 @@ impl Reader<'_> {
         Ok(out)
     }
 
+    /// Whether the run of `key` arrived from a bundle or a remote.
+    pub fn arrived(&self, key: &ContentHash) -> bool {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT 1 FROM arrived WHERE key = ?1")
+            .and_then(|mut stmt| stmt.exists([&key.0[..]]))
+            .unwrap_or(false)
+    }
+
+    /// Whether any run arrived from a bundle or a remote.
+    pub fn any_arrived(&self) -> bool {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT 1 FROM arrived LIMIT 1")
+            .and_then(|mut stmt| stmt.exists([]))
+            .unwrap_or(false)
+    }
+
     /// The successful run recorded for `key`, if any (its `node_id` is the node
     /// that recorded it).
     pub fn run_for_key(&self, key: &ContentHash) -> Result<Option<RunRecord>, StoreError> {

@@ -470,3 +470,23 @@ fn a_build_never_mixes_machines_in_one_stage_unless_asked() {
     ok(&vg(&laptop, LAPTOP, &["build", "--measure-here"]));
     assert_eq!(measured(logs.path()), 4, "both measured here, as asked");
 }
+
+/// Cloud machines often share a host name (`vm`, `localhost`): a run that
+/// arrived in a bundle is measured elsewhere whatever the names say.
+#[test]
+fn an_imported_run_is_measured_elsewhere_though_the_host_names_agree() {
+    let logs = tempfile::tempdir().unwrap();
+    let (_gpu, bundle) = exported(&logs);
+    let same_name = LAPTOP.replace("laptop", "gpu-box");
+    let laptop = Workspace::with_pipelines(&[("s.ron", &study(logs.path()))]);
+    ok(&vg(
+        &laptop,
+        &same_name,
+        &["import", bundle.to_str().unwrap()],
+    ));
+    ok(&vg(&laptop, &same_name, &["build"]));
+    assert_eq!(measured(logs.path()), 2, "the laptop measured");
+    let s = status_json(&laptop, &same_name);
+    assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
+    assert_eq!(s["summary"]["stale"], 0, "{s}");
+}

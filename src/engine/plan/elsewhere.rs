@@ -1,6 +1,7 @@
-//! Runs measured elsewhere: a hardware node's run recorded on another host,
-//! whose key differs from this machine's only in environment facets, stands
-//! for the node (a bundle imported, a workspace on a shared file system).
+//! Runs measured elsewhere: a hardware node's run that arrived from a
+//! bundle or a remote, or was recorded on another host (a workspace on a
+//! shared file system), and whose key differs from this machine's only in
+//! environment facets, stands for the node.
 
 use super::{Evaluator, Reason, ReasonKind, Verdict};
 use crate::graph::Node;
@@ -8,8 +9,9 @@ use crate::hash::ContentHash;
 use crate::store::{RunRecord, StoreError};
 
 impl Evaluator<'_> {
-    /// The verdict on a hardware node whose run was measured on another
-    /// host and differs from this machine's key only in environment facets
+    /// The verdict on a hardware node whose run arrived from elsewhere or
+    /// was recorded on another host, and differs from this machine's key
+    /// only in environment facets
     /// (`reasons` are all `env_changed`): it stands for the node — fresh,
     /// *measured elsewhere*, or to restore — unless a run for this
     /// machine's key is stored, or the environment says none may stand
@@ -31,9 +33,10 @@ impl Evaluator<'_> {
         let Some(here) = self.env.here(node) else {
             return Ok(None);
         };
-        match measured_on(run) {
-            Some(host) if host != here => {}
-            _ => return Ok(None),
+        let other_host = measured_on(run).is_some_and(|host| host != here);
+        let arrived = self.store.is_some_and(|s| s.reader().arrived(&run.key));
+        if !(other_host || arrived) {
+            return Ok(None);
         }
         if let Some(store) = self.store {
             if store.reader().run_for_key(key)?.is_some() {
