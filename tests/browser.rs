@@ -1181,7 +1181,7 @@ fn runs_measured_elsewhere_say_where_on_the_page() {
     let line = b.js("return document.getElementById('elsewhere').textContent;");
     let line = line.as_str().unwrap();
     assert!(
-        line.starts_with("Measured elsewhere: 2 runs measured on another host")
+        line.starts_with("Measured elsewhere: 2 runs measured on another machine")
             && line.contains("2 on gpu-box (NVIDIA H100 80GB HBM3), unsigned"),
         "{line}"
     );

@@ -1,4 +1,4 @@
-//! Runs measured elsewhere — on another host, with facets other than this
+//! Runs measured elsewhere — on another machine, with facets other than this
 //! machine's — as `status` and `explain` show them (see
 //! `Evaluation::elsewhere`).
 
@@ -96,7 +96,7 @@ pub(super) fn print(groups: &BTreeMap<Place, BTreeMap<String, usize>>) {
     let n: usize = groups.values().flat_map(|s| s.values()).sum();
     println!();
     println!(
-        "measured elsewhere: {n} {} on another host, with other facets, {} for this machine's (`vitgraph build --measure-here` measures here instead)",
+        "measured elsewhere: {n} {} on another machine, with other facets, {} for this machine's (`vitgraph build --measure-here` measures here instead)",
         if n == 1 { "run measured" } else { "runs measured" },
         if n == 1 { "stands" } else { "stand" }
     );

@@ -68,7 +68,7 @@ struct NodeStatus<'a> {
     /// For a repetition not needed: why (`precise at ±1.4 % after 4 runs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<&'a str>,
-    /// For a run measured on another host that stands for this machine's:
+    /// For a run measured on another machine that stands for this machine's:
     /// where it was measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     measured_elsewhere: Option<super::elsewhere::Place>,

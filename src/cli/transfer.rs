@@ -374,7 +374,7 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
         got.objects_added,
         bytes_text(got.bytes_added)
     );
-    println!("`vitgraph status` shows where each run was measured; a hardware node measured on another host stands as measured elsewhere and is not measured again here");
+    println!("`vitgraph status` shows where each run was measured; a hardware node measured on another machine stands as measured elsewhere and is not measured again here");
     damaged_runs("imported", &got.refused)
 }
 

@@ -47,7 +47,7 @@ pub(crate) struct Study {
     /// `vitgraph report --compare A B`: the comparison.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare: Option<CompareView>,
-    /// Runs measured on another host that stand for this machine's: where
+    /// Runs measured on another machine that stand for this machine's: where
     /// (host, GPU, signer) and how many.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub elsewhere: Vec<(String, usize)>,
@@ -153,7 +153,7 @@ pub(crate) struct NodeDetails {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env: Option<usize>,
     /// Where the run that stands for this node was measured, when it was
-    /// measured on another host (`on \`gpu-box\` (H100), signed by …`).
+    /// measured on another machine (`on \`gpu-box\` (H100), signed by …`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elsewhere: Option<String>,
     /// Output files: name, size in bytes, link relative to the page.

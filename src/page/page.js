@@ -70,7 +70,7 @@
     if (data.elsewhere && data.elsewhere.length) {
       const n = data.elsewhere.reduce((a, [, k]) => a + k, 0);
       box.append(el("p", { class: "notice", id: "elsewhere" },
-        `Measured elsewhere: ${n} ${n === 1 ? "run" : "runs"} measured on another host, with other environment facets, stand for this machine's (fresh here; \`vitgraph build --measure-here\` measures them here): `,
+        `Measured elsewhere: ${n} ${n === 1 ? "run" : "runs"} measured on another machine, with other environment facets, stand for this machine's (fresh here; \`vitgraph build --measure-here\` measures them here): `,
         ...data.elsewhere.flatMap(([place, k], j) => [j ? "; " : "", `${k} on ${place}`]), "."));
     }
     precision(box);

@@ -93,7 +93,7 @@ fn a_laptop_builds_on_imported_runs_without_measuring() {
     assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
     let text = vg(&laptop, LAPTOP, &["status"]).stdout;
     assert!(
-        text.contains("measured elsewhere: 2 runs measured on another host")
+        text.contains("measured elsewhere: 2 runs measured on another machine")
             && text.contains("bench  2 on `gpu-box` (H100)"),
         "{text}"
     );
