@@ -1193,3 +1193,27 @@ fn runs_measured_elsewhere_say_where_on_the_page() {
     );
     screenshot(&b, "measured-elsewhere.png");
 }
+
+/// A plot edited: the stale banner names the plot and the field that
+/// changed, not two cut-off lists that read alike (N13).
+#[test]
+fn a_plot_edit_is_named_in_the_stale_banner() {
+    let ws = Ws::new();
+    assert_eq!(ws.vitgraph(&["build"]).0, 0);
+    let study = STUDY.replace(
+        r#"Plot(x: "batch", y: "throughput_images_per_s""#,
+        r#"Plot(x: "batch", y: "latency_ms.median""#,
+    );
+    assert_ne!(study, STUDY);
+    std::fs::write(ws.path().join("pipelines/study.ron"), &study).unwrap();
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let banner = b.js("return document.querySelector('#report-list .stale-banner').textContent;");
+    let banner = banner.as_str().unwrap();
+    assert!(
+        banner.contains(r#"Report.plots[0].y: "throughput_images_per_s" → "latency_ms.median""#),
+        "{banner}"
+    );
+}

@@ -108,6 +108,21 @@ pub(crate) fn json_diff(
                 }
             }
         }
+        // Lists too long to read whole (a report's `plots`) name the
+        // element that differs, or the one added or removed.
+        (J::Array(a), J::Array(b))
+            if old != new && (short(old).ends_with('…') || short(new).ends_with('…')) =>
+        {
+            for i in 0..a.len().max(b.len()) {
+                let p = format!("{path}[{i}]");
+                match (a.get(i), b.get(i)) {
+                    (Some(x), Some(y)) => json_diff(&p, x, y, out),
+                    (Some(x), None) => out.push(format!("{p}: {} → (absent)", short(x))),
+                    (None, Some(y)) => out.push(format!("{p}: (absent) → {}", short(y))),
+                    (None, None) => {}
+                }
+            }
+        }
         _ if old != new => out.push(format!(
             "{}: {} → {}",
             if path.is_empty() { "value" } else { path },
@@ -175,5 +190,43 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, ["a: 1 → 2", "d: (absent) → true"]);
+    }
+
+    /// A long list (a report's plots) names the element that differs, so
+    /// the two sides never read alike; a short one reads whole.
+    #[test]
+    fn diff_names_the_element_of_a_long_list() {
+        let plot = |y: &str| serde_json::json!({"x": "batch", "y": y, "series": "model", "log_x": true, "title": "throughput by batch and model"});
+        let mut out = Vec::new();
+        json_diff(
+            "Report.plots",
+            &serde_json::json!([plot("throughput_images_per_s"), plot("latency_ms.median")]),
+            &serde_json::json!([plot("throughput_images_per_s"), plot("latency_ms.p99")]),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            [r#"Report.plots[1].y: "latency_ms.median" → "latency_ms.p99""#]
+        );
+        out.clear();
+        json_diff(
+            "Report.plots",
+            &serde_json::json!([plot("a")]),
+            &serde_json::json!([plot("a"), plot("b")]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert!(
+            out[0].starts_with("Report.plots[1]: (absent) → {"),
+            "{out:?}"
+        );
+        out.clear();
+        json_diff(
+            "batch",
+            &serde_json::json!([1, 2]),
+            &serde_json::json!([1, 2, 4]),
+            &mut out,
+        );
+        assert_eq!(out, ["batch: [1,2] → [1,2,4]"]);
     }
 }
