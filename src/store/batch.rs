@@ -354,18 +354,7 @@ impl Store {
 
     /// Flushes the file system holding the store (objects, their directories).
     pub(super) fn sync_filesystem(&self) -> Result<(), StoreError> {
-        let dir = fs::File::open(&self.cache).ctx("open", &self.cache)?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: syncfs(2) on a valid descriptor we own for the call's duration.
-        let rc = unsafe { libc::syncfs(dir.as_raw_fd()) };
-        if rc != 0 {
-            return Err(StoreError::io(
-                "flush the file system of",
-                &self.cache,
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+        super::fileio::sync_filesystem_of(&self.cache)
     }
 }
 

@@ -40,6 +40,21 @@ impl Stat {
 }
 
 /// Hashes a file's content; `size` decides between a plain read and mmap + rayon.
+/// Flushes the whole file system that holds `dir` (`syncfs(2)`): one call
+/// makes every file written there durable, however many.
+pub(crate) fn sync_filesystem_of(dir: &Path) -> Result<(), super::error::StoreError> {
+    let file = File::open(dir).map_err(|e| super::error::StoreError::io("open", dir, e))?;
+    // SAFETY: syncfs(2) on a valid descriptor we own for the call's duration.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+        return Err(super::error::StoreError::io(
+            "flush the file system of",
+            dir,
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn hash_contents(path: &Path, size: u64) -> io::Result<ContentHash> {
     let mut hasher = blake3::Hasher::new();
     if size >= LARGE_FILE {

@@ -140,17 +140,7 @@ impl Remote<'_> {
 
     /// Flushes the remote's file system.
     fn sync(&self) -> Result<(), StoreError> {
-        let dir = fs::File::open(self.root).ctx("open", self.root)?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: syncfs(2) on a valid descriptor we own for the call's duration.
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(StoreError::io(
-                "flush the file system of",
-                self.root,
-                io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+        super::fileio::sync_filesystem_of(self.root)
     }
 }
 
