@@ -122,13 +122,39 @@ fn counts(nodes: &[Json]) -> BTreeMap<String, usize> {
     out
 }
 
-/// The distinct values of param `name` among the nodes of `stage`.
+/// The distinct values of param `name` among the nodes of `stage`, and
+/// among the members of blocks measured together when `name` is one of
+/// their axes.
 fn values(nodes: &[Json], stage: &str, name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for n in nodes.iter().filter(|n| n["stage"] == stage) {
+        let axes = n["together"]["axes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        match axes.iter().position(|a| a == name) {
+            Some(at) => out.extend(
+                n["together"]["members"]
+                    .as_array()
+                    .expect("members")
+                    .iter()
+                    .map(|m| m[at].to_string()),
+            ),
+            None => {
+                out.insert(n["params"][name].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The members of each block of `stage`, summed: its configurations.
+fn configurations(nodes: &[Json], stage: &str) -> usize {
     nodes
         .iter()
         .filter(|n| n["stage"] == stage)
-        .map(|n| n["params"][name].to_string())
-        .collect()
+        .map(|n| n["together"]["members"].as_array().map_or(1, Vec::len))
+        .sum()
 }
 
 fn set<T: ToString>(items: impl IntoIterator<Item = T>) -> BTreeSet<String> {
@@ -196,7 +222,9 @@ fn every_pipeline_loads_beside_the_others() {
     // Planning needs every task spec to deserialize, typed params included.
     // The first three repetitions of each measured configuration.
     assert_eq!(study.planned(&["ops"]), 3 * 640 + 5);
-    assert_eq!(study.planned(&["night_sweep"]), 3 * 847 + 7);
+    // The night sweep's 847 configurations are 499 nodes: blocks measured
+    // together (see `night_sweep_has_the_seeds_configurations`).
+    assert_eq!(study.planned(&["night_sweep"]), 3 * 499 + 7);
 }
 
 #[test]
@@ -257,21 +285,32 @@ fn night_sweep_has_the_seeds_configurations() {
             ("night_calibrate", 1),
             ("night_s1_sdpa_dense", 2 * 81),
             ("night_s1_report", 1),
-            ("night_s2_sdpa_backend", 6 * 4),
+            // Blocks measured together: the 4 backends of each head_dim,
+            // the 2 dtypes of each K and (M, N), the 3 pads of each op.
+            ("night_s2_sdpa_backend", 6),
             ("night_s2_report", 1),
-            ("night_g3_gemm_k", 2 * 81),
+            ("night_g3_gemm_k", 81),
             ("night_g3_report", 1),
-            ("night_g4_gemm_n", 3 * 2 * 81),
+            ("night_g4_gemm_n", 3 * 81),
             ("night_g4_report", 1),
-            ("night_p1_sdpa", 3),
-            ("night_p1_gemm_reduction", 3),
-            ("night_p1_gemm_projection", 3),
+            ("night_p1_sdpa", 1),
+            ("night_p1_gemm_reduction", 1),
+            ("night_p1_gemm_projection", 1),
             ("night_p1_report", 1),
             ("night_het1_hetero", 4),
             ("night_het1_report", 1),
         ])
     );
     assert_eq!(dense().len(), 81);
+    // The seed's configurations, every one a node or a block's member.
+    for (stage, n) in [
+        ("night_s2_sdpa_backend", 6 * 4),
+        ("night_g3_gemm_k", 2 * 81),
+        ("night_g4_gemm_n", 3 * 2 * 81),
+        ("night_p1_sdpa", 3),
+    ] {
+        assert_eq!(configurations(&nodes, stage), n, "{stage}");
+    }
     assert_eq!(
         values(&nodes, "night_s1_sdpa_dense", "head_dim"),
         set(dense())
@@ -362,10 +401,10 @@ fn reports_need_exactly_their_experiment() {
     // are decided as the build goes), the calibration and itself.
     for (report, nodes) in [
         ("night_s1_report", 162),
-        ("night_s2_report", 24),
-        ("night_g3_report", 162),
-        ("night_g4_report", 486),
-        ("night_p1_report", 9),
+        ("night_s2_report", 6),
+        ("night_g3_report", 81),
+        ("night_g4_report", 243),
+        ("night_p1_report", 3),
         ("night_het1_report", 4),
         ("ops_by_tensor_dimension", 640),
     ] {
@@ -376,14 +415,15 @@ fn reports_need_exactly_their_experiment() {
         3 * 640 + 3
     );
     assert_eq!(
-        study.planned(&["night_s2_sdpa_backend[backend=Flash,head_dim=107,rep=1]"]),
+        study.planned(&["night_s2_sdpa_backend[head_dim=107,rep=1]"]),
         2
     );
     // The two pipelines share no node: together they plan the sum (640
-    // and 847 configurations three times, calibrations and reports once).
+    // configurations and 499 nodes for 847 configurations, three times;
+    // calibrations and reports once).
     assert_eq!(
         study.planned(&["ops", "night_sweep"]),
-        (3 * 640 + 5) + (3 * 847 + 7)
+        (3 * 640 + 5) + (3 * 499 + 7)
     );
 }
 
@@ -398,12 +438,12 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
         ("ops_calibrate", 1),
         ("night_calibrate", 1),
         ("night_s1_sdpa_dense", 2 * 4),
-        ("night_s2_sdpa_backend", 2 * 4),
-        ("night_g3_gemm_k", 2 * 3),
-        ("night_g4_gemm_n", 2 * 2),
-        ("night_p1_sdpa", 3),
-        ("night_p1_gemm_reduction", 3),
-        ("night_p1_gemm_projection", 3),
+        ("night_s2_sdpa_backend", 2),
+        ("night_g3_gemm_k", 3),
+        ("night_g4_gemm_n", 2),
+        ("night_p1_sdpa", 1),
+        ("night_p1_gemm_reduction", 1),
+        ("night_p1_gemm_projection", 1),
         ("night_het1_hetero", 4),
     ];
     want.extend(OPS.map(|s| (s, 2 * 2)));
@@ -420,7 +460,7 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
         .map(|s| (s, 1)),
     );
     assert_eq!(counts(&nodes), expected(&want));
-    assert_eq!(nodes.len(), 71);
+    assert_eq!(nodes.len(), 54);
     // The reports' reference values and baselines stay in the reduced lists.
     assert!(values(&nodes, "ops_gelu", "batch_size").contains("32"));
     assert!(values(&nodes, "ops_gelu", "sequence_length").contains("512"));
@@ -428,8 +468,8 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
     assert!(values(&nodes, "night_s2_sdpa_backend", "backend").contains("\"Auto\""));
     let mut plan: Vec<&str> = vec!["ops", "night_sweep"];
     plan.extend(params.iter().map(String::as_str));
-    // Two runs of each of the 59 measured configurations.
-    assert_eq!(study.planned(&plan), 2 * 59 + 12);
+    // Two runs of each of the 42 measuring nodes (59 configurations).
+    assert_eq!(study.planned(&plan), 2 * 42 + 12);
 }
 
 /// The two `Plot` fields the night sweep and the ops report use, through the

@@ -25,11 +25,15 @@ const PIPELINE: &str = r#"Pipeline(
 )"#;
 
 fn study() -> Study {
+    study_of(PIPELINE)
+}
+
+fn study_of(pipeline: &str) -> Study {
     let study = Study::new();
     let dir = study.dir.path().join("pipelines");
     std::fs::remove_dir_all(&dir).expect("remove the study's pipelines");
     std::fs::create_dir_all(&dir).expect("create pipelines/");
-    std::fs::write(dir.join("t.ron"), PIPELINE).expect("write the pipeline");
+    std::fs::write(dir.join("t.ron"), pipeline).expect("write the pipeline");
     study
 }
 
@@ -101,4 +105,70 @@ fn a_vit_block_times_every_member_in_one_process_and_the_report_pairs_them() {
         explain.contains("members measured together: vit16x2x128 added"),
         "{explain}"
     );
+}
+
+const OPS_PIPELINE: &str = r#"Pipeline(
+    params: { "dim": [64, 256], "backend": ["Auto", "Math", "MemEfficient"] },
+    stages: {
+        "norm": Stage(
+            matrix: { "dim": "${dim}" },
+            together: ["dim"], check: true, repeat: 2,
+            task: OpBench((op: LayerNorm(batch: 4, seq: 32, dim: "${dim}"),
+                           device: "cpu", warmup: 2, repeats: 10)),
+        ),
+        "attention": Stage(
+            matrix: { "backend": "${backend}" },
+            together: ["backend"],
+            task: OpBench((op: Sdpa(batch: 1, heads: 2, seq: 16, head_dim: 8, backend: "${backend}"),
+                           device: "cpu", warmup: 1, repeats: 6)),
+        ),
+        "report": Stage(
+            needs: ["norm"],
+            task: Report(title: "dims together", sources: ["norm"],
+                columns: ["time_ms.median"],
+                compare: Some(Compare(param: "dim", baseline: 64, metric: "time_ms.median"))),
+        ),
+    },
+)"#;
+
+#[test]
+fn an_opbench_block_times_every_member_in_one_process_and_the_report_pairs_them() {
+    let study = study_of(OPS_PIPELINE);
+    study.ok(&["build", "report", "attention", "-j", "2"]);
+    let ls = study.ok(&["ls"]);
+    // One node per repetition for `norm` (2), one for `attention`.
+    assert!(ls.contains("norm") && ls.contains("2 nodes"), "{ls}");
+    let root = study.dir.path();
+    let read = |path: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(root.join(path)).expect(path)).expect("JSON")
+    };
+    let doc = read("out/norm/rep=1/results.json");
+    let members = doc["members"].as_object().expect("members");
+    let keys: Vec<&str> = members.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["256", "64", "64#2"]);
+    for (key, m) in members {
+        assert_eq!(m["status"], "ok", "{key}");
+        assert_eq!(m["time_ms"]["repeats"], 10, "{key}");
+        assert!(m["time_ms"]["median"].as_f64().unwrap() > 0.0, "{key}");
+        assert!(m["peak_memory_bytes"].is_null(), "{key}");
+    }
+    assert_eq!(members["256"]["config"]["op"]["LayerNorm"]["dim"], 256);
+    assert_eq!(members["64#2"]["config"]["op"]["LayerNorm"]["dim"], 64);
+    assert_eq!(doc["method"]["design"], "together");
+    // The report pairs dim 256 with dim 64 over the two processes.
+    let csv = std::fs::read_to_string(root.join("out/report/compare.csv")).expect("compare.csv");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{csv}");
+    assert!(
+        rows[0].starts_with("256,") && rows[0].contains(",paired,"),
+        "{csv}"
+    );
+    // A forced backend the CPU cannot run is a member's result, not the
+    // block's failure; the others are timed.
+    let doc = read("out/attention/results.json");
+    let members = &doc["members"];
+    assert_eq!(members["Math"]["status"], "ok", "{doc}");
+    assert_eq!(members["Auto"]["status"], "ok", "{doc}");
+    assert_eq!(members["MemEfficient"]["status"], "unsupported", "{doc}");
+    assert_eq!(members["Math"]["time_ms"]["repeats"], 6, "{doc}");
 }

@@ -71,12 +71,17 @@ pub(super) fn graph(
                 .iter()
                 .map(|&i| {
                     let n = &graph.nodes[i];
-                    serde_json::json!({
+                    let mut node = serde_json::json!({
                         "id": n.id,
                         "stage": n.stage,
                         "params": n.id_params.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>(),
                         "deps": n.deps().iter().map(|&d| graph.nodes[d].id.clone()).collect::<Vec<_>>(),
-                    })
+                    });
+                    // A block measured together: its axes and members, as `ls --json` gives them.
+                    if let Some(t) = n.task.together() {
+                        node["together"] = serde_json::to_value(t).unwrap_or_default();
+                    }
+                    node
                 })
                 .collect();
             out = serde_json::json!({ "nodes": nodes }).to_string();

@@ -31,6 +31,12 @@ pub(crate) enum Decision {
     /// other than `ok`, e.g. an unsupported backend): repeating it would
     /// measure nothing again.
     Unmeasured(String),
+    /// A block of one member (or without the baseline): that member's own
+    /// values decided, as a node's measured alone would.
+    Alone {
+        member: String,
+        decision: Box<Decision>,
+    },
 }
 
 impl Decision {
@@ -38,14 +44,26 @@ impl Decision {
     /// runs (max_repeat 10)`, and for more: `±6.1 % > ±2 % after 3 runs`
     /// (the detail of the reason `imprecise`).
     pub(crate) fn describe(&self, p: &Precision) -> String {
-        match &p.baseline {
-            Some(b) => format!("ratios to `{b}`: {}", self.describe_estimate(p)),
-            None => self.describe_estimate(p),
+        match (self, &p.baseline) {
+            (Decision::Alone { member, decision }, _) => {
+                format!("`{member}` alone: {}", decision.describe_estimate(p))
+            }
+            (_, Some(b)) => format!("ratios to `{b}`: {}", self.describe_estimate(p)),
+            (_, None) => self.describe_estimate(p),
+        }
+    }
+
+    /// The decision itself, whether a lone member's or not.
+    pub(crate) fn inner(&self) -> &Decision {
+        match self {
+            Decision::Alone { decision, .. } => decision.inner(),
+            other => other,
         }
     }
 
     fn describe_estimate(&self, p: &Precision) -> String {
         match self {
+            Decision::Alone { decision, .. } => decision.describe_estimate(p),
             Decision::Precise(e) => format!("precise at {} after {} runs", pm(e), e.runs),
             Decision::Spent { estimate, why } => match estimate {
                 Some(e) => format!("budget spent at {} after {} runs ({why})", pm(e), e.runs),
@@ -60,7 +78,7 @@ impl Decision {
     }
 
     pub(crate) fn needs_more(&self) -> bool {
-        matches!(self, Decision::More { .. })
+        matches!(self.inner(), Decision::More { .. })
     }
 }
 
@@ -197,31 +215,7 @@ pub(crate) fn gate(
     };
     let seconds = earlier.iter().map(|&(_, ms)| ms as f64 / 1000.0).sum();
     if let (Some(keys), Some(baseline)) = (graph.nodes[i].task.member_keys(), &p.baseline) {
-        let mut members: Vec<(String, Vec<f64>)> =
-            keys.iter().map(|k| (k.clone(), Vec::new())).collect();
-        for &(j, _) in earlier {
-            let doc = read_results(&root.join(graph.nodes[j].out_rel()))?;
-            for (key, values) in &mut members {
-                let member = doc.1.get("members").and_then(|m| m.get(key.as_str()));
-                match member.map(|m| number_at(m, &p.metric)) {
-                    Some(Some(v)) => values.push(v),
-                    Some(None) if measured_nothing(member) => {
-                        return Ok(Decision::Unmeasured(format!(
-                            "`{}` measured nothing for member `{key}`",
-                            graph.nodes[j].id
-                        )))
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{} has no number at `members.{key}` → `{}` (the stage's `precision.metric`)",
-                            doc.0.display(),
-                            p.metric
-                        ))
-                    }
-                }
-            }
-        }
-        return Ok(decide_paired(p, baseline, &members, seconds));
+        return gate_block(graph, root, p, &keys, baseline, earlier, seconds);
     }
     let mut values = Vec::with_capacity(earlier.len());
     for &(j, _) in earlier {
@@ -236,6 +230,70 @@ pub(crate) fn gate(
         }
     }
     Ok(decide(p, &values, seconds))
+}
+
+/// [`gate`] for a block measured together: the members' paired ratios to
+/// the baseline decide. A member that measured nothing (an unsupported
+/// backend) has no ratio and is left out, unless it is the baseline; a
+/// block that holds one member, or lacks the baseline, is judged on its
+/// first member's own values, as a node measured alone is.
+fn gate_block(
+    graph: &Graph,
+    root: &Path,
+    p: &Precision,
+    keys: &[String],
+    baseline: &str,
+    earlier: &[(NodeIdx, i64)],
+    seconds: f64,
+) -> Result<Decision, String> {
+    let paired = keys.len() > 1 && keys.iter().any(|k| k == baseline);
+    let wanted: Vec<&String> = if paired {
+        keys.iter().collect()
+    } else {
+        keys.iter().take(1).collect()
+    };
+    let mut members: Vec<(String, Vec<f64>)> =
+        wanted.iter().map(|k| ((*k).clone(), Vec::new())).collect();
+    let mut unmeasured: Vec<String> = Vec::new();
+    for &(j, _) in earlier {
+        let doc = read_results(&root.join(graph.nodes[j].out_rel()))?;
+        for (key, values) in &mut members {
+            let member = doc.1.get("members").and_then(|m| m.get(key.as_str()));
+            match member.map(|m| number_at(m, &p.metric)) {
+                Some(Some(v)) => values.push(v),
+                Some(None) if measured_nothing(member) => {
+                    if !paired || key == baseline {
+                        return Ok(Decision::Unmeasured(format!(
+                            "`{}` measured nothing for member `{key}`",
+                            graph.nodes[j].id
+                        )));
+                    }
+                    unmeasured.push(key.clone());
+                }
+                _ => {
+                    return Err(format!(
+                    "{} has no number at `members.{key}` → `{}` (the stage's `precision.metric`)",
+                    doc.0.display(),
+                    p.metric
+                ))
+                }
+            }
+        }
+    }
+    members.retain(|(k, _)| !unmeasured.contains(k));
+    if !paired {
+        let (member, values) = &members[0];
+        return Ok(Decision::Alone {
+            member: member.clone(),
+            decision: Box::new(decide(p, values, seconds)),
+        });
+    }
+    if members.len() < 2 {
+        return Ok(Decision::Unmeasured(format!(
+            "every member but the baseline `{baseline}` measured nothing"
+        )));
+    }
+    Ok(decide_paired(p, baseline, &members, seconds))
 }
 
 #[cfg(test)]

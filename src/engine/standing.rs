@@ -113,11 +113,12 @@ fn judged(
         Ok(d) => d,
         Err(e) => return ("imprecise", e, None),
     };
-    let (state, estimate) = match &d {
+    let (state, estimate) = match d.inner() {
         Decision::Precise(e) => ("precise", Some(*e)),
         Decision::Spent { estimate, .. } => ("budget_spent", *estimate),
         Decision::More { estimate } => ("imprecise", *estimate),
         Decision::Unmeasured(_) => ("unmeasured", None),
+        Decision::Alone { .. } => unreachable!("`inner` is never `Alone`"),
     };
     (state, d.describe(p), estimate.map(|e| e.half_width_rel()))
 }

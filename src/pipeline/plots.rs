@@ -15,6 +15,7 @@ use super::syntax::{Kind, Node, Span};
 use super::{PipelineError, Sources};
 use crate::graph::{Graph, Refusal};
 use crate::tasks::{report, TaskError, TaskSpec};
+use crate::value::Value;
 
 /// The refusals of the `Report` nodes of `graph` whose plots would zig-zag.
 pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) -> Vec<Refusal> {
@@ -27,13 +28,15 @@ pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) ->
             let TaskSpec::Report(spec) = &graph.nodes[i].task else {
                 break;
             };
-            let configs = graph.nodes[i]
+            let configs: Vec<Vec<(String, Value)>> = graph.nodes[i]
                 .needs
                 .iter()
                 .filter(|need| spec.sources.contains(&need.stage))
                 .flat_map(|need| need.nodes.iter())
-                .map(|&up| graph.nodes[up].id_params.as_slice());
-            let Err((plot, e)) = report::check_plots(spec, configs) else {
+                .flat_map(|&up| configurations(&graph.nodes[up]))
+                .collect();
+            let Err((plot, e)) = report::check_plots(spec, configs.iter().map(Vec::as_slice))
+            else {
                 continue;
             };
             let (detail, help) = match e {
@@ -60,6 +63,24 @@ pub(super) fn refusals(sources: &Sources, decls: &[StageDecl], graph: &Graph) ->
     }
     out.sort_by_key(|r| r.node);
     out
+}
+
+/// The configurations a node stands for in a report: its params, or, for
+/// a block measured together, each member's (the block's params with the
+/// member's values of the together axes; A/A twins are no row).
+fn configurations(node: &crate::graph::Node) -> Vec<Vec<(String, Value)>> {
+    let Some(t) = node.task.together() else {
+        return vec![node.id_params.clone()];
+    };
+    t.members
+        .iter()
+        .filter(|values| !t.is_twin(values))
+        .map(|values| {
+            let mut config = node.id_params.clone();
+            config.extend(t.axes.iter().cloned().zip(values.iter().cloned()));
+            config
+        })
+        .collect()
 }
 
 /// A refusal as the error a pipeline's loader shows: the message, the plot

@@ -367,43 +367,72 @@ pub(super) fn task_for(
     Ok(task)
 }
 
-/// Whether the stage's task measures a block itself (`Vit`): each member's
-/// spec is then read with the member's own values (see [`native_block`]),
-/// rather than with the block's values joined.
+/// Whether the stage's task measures a block itself (`Vit`, `OpBench`):
+/// each member's spec is then read with the member's own values (see
+/// [`native_block`]), rather than with the block's values joined.
 fn native(s: &StageDecl) -> bool {
     let named = match &s.task().kind {
         Kind::Tuple { name, .. } | Kind::Struct { name, .. } => name.as_ref(),
         _ => None,
     };
-    s.together.is_some() && named.is_some_and(|n| n.name == "Vit")
+    s.together.is_some() && named.is_some_and(|n| n.name == "Vit" || n.name == "OpBench")
 }
 
-/// A `Vit` block's task: each member's spec read by `read` with that
-/// member's values of the together axes (`block`), the A/A twin's with the
-/// first member's, and the block kept on the first member's spec.
+/// A `Vit` or `OpBench` block's task: each member's spec read by `read`
+/// with that member's values of the together axes (`block`), the A/A
+/// twin's with the first member's, and the block kept on the first
+/// member's spec.
 fn native_block(
     sources: &Sources,
     s: &StageDecl,
     block: &[&Param],
     read: impl Fn(&[Param]) -> Result<TaskSpec, PipelineError>,
 ) -> Result<TaskSpec, PipelineError> {
+    use crate::tasks::block::Block;
     let axes: Vec<String> = block.iter().map(|p| p.name.clone()).collect();
     let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
     let mut together = members(&axes, &params);
     together.check = matches!(s.check.as_ref().map(|n| &n.kind), Some(Kind::Bool(true)));
     let mut specs = Vec::with_capacity(together.members.len());
     for values in member_params(&params, together.check) {
-        match read(&values)? {
-            TaskSpec::Vit(v) => specs.push(v),
-            other => unreachable!("a `Vit(…)` task reads as a `{}`", other.kind()),
-        }
+        specs.push(read(&values)?);
     }
-    let mut first = specs[0].clone();
-    first.together = Some(Box::new(crate::tasks::vit::block::VitBlock {
-        block: together,
-        members: specs,
-    }));
-    let task = TaskSpec::Vit(first);
+    let task = match specs.first() {
+        Some(TaskSpec::Vit(_)) => {
+            let members: Vec<_> = specs
+                .into_iter()
+                .filter_map(|t| match t {
+                    TaskSpec::Vit(v) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            let mut first = members[0].clone();
+            first.together = Some(Box::new(Block {
+                block: together,
+                members,
+            }));
+            TaskSpec::Vit(first)
+        }
+        Some(TaskSpec::OpBench(_)) => {
+            let members: Vec<_> = specs
+                .into_iter()
+                .filter_map(|t| match t {
+                    TaskSpec::OpBench(o) => Some(o),
+                    _ => None,
+                })
+                .collect();
+            let mut first = members[0].clone();
+            first.together = Some(Box::new(Block {
+                block: together,
+                members,
+            }));
+            TaskSpec::OpBench(first)
+        }
+        other => unreachable!(
+            "a native block's task reads as a `Vit` or `OpBench`, not {:?}",
+            other.map(TaskSpec::kind)
+        ),
+    };
     task.validate().map_err(|e| {
         sources
             .error(
@@ -494,20 +523,21 @@ fn attach(
         other => Err(sources
             .error(
                 format!(
-                    "`together` is measured by a `Vit` task or a `Command` with `measure: true`; a `{}` task measures one configuration per process",
+                    "`together` is measured by a `Vit` or `OpBench` task or a `Command` with `measure: true`; a `{}` task measures one configuration per process",
                     other.kind()
                 ),
                 span,
                 "measured together here",
             )
-            .with_help("drop `together`, or measure the block with a `Vit` task or a measuring `Command`")),
+            .with_help("drop `together`, or measure the block with a `Vit` or `OpBench` task or a measuring `Command`")),
     }
 }
 
 /// A precision target on a stage measured together judges the members'
 /// paired ratios to a baseline member: `baseline` must be a member of every
-/// block (the block's first member when left out, filled in here); on a
-/// stage not measured together it is an error.
+/// block of several members (the first block's first member when left
+/// out, filled in here); a block of one member is judged on its own
+/// values. On a stage not measured together a baseline is an error.
 pub(super) fn baseline_of<'n>(
     sources: &Sources,
     s: &StageDecl,
@@ -535,7 +565,12 @@ pub(super) fn baseline_of<'n>(
         return Ok(Some((p, node)));
     }
     let baseline = p.baseline.clone().unwrap_or_else(|| blocks[0][0].clone());
-    if let Some(block) = blocks.iter().find(|b| !b.contains(&baseline)) {
+    // A block of one member is judged on its own values; any other must
+    // hold the baseline its members' ratios are taken to.
+    if let Some(block) = blocks
+        .iter()
+        .find(|b| b.len() > 1 && !b.contains(&baseline))
+    {
         return Err(sources
             .error(
                 format!("`precision.baseline` `{baseline}` is not a member of every block"),

@@ -8,6 +8,7 @@
 
 pub mod aa_check;
 pub mod analyze;
+pub mod block;
 pub mod command;
 #[cfg(feature = "torch")]
 pub mod cuda;
@@ -199,11 +200,12 @@ impl TaskSpec {
     }
 
     /// The members of a block measured together (a stage's `together`):
-    /// a measuring `Command`'s or a `Vit` block's; None for every other task.
+    /// a measuring `Command`'s or a `Vit` or `OpBench` block's; None for every other task.
     pub fn together(&self) -> Option<&Together> {
         match self {
             TaskSpec::Command(c) => c.together.as_ref(),
             TaskSpec::Vit(v) => v.together.as_deref().map(|b| &b.block),
+            TaskSpec::OpBench(o) => o.together.as_deref().map(|b| &b.block),
             _ => None,
         }
     }

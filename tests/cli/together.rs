@@ -284,6 +284,53 @@ fn a_precision_target_on_a_together_stage_stops_when_the_ratios_are_precise() {
     );
 }
 
+/// A member that measured nothing (an unsupported backend) has no ratio
+/// and does not hold its block's precision back; a block of one member
+/// (an `include` entry of its own) is judged on its own values.
+#[test]
+fn precision_leaves_out_unmeasured_members_and_judges_a_lone_member_alone() {
+    let text = r#"Pipeline(stages: {
+  "bench": Stage(matrix: {"impl": ["a", "b", "u"], "size": [1]}, together: ["impl"],
+                 include: [{"impl": "c", "size": 2}],
+                 precision: (metric: "latency_ms.median", ci_rel: 0.02, max_repeat: 6),
+                 task: Command(run: "python3 bench.py together ${impl} ${rep}${size} ${out}/results.json",
+                               inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+})"#;
+    let ws = Ws::new(&[("p.ron", text)]);
+    ws.write("bench.py", BENCH);
+    let r = ws.run(&["build", "--json", "-j", "1"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.run(&["status", "--json"]).stdout()).unwrap();
+    let targets = json["precision"].as_array().expect("precision");
+    let of = |size: &str| {
+        targets
+            .iter()
+            .find(|s| {
+                s["configuration"]
+                    .as_str()
+                    .is_some_and(|c| c.contains(size))
+            })
+            .unwrap_or_else(|| panic!("no target for {size}: {json}"))
+    };
+    let (block, lone) = (of("size=1"), of("size=2"));
+    assert_eq!(block["state"], "precise", "{block}");
+    assert!(
+        block["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("ratios to `a`: precise"),
+        "{block}"
+    );
+    // `c` alone: its own latency, steady within a process but ±10 %
+    // between processes, is judged as a node's would be.
+    assert_ne!(lone["state"], "unmeasured", "{lone}");
+    assert!(
+        lone["detail"].as_str().unwrap().starts_with("`c` alone: "),
+        "{lone}"
+    );
+}
+
 /// `check: true`: each block measures its first member twice (`a#2`
 /// beside `a`). A process whose A/A ratio is beyond what its batches allow
 /// — here repetition 2's, made to drift by 5 % while it measured the twin

@@ -141,3 +141,35 @@ fn a_member_that_cannot_share_the_process_is_named() {
         assert!(e.message.contains(message), "{message}: {}", e.message);
     }
 }
+
+#[test]
+fn an_opbench_block_reads_each_members_op_and_refuses_a_calibration() {
+    let text = r#"Pipeline(params: {"backend": ["Auto", "Math"]}, stages: {
+  "sdpa": Stage(matrix: {"backend": "${backend}", "head_dim": [64, 128]}, together: ["backend"],
+                task: OpBench((op: Sdpa(batch: 1, heads: 2, seq: 16, head_dim: "${head_dim}", backend: "${backend}")))) })"#;
+    let g = load_with(text, &[]).unwrap();
+    assert_eq!(g.nodes.len(), 2);
+    let TaskSpec::OpBench(o) = &g.nodes[1].task else {
+        panic!("an OpBench task")
+    };
+    let block = o.together.as_ref().expect("a block");
+    let ops: Vec<String> = block
+        .members
+        .iter()
+        .map(|m| format!("{:?}", m.op))
+        .collect();
+    assert!(
+        ops[0].contains("backend: Auto") && ops[1].contains("backend: Math"),
+        "{ops:?}"
+    );
+    assert!(ops.iter().all(|o| o.contains("head_dim: 128")), "{ops:?}");
+    assert_eq!(g.nodes[1].task.member_keys().unwrap(), ["Auto", "Math"]);
+
+    let text = r#"Pipeline(stages: {
+  "cal": Stage(matrix: {"device": ["cpu"]}, together: ["device"], task: OpBench((op: Calibrate, device: "${device}")))})"#;
+    let err = load_with(text, &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("`op: Calibrate`") && err.contains("a stage of its own"),
+        "{err}"
+    );
+}

@@ -13,21 +13,21 @@ use crate::tasks::error::TaskError;
 use crate::tasks::vit::spec::{Device as SpecDevice, Dtype};
 use crate::telemetry::{self, verdict};
 
-fn torch_error(during: &'static str) -> impl Fn(tch::TchError) -> TaskError {
+pub(super) fn torch_error(during: &'static str) -> impl Fn(tch::TchError) -> TaskError {
     move |e| TaskError::Torch {
         during: during.to_owned(),
         message: e.to_string(),
     }
 }
 
-fn device_of(spec: &OpBenchSpec) -> Result<Device, TaskError> {
+pub(super) fn device_of(spec: &OpBenchSpec) -> Result<Device, TaskError> {
     match SpecDevice::parse(&spec.device) {
         Some(SpecDevice::Cuda(index)) => cuda::cuda_device(index),
         _ => Ok(Device::Cpu),
     }
 }
 
-fn kind_of(spec: &OpBenchSpec) -> Kind {
+pub(super) fn kind_of(spec: &OpBenchSpec) -> Kind {
     match Dtype::parse(&spec.dtype) {
         Some(Dtype::F16) => Kind::Half,
         Some(Dtype::Bf16) => Kind::BFloat16,
@@ -45,20 +45,67 @@ pub(super) fn measure(
     tch::manual_seed(spec.seed as i64);
     let before = env::probe();
     let baseline = device.is_cuda().then(cuda::device_memory_used).flatten();
-    let mut doc = match &spec.op {
+    let doc = match &spec.op {
         Op::Calibrate => calibrate(spec, device)?,
         op => measure_op(spec, op, kind_of(spec), device, calibration)?,
     };
     let peak = device.is_cuda().then(cuda::device_memory_used).flatten();
-    let after = env::probe();
-    doc["config"] = serde_json::to_value(spec).unwrap_or(Value::Null);
-    doc["env"] = json!({ "key_facets": before.key_facets, "record": { "before": before.record, "after": after.record } });
-    doc["peak_memory_bytes"] = match (peak, baseline) {
+    let peak = match (peak, baseline) {
         (Some(p), Some(b)) => json!(p.saturating_sub(b)),
         _ => json!(cuda::host_peak_memory()),
     };
     ops::force_sdp_backend(SdpaBackend::Auto);
-    Ok(doc)
+    Ok(annotate(doc, spec, &before, &env::probe(), peak))
+}
+
+/// A member's or a node's document with its spec, its environment before
+/// and after, and its peak memory (null for a block's member: the
+/// process holds every member's inputs).
+pub(super) fn annotate(
+    mut doc: Value,
+    spec: &OpBenchSpec,
+    before: &env::Env,
+    after: &env::Env,
+    peak: Value,
+) -> Value {
+    doc["config"] = serde_json::to_value(spec).unwrap_or(Value::Null);
+    doc["env"] = json!({ "key_facets": before.key_facets, "record": { "before": before.record, "after": after.record } });
+    doc["peak_memory_bytes"] = peak;
+    doc
+}
+
+/// An operator made ready to time: its document so far and its workload.
+pub(super) struct Ready {
+    pub doc: Value,
+    pub workload: Workload,
+    /// An SDPA backend forced: one the device or shape cannot run is a
+    /// result (`status: "unsupported"`), not a failure.
+    pub forced: bool,
+}
+
+pub(super) fn ready(
+    spec: &OpBenchSpec,
+    op: &Op,
+    kind: Kind,
+    device: Device,
+) -> Result<Ready, TaskError> {
+    let forced = matches!(op, Op::Sdpa { backend, .. } if *backend != SdpaBackend::Auto);
+    let auto_choice = sdpa_auto_choice(op, kind, device);
+    let doc = json!({ "op": op.name(), "shape": op, "dtype": spec.dtype, "device": spec.device, "sdpa_auto_choice": auto_choice });
+    let workload = ops::workload(op, kind, device, spec.rotate as usize)
+        .map_err(torch_error("making the inputs"))?;
+    Ok(Ready {
+        doc,
+        workload,
+        forced,
+    })
+}
+
+/// The document of an operator whose forced backend could not run.
+pub(super) fn unsupported(mut doc: Value, message: &str) -> Value {
+    doc["status"] = json!("unsupported");
+    doc["error"] = json!(first_line(message));
+    doc
 }
 
 fn measure_op(
@@ -68,16 +115,11 @@ fn measure_op(
     device: Device,
     calibration: Option<Calibration>,
 ) -> Result<Value, TaskError> {
-    let forced = matches!(op, Op::Sdpa { backend, .. } if *backend != SdpaBackend::Auto);
-    let auto_choice = sdpa_auto_choice(op, kind, device);
-    let mut doc = json!({ "op": op.name(), "shape": op, "dtype": spec.dtype, "device": spec.device, "sdpa_auto_choice": auto_choice });
-    let built = ops::workload(op, kind, device, spec.rotate as usize)
-        .map_err(torch_error("making the inputs"));
-    let Workload {
-        flops,
-        bytes,
-        mut run,
-    } = built?;
+    let Ready {
+        doc,
+        mut workload,
+        forced,
+    } = ready(spec, op, kind, device)?;
     let mut probe = crate::tasks::vit::measure::telemetry_probe(device);
     let waited = match &mut probe {
         Ok(p) if device.is_cuda() => telemetry::wait_until_alone(p.as_mut(), telemetry::gpu_wait()),
@@ -88,7 +130,7 @@ fn measure_op(
         device,
         spec.warmup,
         spec.repeats,
-        &mut run,
+        &mut workload.run,
         torch_error("running the operator"),
         // After the warm-up: the window the repetitions are timed in.
         || monitor = Some(telemetry::Monitor::start(probe, std::time::Instant::now())),
@@ -96,12 +138,7 @@ fn measure_op(
     let recording = monitor.map(|m| m.finish(telemetry::probe_source(), waited));
     let samples = match timed {
         Ok(samples) => samples,
-        // A forced backend the device or shape cannot run is a result, not a crash.
-        Err(TaskError::Torch { message, .. }) if forced => {
-            doc["status"] = json!("unsupported");
-            doc["error"] = json!(first_line(&message));
-            return Ok(doc);
-        }
+        Err(TaskError::Torch { message, .. }) if forced => return Ok(unsupported(doc, &message)),
         Err(e) => return Err(e),
     };
     // The repetitions ran back to back on the device from the window's
@@ -114,7 +151,29 @@ fn measure_op(
             (end - ms, end)
         })
         .collect();
-    let (telemetry, validity) = verdict::judge(&recording.unwrap_or_default(), &spans, &samples);
+    let recording = recording.unwrap_or_default();
+    Ok(conclude(
+        doc,
+        &workload,
+        &samples,
+        &spans,
+        &recording,
+        calibration,
+    ))
+}
+
+/// A timed operator's document: its repetitions (`samples`, in ms, each
+/// run at `spans` of the recorded window) judged against the window's
+/// telemetry, the ones an intrusion overlapped left out of its times.
+pub(super) fn conclude(
+    mut doc: Value,
+    workload: &Workload,
+    samples: &[f64],
+    spans: &[(f64, f64)],
+    recording: &telemetry::Recording,
+    calibration: Option<Calibration>,
+) -> Value {
+    let (telemetry, validity) = verdict::judge(recording, spans, samples);
     let kept: Vec<f64> = samples
         .iter()
         .enumerate()
@@ -123,6 +182,7 @@ fn measure_op(
         .collect();
     let times = Times::from_ms(&kept);
     let seconds = times.median / 1e3;
+    let (flops, bytes) = (workload.flops, workload.bytes);
     let tflops = (flops > 0.0 && seconds > 0.0).then(|| flops / seconds / 1e12);
     let gbps = (seconds > 0.0).then(|| bytes / seconds / 1e9);
     doc["status"] = json!("ok");
@@ -138,7 +198,7 @@ fn measure_op(
         json!(calibration.and_then(|c| tflops.map(|t| t / c.matmul_tflops)));
     doc["telemetry"] = json!(telemetry);
     doc["validity"] = json!(validity);
-    Ok(doc)
+    doc
 }
 
 fn sdpa_auto_choice(op: &Op, kind: Kind, device: Device) -> Option<&'static str> {
@@ -160,6 +220,9 @@ fn sdpa_auto_choice(op: &Op, kind: Kind, device: Device) -> Option<&'static str>
         i64::from(pad_to.unwrap_or(head_dim)),
     ];
     let q = Tensor::f_empty(shape, (kind, device)).ok()?;
+    // What `Auto` picks with every backend on, whichever another member
+    // of a block forced last.
+    ops::force_sdp_backend(SdpaBackend::Auto);
     ops::auto_choice(&q, &q, &q)
 }
 

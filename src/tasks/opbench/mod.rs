@@ -13,6 +13,8 @@ mod measure;
 pub mod ops;
 #[cfg(feature = "torch")]
 pub mod timing;
+#[cfg(feature = "torch")]
+mod together;
 
 pub use spec::{Op, OpBenchSpec, SdpaBackend};
 
@@ -58,6 +60,10 @@ fn run_checked(_spec: &OpBenchSpec, _ctx: &TaskContext) -> Result<(), TaskError>
 
 #[cfg(feature = "torch")]
 fn run_checked(spec: &OpBenchSpec, ctx: &TaskContext) -> Result<(), TaskError> {
-    let results = measure::measure(spec, find_calibration(ctx))?;
+    let calibration = find_calibration(ctx);
+    let results = match &spec.together {
+        Some(block) => together::measure(block, calibration, &ctx.node)?,
+        None => measure::measure(spec, calibration)?,
+    };
     super::vit::results::write_json(&ctx.out.join("results.json"), &results)
 }

@@ -157,8 +157,10 @@ pub fn workload(op: &Op, kind: Kind, device: Device, rotate: usize) -> Result<Wo
                 .collect::<Result<Vec<_>, TchError>>()?;
             let scale = 1.0 / f64::from(head_dim).sqrt();
             let tokens = f64::from(batch) * f64::from(heads) * f64::from(seq);
-            force_sdp_backend(backend);
+            // Set at each run, not once: a block measured together runs
+            // members with other backends between this one's runs.
             let run = Box::new(move |i: usize| {
+                force_sdp_backend(backend);
                 let [q, k, v] = &inputs[i % inputs.len()];
                 let no_mask: Option<&Tensor> = None;
                 Tensor::f_scaled_dot_product_attention(q, k, v, no_mask, 0.0, false, scale, false)
@@ -237,8 +239,8 @@ fn hetero(
         .map(|&s| 4.0 * h * f64::from(s) * f64::from(s) * d)
         .sum();
     let bytes = seqs.iter().map(|&s| 4.0 * h * f64::from(s) * d * elt).sum();
-    force_sdp_backend(SdpaBackend::Auto);
     let run = Box::new(move |i: usize| {
+        force_sdp_backend(SdpaBackend::Auto);
         let [q, k, v] = &inputs[i % inputs.len()];
         let no_mask: Option<&Tensor> = None;
         Tensor::f_scaled_dot_product_attention(q, k, v, no_mask, 0.0, false, None::<f64>, false)

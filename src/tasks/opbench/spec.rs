@@ -30,6 +30,12 @@ pub struct OpBenchSpec {
     pub numa: Option<u32>,
     #[serde(default)]
     pub seed: u64,
+    /// The members of a block measured together (a stage's `together`
+    /// axes), each a spec of its own: set when the stage expands, never
+    /// written in a pipeline file. This spec is then the first member's.
+    /// Left out of the serialized spec when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together: Option<Box<crate::tasks::block::Block<OpBenchSpec>>>,
 }
 
 /// The operator and its shape.
@@ -147,7 +153,40 @@ impl OpBenchSpec {
         if self.rotate == 0 {
             return Err("`rotate` must be at least 1".to_owned());
         }
-        self.op.validate()
+        self.op.validate()?;
+        match &self.together {
+            Some(block) => block.validate(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl crate::tasks::block::Block<OpBenchSpec> {
+    /// Checks that the members can share a process: one spec per member,
+    /// each valid, all on one device and NUMA node, none a calibration.
+    pub fn validate(&self) -> Result<(), String> {
+        self.check_count()?;
+        let first = &self.members[0];
+        for (key, member) in self.keyed() {
+            if member.together.is_some() {
+                return Err(format!("member `{key}` holds a block of its own"));
+            }
+            member
+                .validate()
+                .map_err(|e| format!("member `{key}`: {e}"))?;
+            if member.device != first.device || member.numa != first.numa {
+                return Err(format!(
+                    "member `{key}` runs on `device: {:?}`, the block's first member on {:?}: one process measures a block, on one device and NUMA node; `device` and `numa` cannot be measured together",
+                    member.device, first.device
+                ));
+            }
+            if member.op == Op::Calibrate {
+                return Err(format!(
+                    "member `{key}` is `op: Calibrate`, which measures the device's ceilings alone: give the calibration a stage of its own, without `together`"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

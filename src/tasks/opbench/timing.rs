@@ -32,33 +32,62 @@ pub fn time_runs<E>(
     }
     sync(device);
     timed();
-    match device {
-        Device::Cuda(_) => time_cuda(repeats, &mut f, &to_error),
-        _ => (0..repeats as usize)
-            .map(|i| {
+    let order = [(0, repeats)];
+    Ok(time_schedule(device, &order, |_, i| f(i), to_error)?
+        .into_iter()
+        .map(|(_, ms)| ms)
+        .collect())
+}
+
+/// Times the repetitions of several members in `order` — entries of
+/// (member, repetitions), as [`crate::tasks::block::schedule`] gives them
+/// — calling `f(member, i)` with each member's own count `i`; returns each
+/// repetition's (member, ms) in the order run. On a GPU the repetitions
+/// are bracketed by back-to-back CUDA events and synchronized once, at the
+/// end, so the device runs them queued as a single member's would be.
+pub fn time_schedule<E>(
+    device: Device,
+    order: &[(usize, u32)],
+    mut f: impl FnMut(usize, usize) -> Result<(), E>,
+    to_error: impl Fn(E) -> TaskError,
+) -> Result<Vec<(usize, f64)>, TaskError> {
+    let members = order.iter().map(|(m, _)| m + 1).max().unwrap_or(0);
+    let mut count = vec![0usize; members];
+    let mut sequence = Vec::with_capacity(order.iter().map(|(_, n)| *n as usize).sum());
+    for &(member, n) in order {
+        for _ in 0..n {
+            sequence.push((member, count[member]));
+            count[member] += 1;
+        }
+    }
+    let ms = match device {
+        Device::Cuda(_) => time_cuda(&sequence, &mut f, &to_error)?,
+        _ => sequence
+            .iter()
+            .map(|&(member, i)| {
                 let start = Instant::now();
-                f(i).map_err(&to_error)?;
+                f(member, i).map_err(&to_error)?;
                 Ok(start.elapsed().as_secs_f64() * 1e3)
             })
-            .collect(),
-    }
+            .collect::<Result<Vec<f64>, TaskError>>()?,
+    };
+    Ok(sequence.iter().map(|(m, _)| *m).zip(ms).collect())
 }
 
 fn time_cuda<E>(
-    repeats: u32,
-    f: &mut impl FnMut(usize) -> Result<(), E>,
+    sequence: &[(usize, usize)],
+    f: &mut impl FnMut(usize, usize) -> Result<(), E>,
     to_error: &impl Fn(E) -> TaskError,
 ) -> Result<Vec<f64>, TaskError> {
-    let events = Events::new(repeats as usize + 1)?;
+    let events = Events::new(sequence.len() + 1)?;
     let stream: sys::CUstream = std::ptr::null_mut();
-    for i in 0..repeats as usize {
+    for (e, &(member, i)) in events.0.iter().zip(sequence) {
         // SAFETY: valid events on the current context; null is the legacy
         // default stream, the one libtorch launches on.
-        unsafe { event::record(events.0[i], stream) }
-            .map_err(driver_error("recording a CUDA event"))?;
-        f(i).map_err(to_error)?;
+        unsafe { event::record(*e, stream) }.map_err(driver_error("recording a CUDA event"))?;
+        f(member, i).map_err(to_error)?;
     }
-    let last = events.0[repeats as usize];
+    let last = events.0[sequence.len()];
     unsafe { event::record(last, stream) }.map_err(driver_error("recording a CUDA event"))?;
     unsafe { event::synchronize(last) }.map_err(driver_error("waiting for a CUDA event"))?;
     events

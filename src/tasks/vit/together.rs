@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::block::{self, VitBlock, BLOCK_BATCHES};
+use super::block::{VitBlock, BLOCK_BATCHES};
 use super::measure::{context_baseline, device, probe_alone, Runner};
 use super::results::{self, Measurement, VitResults};
 use super::spec::VitConfig;
 use super::streams::InferenceMode;
+use crate::tasks::block;
 use crate::tasks::error::TaskError;
 use crate::tasks::nvtx::Nvtx;
 use crate::tasks::TaskContext;
