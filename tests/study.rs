@@ -90,10 +90,7 @@ fn every_pipeline_loads_with_the_documented_stage_sizes() {
         ("rq1_traces", 39),
         ("rq1_analysis", 39),
         ("rq1_report", 1),
-        // The resolutions of each model measured together; every
-        // configuration traced once.
-        ("rq2_runs", 6),
-        ("rq2_traces", 17),
+        ("rq2_runs", 17),
         ("rq2_analysis", 17),
         ("rq2_report", 1),
         ("rq3_eager", 13),
@@ -109,10 +106,7 @@ fn every_pipeline_loads_with_the_documented_stage_sizes() {
         ("rq4_runs", 52),
         ("rq4_analysis", 52),
         ("rq4_report", 1),
-        // The designs of each (model, preprocessing, batch size) measured
-        // together; every configuration traced once.
-        ("rq5_runs", 8),
-        ("rq5_traces", 23),
+        ("rq5_runs", 23),
         ("rq5_analysis", 23),
         ("rq5_report", 1),
     ];
@@ -168,7 +162,7 @@ fn rq1_is_the_architecture_grid_less_the_large_patch8_models() {
 
 #[test]
 fn rq2_has_the_seeds_resolutions_per_model() {
-    let nodes = Study::new().nodes("rq2_traces", &[]);
+    let nodes = Study::new().nodes("rq2_runs", &[]);
     let mut per_model: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
     for id in &nodes {
         let res = param(id, "res").expect("res").parse().expect("a number");
@@ -221,7 +215,7 @@ fn rq4_pairs_every_configuration_local_and_remote() {
 
 #[test]
 fn rq5_has_the_seeds_pipeline_designs() {
-    let nodes = Study::new().nodes("rq5_traces", &[]);
+    let nodes = Study::new().nodes("rq5_runs", &[]);
     let designs: BTreeSet<(String, String, String, String)> = nodes
         .iter()
         .map(|id| {
@@ -254,18 +248,8 @@ fn rq5_has_the_seeds_pipeline_designs() {
 fn an_analysis_target_plans_its_experiments_and_nothing_else() {
     let study = Study::new();
     let planned = study.planned("rq2_analysis");
-    // The 17 configurations' traced runs and their analyses; nothing of
-    // the timed blocks, which only the report reads.
-    let all =
-        |stage: &str| -> BTreeSet<String> { study.repetitions(stage, &[]).into_iter().collect() };
-    let want: BTreeSet<String> = all("rq2_traces")
-        .union(&all("rq2_analysis"))
-        .cloned()
-        .collect();
-    assert_eq!(planned.len(), 34);
-    assert_eq!(planned, want);
-    // The report adds the first three repetitions of each of the 6
-    // blocks (the later ones are decided as the build goes) and itself.
+    // The first three repetitions of each of the 17 configurations, and
+    // their analyses; the later ones are decided as the build goes.
     let first = |stage: &str| -> BTreeSet<String> {
         study
             .repetitions(stage, &[])
@@ -277,10 +261,16 @@ fn an_analysis_target_plans_its_experiments_and_nothing_else() {
             })
             .collect()
     };
+    let want: BTreeSet<String> = first("rq2_runs")
+        .union(&first("rq2_analysis"))
+        .cloned()
+        .collect();
+    assert_eq!(planned.len(), 102);
+    assert_eq!(planned, want);
+    // The report adds exactly itself.
     let report = study.planned("rq2_report");
-    assert_eq!(report.len(), 34 + 18 + 1);
+    assert_eq!(report.len(), 103);
     assert!(report.contains("rq2_report"));
-    assert!(first("rq2_runs").is_subset(&report));
 }
 
 #[test]
@@ -289,11 +279,11 @@ fn every_measurement_is_repeated_with_a_precision_target() {
     for (stage, configurations, most) in [
         ("quickstart_runs", 1, 5),
         ("rq1_runs", 12, 10),
-        ("rq2_runs", 6, 10),
+        ("rq2_runs", 17, 10),
         ("rq3_eager", 13, 10),
         ("rq3_compiled", 22, 10),
         ("rq4_runs", 52, 10),
-        ("rq5_runs", 8, 10),
+        ("rq5_runs", 23, 10),
     ] {
         let ids = study.repetitions(stage, &[]);
         assert_eq!(ids.len(), configurations * most, "{stage}");
