@@ -300,6 +300,7 @@ fn task_results() -> Value {
         batch_ms: vec![150.0, 160.0, 170.0],
         stage_sum_ms: [3.0, 0.3, 470.0, 0.6],
         forward_ms: vec![150.0, 155.0, 165.0],
+        forward_device_ms: Vec::new(),
         peak_memory_bytes: Some(1 << 20),
         copy_stream: false,
         traced_batches: 0,
@@ -323,6 +324,7 @@ fn two_gpu_batches(config: &vitgraph::tasks::vit::VitConfig) -> results::Measure
         batch_ms: vec![1.0, 1.0],
         stage_sum_ms: [0.2, 0.2, 1.4, 0.2],
         forward_ms: vec![0.7, 0.7],
+        forward_device_ms: Vec::new(),
         peak_memory_bytes: None,
         copy_stream: false,
         traced_batches: 0,
@@ -356,6 +358,7 @@ fn batches_taken_while_throttled_leave_the_summary_and_are_counted() {
         images: 6,
         batch_ms: vec![1.0, 9.0, 1.2],
         forward_ms: vec![0.7, 8.0, 0.8],
+        forward_device_ms: Vec::new(),
         spans: vec![(0.0, 1.0), (1.0, 10.0), (10.0, 11.2)],
         // A power cap (reason 0x4) read only while the second batch ran.
         recording: Recording {
@@ -422,6 +425,46 @@ fn results_say_where_the_copies_ran_on_a_gpu_only() {
         .expect("serializes");
         assert_eq!(v["h2d_on"], said);
     }
+}
+
+/// The forward pass timed on the device is written beside the host-timed
+/// one when every batch has its time, and not at all otherwise (a CPU
+/// run, or events that failed part way: never misaligned with batches).
+#[test]
+fn results_carry_the_device_timed_forward_when_every_batch_has_one() {
+    use vitgraph::tasks::vit::VitSpec;
+    assert!(
+        task_results().get("forward_device_ms").is_none(),
+        "a CPU run has no events"
+    );
+    let spec: VitSpec = ron::from_str(
+        r#"(model: "vit16x1x64", image_size: 32, batch: 2, samples: 4, device: "cuda:0")"#,
+    )
+    .expect("parses");
+    let config = spec.resolve().expect("valid");
+    let env = vitgraph::host::env::probe();
+    let json = |device: Vec<f64>| {
+        let m = results::Measurement {
+            forward_device_ms: device,
+            ..two_gpu_batches(&config)
+        };
+        serde_json::to_value(results::VitResults::new(
+            &config,
+            env.clone(),
+            env.clone(),
+            &m,
+        ))
+        .expect("serializes")
+    };
+    let v = json(vec![0.50, 0.52]);
+    assert_eq!(v["forward_device_ms"]["median"], 0.51, "{v}");
+    assert_eq!(
+        v["forward_device_samples_ms"],
+        serde_json::json!([0.50, 0.52])
+    );
+    let v = json(vec![0.50]);
+    assert!(v.get("forward_device_ms").is_none(), "{v}");
+    assert!(v.get("forward_device_samples_ms").is_none(), "{v}");
 }
 
 #[test]

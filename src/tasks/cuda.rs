@@ -96,3 +96,79 @@ pub fn host_peak_memory() -> Option<u64> {
         .ok()?;
     Some(kb * 1024)
 }
+
+pub(crate) fn driver_error(what: &str) -> impl Fn(cudarc::driver::DriverError) -> TaskError + '_ {
+    move |e| TaskError::Torch {
+        during: what.to_owned(),
+        message: format!("{e:?}"),
+    }
+}
+
+/// Back-to-back events: the end of one repetition is the start of the next,
+/// so no gap between repetitions goes untimed or is timed twice.
+pub(crate) struct Events(pub(crate) Vec<cudarc::driver::sys::CUevent>);
+
+impl Events {
+    pub(crate) fn new(n: usize) -> Result<Events, TaskError> {
+        let mut events = Events(Vec::with_capacity(n));
+        for _ in 0..n {
+            let e = std::panic::catch_unwind(|| {
+                cudarc::driver::result::event::create(
+                    cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT,
+                )
+            })
+            .map_err(|_| {
+                TaskError::unavailable(
+                    "cuda",
+                    "libcuda could not be loaded to create CUDA events",
+                    "run on a machine with an NVIDIA driver",
+                )
+            })?
+            .map_err(driver_error("creating a CUDA event"))?;
+            events.0.push(e);
+        }
+        Ok(events)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        for e in &self.0 {
+            // SAFETY: created by `event::create` and destroyed once.
+            let _ = unsafe { cudarc::driver::result::event::destroy(*e) };
+        }
+    }
+}
+
+/// The device time of work launched between [`EventTimer::start`] and
+/// [`EventTimer::stop`] on the legacy default stream (the one libtorch
+/// launches on from a thread that set no stream), read once the work is
+/// done: CUDA events, as the PyTorch reference times a forward pass.
+pub(crate) struct EventTimer(Events);
+
+impl EventTimer {
+    /// None where the driver cannot be loaded or an event not created.
+    pub(crate) fn new() -> Option<EventTimer> {
+        Events::new(2).ok().map(EventTimer)
+    }
+
+    pub(crate) fn start(&self) -> bool {
+        // SAFETY: a valid event of the current context; null is the legacy default stream.
+        unsafe { cudarc::driver::result::event::record(self.0 .0[0], std::ptr::null_mut()) }.is_ok()
+    }
+
+    pub(crate) fn stop(&self) -> bool {
+        // SAFETY: as in `start`.
+        unsafe { cudarc::driver::result::event::record(self.0 .0[1], std::ptr::null_mut()) }.is_ok()
+    }
+
+    /// The milliseconds between the two events, waiting for the second.
+    pub(crate) fn elapsed_ms(&self) -> Option<f64> {
+        let (start, stop) = (self.0 .0[0], self.0 .0[1]);
+        // SAFETY: both events were recorded on this context.
+        unsafe { cudarc::driver::result::event::synchronize(stop) }.ok()?;
+        unsafe { cudarc::driver::result::event::elapsed(start, stop) }
+            .ok()
+            .map(f64::from)
+    }
+}

@@ -272,3 +272,58 @@ fn a_run_without_repetitions_joins_the_configuration_of_equal_params() {
         "{table}"
     );
 }
+
+/// The state a precision target gives depends on the pipeline and params,
+/// not on the targets of earlier builds: a workspace built first under a
+/// tighter `ci_rel` and then under the looser one sees, reports and
+/// counts what a workspace built under the looser one alone does; the
+/// extra repetitions stay in the store, unseen, and come back without
+/// running when the tighter target returns.
+#[test]
+fn a_precision_decision_depends_on_the_pipeline_not_on_its_history() {
+    let bench = r#"import sys, json, random
+impl, rep, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+r = random.Random(f"{impl}-{rep}")
+json.dump({"latency_ms": {"median": 10 * (1 + 0.03 * r.gauss(0, 1))}}, open(out, "w"))
+"#;
+    let text = r#"Pipeline(params: {"ci": 0.05}, stages: {
+  "bench": Stage(matrix: {"impl": ["mid"]}, repeat: 3,
+    precision: (metric: "latency_ms.median", ci_rel: "${ci}", max_repeat: 8),
+    task: Command(run: "python3 bench.py ${impl} ${rep} ${out}/results.json", inputs: ["bench.py"], outputs: ["results.json"], measure: true)),
+  "seen": Stage(needs: ["bench"], task: Command(run: "echo ${needs.bench} | wc -w > ${out}/n.txt", outputs: ["n.txt"])),
+  "rep": Stage(needs: ["bench"], task: Report(title: "t", sources: ["bench"], columns: ["latency_ms.median"])),
+})"#;
+    let make = || {
+        let ws = Ws::new(&[("p.ron", text)]);
+        ws.write("bench.py", bench);
+        ws
+    };
+    let (a, b) = (make(), make());
+    assert_eq!(a.run(&["build"]).code(), 0);
+    let tight = b.run(&["build", "-p", "ci=0.025"]);
+    assert_eq!(tight.code(), 0, "{}", tight.stderr());
+    let runs = |ws: &Ws, extra: &[&str]| ws.status(extra)["precision"][0]["runs"].clone();
+    assert!(
+        runs(&b, &["-p", "ci=0.025"]).as_u64().unwrap() > 3,
+        "the tighter target ran more"
+    );
+    assert_eq!(b.run(&["build"]).code(), 0);
+    assert_eq!(runs(&a, &[]), runs(&b, &[]));
+    assert_eq!(a.status(&[])["summary"], b.status(&[])["summary"]);
+    assert_eq!(a.read("out/seen/n.txt"), b.read("out/seen/n.txt"));
+    assert_eq!(a.read("out/seen/n.txt").trim(), "3");
+    assert_eq!(a.read("out/rep/table.csv"), b.read("out/rep/table.csv"));
+    let status = b.status(&[]);
+    let rep4 = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "bench[impl=mid,rep=4]")
+        .expect("repetition 4");
+    assert_eq!(rep4["state"], "not_needed", "{rep4}");
+    assert!(rep4["why"].as_str().unwrap().contains("precise"), "{rep4}");
+    // The tighter target again: its repetitions come back from the store.
+    let again = b.run(&["build", "--json", "-p", "ci=0.025"]);
+    assert_eq!(again.code(), 0, "{}", again.stderr());
+    assert!(again.nodes_with("started").is_empty(), "{}", again.stdout());
+}

@@ -6,8 +6,13 @@ use std::collections::HashMap;
 use super::{Evaluation, Evaluator, Reason, ReasonKind, Verdict};
 use crate::graph::{Graph, NodeIdx};
 
-/// A gated repetition's verdict: its own when fresh; else what its
-/// configuration's earlier repetitions call for (judged before it).
+/// A gated repetition's verdict: what its configuration's earlier
+/// repetitions call for (judged before it), whether or not it has a run
+/// of its own. Not needed when they are precise (or spent), even if an
+/// earlier build under a tighter target ran it: its run stays in the
+/// store, unseen, so the same pipeline and params give the same state and
+/// the same repetitions to what needs the stage, whatever targets earlier
+/// builds had. Needed, it keeps its own verdict (fresh when built).
 pub(super) fn gated(
     ev: &Evaluator<'_>,
     graph: &Graph,
@@ -15,9 +20,6 @@ pub(super) fn gated(
     i: NodeIdx,
     e: Evaluation,
 ) -> Evaluation {
-    if e.verdict.is_fresh() {
-        return e;
-    }
     let mut earlier = Vec::new();
     for j in graph.earlier_repetitions(i) {
         match out.get(&j).map(|e| &e.verdict) {
@@ -30,6 +32,7 @@ pub(super) fn gated(
                 );
                 return unneeded(e, why);
             }
+            _ if e.verdict.is_fresh() => return e,
             _ => {
                 let why = format!(
                     "decided once the repetitions before it are built (repetition {} is not)",

@@ -87,9 +87,9 @@ impl Build<'_, '_> {
         true
     }
 
-    /// A stale gated repetition: not needed (None, `i` done) when the
-    /// repetitions before it are precise or spent their budget; else its
-    /// evaluation, with `imprecise` saying why it runs.
+    /// A gated repetition, fresh or not: not needed (None, `i` done) when
+    /// the repetitions before it are precise or spent their budget; else
+    /// its evaluation, with `imprecise` saying why it runs when stale.
     pub(super) fn gate(
         &mut self,
         i: NodeIdx,

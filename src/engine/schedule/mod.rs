@@ -404,7 +404,10 @@ impl<'b, 'a> Build<'b, 'a> {
                 return false;
             }
         };
-        let evaluation = if gated && !evaluation.verdict.is_fresh() {
+        // A gated repetition is judged even when it has a run: a build
+        // under a tighter target may have run it, and whether it is needed
+        // is the earlier repetitions' to say (see `plan::gated`).
+        let evaluation = if gated {
             match self.gate(i, evaluation, reporter) {
                 Some(e) => e,
                 None => return false,

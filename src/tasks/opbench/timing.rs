@@ -7,14 +7,8 @@ use std::time::Instant;
 use cudarc::driver::{result::event, sys};
 use tch::Device;
 
+use crate::tasks::cuda::{driver_error, Events};
 use crate::tasks::error::TaskError;
-
-fn driver_error(what: &str) -> impl Fn(cudarc::driver::DriverError) -> TaskError + '_ {
-    move |e| TaskError::Torch {
-        during: what.to_owned(),
-        message: format!("{e:?}"),
-    }
-}
 
 /// Runs `f(i)` `warmup` times untimed, then `repeats` times timed; returns
 /// each timed repetition's duration in ms. `timed` is called between the
@@ -100,39 +94,6 @@ fn time_cuda<E>(
                 .map_err(driver_error("reading a CUDA event"))
         })
         .collect()
-}
-
-/// Back-to-back events: the end of one repetition is the start of the next,
-/// so no gap between repetitions goes untimed or is timed twice.
-struct Events(Vec<sys::CUevent>);
-
-impl Events {
-    fn new(n: usize) -> Result<Events, TaskError> {
-        let mut events = Events(Vec::with_capacity(n));
-        for _ in 0..n {
-            let e =
-                std::panic::catch_unwind(|| event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(|_| {
-                        TaskError::unavailable(
-                            "cuda",
-                            "libcuda could not be loaded to create CUDA events",
-                            "run on a machine with an NVIDIA driver",
-                        )
-                    })?
-                    .map_err(driver_error("creating a CUDA event"))?;
-            events.0.push(e);
-        }
-        Ok(events)
-    }
-}
-
-impl Drop for Events {
-    fn drop(&mut self) {
-        for e in &self.0 {
-            // SAFETY: created by `event::create` and destroyed once.
-            let _ = unsafe { event::destroy(*e) };
-        }
-    }
 }
 
 pub fn sync(device: Device) {

@@ -8,6 +8,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::cuda_graph::CudaGraph;
 use super::flow;
+use super::images::{preprocess, source_pool};
 use super::model::Vit;
 use super::results::{CudaGraphUse, Measurement, Settled};
 use super::spec::{
@@ -18,11 +19,6 @@ use crate::tasks::cuda;
 use crate::tasks::error::TaskError;
 use crate::tasks::nvtx::Nvtx;
 use crate::telemetry::{self, Monitor};
-
-/// Distinct source batches, rotated so that inputs are not one buffer.
-const SOURCE_POOL: usize = 4;
-const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
-const STD: [f64; 3] = [0.229, 0.224, 0.225];
 
 pub(crate) fn torch_error(during: &str) -> impl Fn(tch::TchError) -> TaskError + '_ {
     move |e| TaskError::Torch {
@@ -66,6 +62,10 @@ pub(super) struct Runner<'a> {
     batch_ms: Vec<f64>,
     stage_sum_ms: [f64; 4],
     forward_ms: Vec<f64>,
+    /// Each timed forward pass on the device, by CUDA events (GPU only),
+    /// and the events that time it.
+    forward_device_ms: Vec<f64>,
+    timer: Option<cuda::EventTimer>,
     peak_memory: Option<u64>,
     /// Batches arrive on the device through copy streams.
     copy_stream: bool,
@@ -191,43 +191,6 @@ pub(crate) fn telemetry_probe(device: Device) -> Result<Box<dyn telemetry::GpuPr
     }
 }
 
-/// `SOURCE_POOL` seeded uint8 batches `[B, 3, S, S]` on the host (pinned when
-/// they will be copied to a GPU).
-fn source_pool(config: &VitConfig, device: Device) -> Result<Vec<Tensor>, TaskError> {
-    let s = i64::from(config.source_size);
-    let shape = [i64::from(config.batch), 3, s, s];
-    (0..SOURCE_POOL)
-        .map(|_| {
-            let t = Tensor::f_randint(256, shape, (Kind::Uint8, Device::Cpu))?;
-            if device.is_cuda() {
-                t.f_pin_memory(device)
-            } else {
-                Ok(t)
-            }
-        })
-        .collect::<Result<_, _>>()
-        .map_err(torch_error("making the synthetic images"))
-}
-
-/// Resize to the model's resolution, normalize, cast.
-fn preprocess(raw: &Tensor, config: &VitConfig, kind: Kind) -> Result<Tensor, tch::TchError> {
-    let device = raw.device();
-    let size = i64::from(config.image_size);
-    let mean = Tensor::f_from_slice(&MEAN[..])?
-        .f_mul_scalar(255.0)?
-        .f_reshape([1, 3, 1, 1])?
-        .f_to_device_(device, Kind::Float, false, false)?;
-    let std = Tensor::f_from_slice(&STD[..])?
-        .f_mul_scalar(255.0)?
-        .f_reshape([1, 3, 1, 1])?
-        .f_to_device_(device, Kind::Float, false, false)?;
-    raw.f_to_kind(Kind::Float)?
-        .f_upsample_bilinear2d([size, size], false, None::<f64>, None::<f64>)?
-        .f_sub(&mean)?
-        .f_div(&std)?
-        .f_to_kind(kind)
-}
-
 /// The source batches, read by every preprocessing worker.
 struct SharedPool(Vec<Tensor>);
 
@@ -252,6 +215,8 @@ impl<'a> Runner<'a> {
             batch_ms: Vec::new(),
             stage_sum_ms: [0.0; 4],
             forward_ms: Vec::new(),
+            forward_device_ms: Vec::new(),
+            timer: device.is_cuda().then(cuda::EventTimer::new).flatten(),
             peak_memory: None,
             copy_stream: false,
             graph: None,
@@ -278,6 +243,7 @@ impl<'a> Runner<'a> {
         self.batch_ms.clear();
         self.stage_sum_ms = [0.0; 4];
         self.forward_ms.clear();
+        self.forward_device_ms.clear();
         Ok(settled)
     }
 
@@ -298,6 +264,7 @@ impl<'a> Runner<'a> {
             batch_ms: self.batch_ms,
             stage_sum_ms: self.stage_sum_ms,
             forward_ms: self.forward_ms,
+            forward_device_ms: self.forward_device_ms,
             peak_memory_bytes,
             copy_stream: self.copy_stream,
             traced_batches,
@@ -522,9 +489,12 @@ impl<'a> Runner<'a> {
         }
         let t = Instant::now();
         nvtx.push("forward");
+        let timed = self.timer.as_ref().is_some_and(cuda::EventTimer::start);
         let logits = self.forward(&images, in_static);
+        let timed = timed && self.timer.as_ref().is_some_and(cuda::EventTimer::stop);
         self.sync();
         nvtx.pop();
+        let device_ms = timed.then(|| self.timer.as_ref()?.elapsed_ms()).flatten();
         let logits = logits?;
         stages[2] = ms(t);
         let t = Instant::now();
@@ -553,6 +523,7 @@ impl<'a> Runner<'a> {
             }
             self.batch_ms.push(total);
             self.forward_ms.push(stages[2]);
+            self.forward_device_ms.extend(device_ms);
             for (sum, stage) in self.stage_sum_ms.iter_mut().zip(stages) {
                 *sum += stage;
             }

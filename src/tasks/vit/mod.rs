@@ -14,6 +14,8 @@ pub mod spec;
 #[cfg(feature = "torch")]
 pub mod cuda_graph;
 #[cfg(feature = "torch")]
+mod images;
+#[cfg(feature = "torch")]
 pub mod measure;
 #[cfg(feature = "torch")]
 pub mod model;

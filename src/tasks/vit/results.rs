@@ -29,6 +29,9 @@ pub struct Measurement {
     pub stage_sum_ms: [f64; 4],
     /// The forward stage of each measured batch, in ms.
     pub forward_ms: Vec<f64>,
+    /// The forward stage of each measured batch timed on the device by
+    /// CUDA events, in ms; empty on the CPU or where events failed.
+    pub forward_device_ms: Vec<f64>,
     pub peak_memory_bytes: Option<u64>,
     /// Batches reached the GPU through copy streams (the async flow).
     pub copy_stream: bool,
@@ -105,6 +108,15 @@ pub struct VitResults {
     /// synchronization), in ms, in order: medians free of the copies.
     #[serde(default)]
     pub forward_samples_ms: Vec<f64>,
+    /// The forward pass timed on the device (CUDA events around it on the
+    /// stream it runs on): the GPU's time per forward, free of the host's
+    /// clock and of the synchronization after it; absent on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_device_ms: Option<LatencyStats>,
+    /// Its samples, in order, less the excluded batches (as
+    /// `forward_samples_ms`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forward_device_samples_ms: Vec<f64>,
     /// Where the host-to-device copies ran: `"copy_stream"` (the async flow
     /// on a GPU: each worker's own stream, overlapping the forward pass of
     /// another batch) or `"compute_stream"` (before the forward pass, on
@@ -152,6 +164,12 @@ impl VitResults {
                 .collect()
         };
         let (batch_ms, forward_ms) = (kept(&m.batch_ms), kept(&m.forward_ms));
+        // One device time per batch, or none: never misaligned with the batches.
+        let device_ms = if m.forward_device_ms.len() == m.batch_ms.len() {
+            kept(&m.forward_device_ms)
+        } else {
+            Vec::new()
+        };
         let zero = LatencyStats {
             mean: 0.0,
             median: 0.0,
@@ -183,6 +201,8 @@ impl VitResults {
             tflops: throughput * m.flops_per_image as f64 / 1e12,
             latency_samples_ms: batch_ms,
             forward_samples_ms: forward_ms,
+            forward_device_ms: LatencyStats::from_samples(&device_ms, config.seed),
+            forward_device_samples_ms: device_ms,
             h2d_on: matches!(config.device, super::spec::Device::Cuda(_)).then(|| {
                 if m.copy_stream {
                     "copy_stream"
