@@ -1110,6 +1110,61 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     screenshot(&b, "together-findings.png");
 }
 
+/// With `check: true` the report tests each paired comparison against
+/// the A/A check of the same processes; the page's finding for the
+/// comparison the process's speed moved unequally says so with the F
+/// test's figures, and the one it moved alike carries no such sentence.
+#[test]
+fn a_finding_spread_beyond_its_aa_check_says_so_with_the_f_test() {
+    let ws = Ws::with(&TOGETHER.replace(
+        "together: [\"impl\"], repeat: 5",
+        "together: [\"impl\"], check: true, repeat: 6",
+    ));
+    std::fs::write(
+        ws.path().join("bench.py"),
+        include_str!("common/together_bench.py"),
+    )
+    .unwrap();
+    let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let findings =
+        b.js("return [...document.querySelectorAll('#findings li')].map(l => l.textContent);");
+    let findings: Vec<&str> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    let g = findings
+        .iter()
+        .find(|f| f.contains("impl = g"))
+        .unwrap_or_else(|| panic!("{findings:?}"));
+    assert!(
+        g.contains("as much as the A/A check's in the same processes (F test p = ")
+            && g.contains("the interval carries it"),
+        "{g}"
+    );
+    // The spread in three significant digits or whole, never `13501.1×`.
+    let times = g
+        .split(" spread ")
+        .nth(1)
+        .and_then(|s| s.split('×').next())
+        .unwrap_or("");
+    assert!(!times.contains('.') || times.len() <= 4, "{g}");
+    let b_ = findings
+        .iter()
+        .find(|f| f.contains("impl = b"))
+        .unwrap_or_else(|| panic!("{findings:?}"));
+    assert!(!b_.contains("A/A") && !b_.contains("unequally"), "{b_}");
+    // The twin is no finding of its own.
+    assert!(findings.iter().all(|f| !f.contains("a#2")), "{findings:?}");
+    screenshot(&b, "aa-check-finding.png");
+}
+
 /// A failing task's log tail (here, a proxy's truncated HTML) and a
 /// description carry `<!--<script>` into the page's data: the page still
 /// runs its own script (and only it: the CSP names the script's hash).

@@ -662,7 +662,13 @@
         let how = "";
         if (paired) {
           how = ` Measured together: both in each of ${reps} processes, the interval over their per-process ratios.`;
-          if (note.includes("moved these members unequally")) {
+          // The report's F test against the block's A/A check, where it has one.
+          const aa = note.match(/spread ([0-9.]+) times the A\/A check's \(F test p = ([^)]+)\)/);
+          if (aa) {
+            const f = Number(aa[1]);
+            const times = f >= 100 ? Math.round(f).toLocaleString("en-US") : f.toPrecision(3);
+            how += ` Their per-process ratios spread ${times}× as much as the A/A check's in the same processes (F test p = ${aa[2]}): the process's speed moved them unequally, and the interval carries it.`;
+          } else if (note.includes("moved these members unequally")) {
             how += " The process's speed moved them unequally, so pairing did not cancel it: the interval carries it.";
           }
         }
