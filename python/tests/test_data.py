@@ -104,6 +104,11 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["state"], "fresh")
         self.assertEqual(row["latency_ms.median"], 28.0)
         self.assertNotIn("note", row)  # text outside `env` is no metric
+        # The run's content key, start and duration, as the store records them.
+        self.assertRegex(row["key"], r"^[0-9a-f]{64}$")
+        self.assertEqual(len({r["key"] for r in rows}), 4)
+        self.assertGreater(row["duration_s"], 0)
+        self.assertRegex(row["started_at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
         with open(os.path.join(self.ws, "bench.py"), "a") as f:
             f.write("# changed\n")
         rows = vitgraph.runs("bench", backend="records", workspace=self.ws)

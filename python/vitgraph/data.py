@@ -21,6 +21,7 @@ the ``PATH``.
 """
 
 import csv
+import datetime
 import json
 import os
 import shutil
@@ -92,7 +93,9 @@ def runs(stage, backend="pandas", workspace=None):
     id, its params with their types, its state (``fresh`` or ``stale``) and
     the reasons, the host it was measured on when that is another host
     (``measured_elsewhere``, with ``signed_by``; None for a run measured
-    here), its verdict (``validity.verdict`` where the run has one),
+    here), its run's content key (``key``, hex), when it started
+    (``started_at``, UTC, ISO 8601) and how long it ran (``duration_s``),
+    its verdict (``validity.verdict`` where the run has one),
     its environment (``env.*``) and every number of its ``results.json`` by
     dotted path (``latency_ms.median``; per-batch lists are left out). The
     node ids and params come from ``vitgraph ls STAGE --json``, the states
@@ -119,6 +122,12 @@ def runs(stage, backend="pandas", workspace=None):
         elsewhere = st.get("measured_elsewhere") or {}
         base["measured_elsewhere"] = elsewhere.get("host")
         base["signed_by"] = elsewhere.get("signed_by")
+        run = n.get("run") or {}
+        base["key"] = run.get("key")
+        base["duration_s"] = run["duration_ms"] / 1000 if "duration_ms" in run else None
+        base["started_at"] = (
+            datetime.datetime.fromtimestamp(run["started_at_ms"] / 1000, datetime.timezone.utc)
+            .isoformat(timespec="seconds") if "started_at_ms" in run else None)
         for params, member in _members(n, doc):
             row = dict(base)
             row.update(params)

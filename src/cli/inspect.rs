@@ -114,6 +114,12 @@ pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result
     }
     let selected = crate::graph::select_named(&graph, &args.targets)?;
     if args.json {
+        // Each node's current run, as the store records it (none before
+        // the first build).
+        let states = match crate::store::Store::open_existing(&ws.root)? {
+            Some(s) => s.reader().load_states()?,
+            None => Default::default(),
+        };
         let nodes: Vec<serde_json::Value> = selected
             .iter()
             .map(|&i| {
@@ -132,6 +138,13 @@ pub(super) fn ls(ws: &Workspace, overrides: &[Override], args: LsArgs) -> Result
                 // A block measured together: its axes and members.
                 if let Some(t) = n.task.together() {
                     node["together"] = serde_json::to_value(t).unwrap_or_default();
+                }
+                if let Some(r) = states.get(&n.id).and_then(|s| s.latest_success.as_ref()) {
+                    node["run"] = serde_json::json!({
+                        "key": r.key.to_hex(),
+                        "started_at_ms": r.started_at_ms,
+                        "duration_ms": r.duration_ms,
+                    });
                 }
                 node
             })
