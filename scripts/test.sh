@@ -25,4 +25,15 @@ else
     VITGRAPH="$(cd "$bin" && pwd)/vitgraph"
 fi
 VITGRAPH="$VITGRAPH" python3 -m unittest discover -s python/tests
+# Again with pandas, polars and pyarrow (the DataFrame backends and the
+# Parquet reader), installed once beside the build into their own folder.
+pydeps="${CARGO_TARGET_DIR:-target}/pydeps"
+if ! PYTHONPATH="$pydeps" python3 -c 'import pandas, polars, pyarrow' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check --target "$pydeps" \
+        pandas polars pyarrow 2>&1 | grep -v -i "warning\|dependency conflicts\|requires\|incompatible" || true
+    PYTHONPATH="$pydeps" python3 -c 'import pandas, polars, pyarrow' \
+        || { echo "scripts/test.sh: pandas, polars and pyarrow could not be installed into $pydeps (pip install --target)" >&2; exit 1; }
+fi
+PYTHONPATH="$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=1 VITGRAPH="$VITGRAPH" \
+    python3 -m unittest discover -s python/tests
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"

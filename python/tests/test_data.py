@@ -83,6 +83,45 @@ class TableTest(unittest.TestCase):
             self.assertEqual(str(df["batch"].dtype), "int64")
             self.assertEqual(sorted(df["latency_ms.median"]), [2.0, 3.5, 16.0, 28.0])
 
+    def test_parquet_and_csv_give_the_same_table(self):
+        if not vitgraph.data._has("pyarrow"):
+            if os.environ.get("VITGRAPH_REQUIRE_DATAFRAMES") == "1":
+                self.fail("VITGRAPH_REQUIRE_DATAFRAMES=1 but pyarrow is not installed")
+            with self.assertRaisesRegex(VitgraphError, "pip install pyarrow"):
+                vitgraph.table("rep", backend="records", workspace=self.ws, source="parquet")
+            return
+        from_csv = vitgraph.table("rep", backend="records", workspace=self.ws, source="csv")
+        from_parquet = vitgraph.table("rep", backend="records", workspace=self.ws, source="parquet")
+        self.assertEqual(from_csv, from_parquet)
+        self.assertEqual([type(v) for v in from_csv[0].values()],
+                         [type(v) for v in from_parquet[0].values()])
+        # The default reads the Parquet file when pyarrow is there.
+        self.assertEqual(vitgraph.table("rep", backend="records", workspace=self.ws), from_parquet)
+        # A damaged Parquet file makes the report stale (vitgraph checks its
+        # outputs); its last rows asked for anyway, the error names the file
+        # and the way around.
+        with open(os.path.join(self.ws, "out", "rep", "table.parquet"), "wb") as f:
+            f.write(b"PAR1 not parquet")
+        with self.assertRaisesRegex(VitgraphError, "output_modified: out/rep/table.parquet"):
+            vitgraph.table("rep", backend="records", workspace=self.ws)
+        with self.assertRaisesRegex(VitgraphError, r"table\.parquet cannot be read as Parquet.*source=\"csv\""):
+            vitgraph.table("rep", backend="records", workspace=self.ws, stale_ok=True)
+
+    def test_dataframes_from_pandas_and_polars(self):
+        required = os.environ.get("VITGRAPH_REQUIRE_DATAFRAMES") == "1"
+        for backend in ("pandas", "polars"):
+            if not vitgraph.data._has(backend):
+                if required:
+                    self.fail(f"VITGRAPH_REQUIRE_DATAFRAMES=1 but {backend} is not installed")
+                continue
+            df = vitgraph.table("rep", backend=backend, workspace=self.ws)
+            self.assertEqual(list(df.columns)[:2], ["model", "batch"])
+            self.assertEqual(str(df["batch"].dtype).lower(), "int64")
+            self.assertEqual(sorted(df["latency_ms.median"].to_list()), [2.0, 3.5, 16.0, 28.0])
+            runs = vitgraph.runs("bench", backend=backend, workspace=self.ws)
+            self.assertEqual(len(runs), 4)
+            self.assertEqual(sorted(runs["latency_ms.median"].to_list()), [2.0, 3.5, 16.0, 28.0])
+
     def test_a_stale_report_says_so_unless_stale_rows_are_accepted(self):
         with open(os.path.join(self.ws, "bench.py"), "a") as f:
             f.write("# changed\n")

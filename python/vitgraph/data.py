@@ -249,10 +249,12 @@ def _read_csv(path):
     return header, columns
 
 
-def table(report, backend="pandas", stale_ok=False, workspace=None):
-    """The table of the report built by stage ``report`` (its
-    ``out/<report>/table.csv``), as a DataFrame (``backend="pandas"`` or
-    ``"polars"``) or a list of dicts (``"records"``)."""
+def table(report, backend="pandas", stale_ok=False, workspace=None, source="auto"):
+    """The table of the report built by stage ``report``, as a DataFrame
+    (``backend="pandas"`` or ``"polars"``) or a list of dicts
+    (``"records"``). Read from its ``out/<report>/table.parquet`` when
+    pyarrow is installed, from ``table.csv`` otherwise (``source="csv"`` or
+    ``"parquet"`` picks one): the same columns and values either way."""
     root = find_workspace(workspace)
     nodes = status(report, root)
     if not nodes:
@@ -269,8 +271,38 @@ def table(report, backend="pandas", stale_ok=False, workspace=None):
         raise VitgraphError(f"report `{report}` in {root} is {node['state']} ({why}): {fix}")
     if not built:
         raise VitgraphError(f"report `{report}` in {root} has no {path}: is `{report}` a `Report` stage?")
-    header, columns = _read_csv(path)
     if backend not in ("records", "pandas", "polars"):
         raise VitgraphError(f"backend {backend!r}: choose \"pandas\", \"polars\" or \"records\"")
-    rows = [dict(zip(header, row)) for row in zip(*columns)] if columns else []
+    parquet = os.path.join(root, "out", report, "table.parquet")
+    if source not in ("auto", "parquet", "csv"):
+        raise VitgraphError(f"source {source!r}: choose \"auto\", \"parquet\" or \"csv\"")
+    if source != "csv" and os.path.isfile(parquet) and (source == "parquet" or _has("pyarrow")):
+        header, rows = _read_parquet(parquet)
+    else:
+        header, columns = _read_csv(path)
+        rows = [dict(zip(header, row)) for row in zip(*columns)] if columns else []
     return _frame(rows, backend, header)
+
+
+def _has(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def _read_parquet(path):
+    """The header and rows of a report's ``table.parquet`` (needs pyarrow):
+    the same columns and values as its ``table.csv``, typed by the file."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise VitgraphError(f"reading {path} needs pyarrow (`pip install pyarrow`); "
+                            "source=\"csv\" reads the table.csv beside it") from None
+    try:
+        t = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several kinds for a damaged file
+        raise VitgraphError(f"{path} cannot be read as Parquet ({e}); source=\"csv\" reads "
+                            "the table.csv beside it, or `vitgraph build --force` rebuilds it") from None
+    return t.column_names, t.to_pylist()
