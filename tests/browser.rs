@@ -1165,6 +1165,36 @@ fn a_finding_spread_beyond_its_aa_check_says_so_with_the_f_test() {
     screenshot(&b, "aa-check-finding.png");
 }
 
+/// A report row's nodes are links: each opens its node's details, as the
+/// node list does (N10).
+#[test]
+fn a_report_rows_node_ids_open_their_details() {
+    let ws = Ws::new();
+    let (code, err) = ws.vitgraph(&["build", "report", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    b.click("tr.has-nodes");
+    let ids = b.js("return [...document.querySelectorAll('tr.row-nodes a.node-link')].map(a => a.textContent);");
+    let ids: Vec<&str> = ids
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].starts_with("runs["), "{ids:?}");
+    b.click("tr.row-nodes a.node-link");
+    let shown = b.js("return document.querySelector('#node-detail h3').textContent;");
+    assert_eq!(shown, json!(ids[0]));
+    // By keyboard too: the link takes the focus and Enter opens it.
+    let focusable = b.js("return document.querySelector('tr.row-nodes a.node-link').tabIndex;");
+    assert_eq!(focusable, json!(0));
+    screenshot(&b, "row-node-links.png");
+}
+
 /// A failing task's log tail (here, a proxy's truncated HTML) and a
 /// description carry `<!--<script>` into the page's data: the page still
 /// runs its own script (and only it: the CSP names the script's hash).

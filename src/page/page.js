@@ -38,6 +38,7 @@
     });
     return e;
   };
+  const nodeIndex = new Map(data.nodes.map((n, i) => [n[0], i]));
   const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#499894", "#76b7b2", "#edc948", "#b07aa1", "#86bcb6", "#9c755f", "#bab0ac"];  // no red: red marks a failure
   const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
 
@@ -491,7 +492,15 @@
         pressable(tr, () => {
           const next = tr.nextElementSibling;
           if (next && next.classList.contains("row-nodes")) { next.remove(); return; }
-          tr.after(el("tr", { class: "row-nodes" }, el("td", { colspan: String(t.names.length) }, "nodes: " + r[nodesCol])));
+          // Each id opens its node's details (under Nodes), as the node list does.
+          const ids = String(r[nodesCol]).split(" ").filter(Boolean);
+          const links = ids.flatMap((id, k) => {
+            const i = nodeIndex.get(id);
+            const link = i === undefined ? el("span", {}, id)
+              : pressable(el("a", { class: "node-link", href: "#node-detail", title: "open this node's details" }, id), (ev) => { ev.preventDefault(); show(i); });
+            return k ? [" ", link] : [link];
+          });
+          tr.after(el("tr", { class: "row-nodes" }, el("td", { colspan: String(t.names.length) }, "nodes: ", ...links)));
         });
       }
       if (several && envCol >= 0 && r[envCol] !== main[0]) {
