@@ -96,6 +96,17 @@ fn screenshot(b: &Browser, name: &str) {
     eprintln!("screenshot: {}", to.display());
 }
 
+/// The text of every element `css` selects, in document order.
+fn texts(b: &Browser, css: &str) -> Vec<String> {
+    let script = format!("return [...document.querySelectorAll({css:?})].map(e => e.textContent);");
+    b.js(&script)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// The checks every page must pass: no console error, no request, the
 /// graph drawn.
 fn sound(b: &Browser) {
@@ -1080,14 +1091,8 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     let Some(b) = Browser::start() else { return };
     b.open(&page);
     sound(&b);
-    let findings =
-        b.js("return [...document.querySelectorAll('#findings li')].map(l => l.textContent);");
-    let findings: Vec<&str> = findings
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
+    let findings = texts(&b, "#findings li");
+    let findings: Vec<&str> = findings.iter().map(String::as_str).collect();
     assert_eq!(findings.len(), 2, "{findings:?}");
     let (b_, g) = (findings[0], findings[1]);
     assert!(
@@ -1131,14 +1136,8 @@ fn a_finding_spread_beyond_its_aa_check_says_so_with_the_f_test() {
     let Some(b) = Browser::start() else { return };
     b.open(&page);
     sound(&b);
-    let findings =
-        b.js("return [...document.querySelectorAll('#findings li')].map(l => l.textContent);");
-    let findings: Vec<&str> = findings
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
+    let findings = texts(&b, "#findings li");
+    let findings: Vec<&str> = findings.iter().map(String::as_str).collect();
     let g = findings
         .iter()
         .find(|f| f.contains("impl = g"))
@@ -1193,6 +1192,77 @@ fn a_report_rows_node_ids_open_their_details() {
     let focusable = b.js("return document.querySelector('tr.row-nodes a.node-link').tabIndex;");
     assert_eq!(focusable, json!(0));
     screenshot(&b, "row-node-links.png");
+}
+
+/// A page written while a build runs says so, names the running node
+/// apart from the stale ones, and lists it under neither "Stale nodes"
+/// nor with an empty reason (L11). The build is held open by a file the
+/// test creates, not by a sleep.
+#[test]
+fn a_page_written_during_a_build_names_its_running_node() {
+    let ws = Ws::with(
+        r#"Pipeline(stages: {
+  "wait": Stage(task: Command(run: "while [ ! -f go ]; do sleep 0.05; done; echo ok > ${out}/w.txt", outputs: ["w.txt"])),
+  "after": Stage(needs: ["wait"], task: Command(run: "cp ${needs.wait}/w.txt ${out}/a.txt", outputs: ["a.txt"])),
+})"#,
+    );
+    let go = ws.path().join("go");
+    let mut build = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
+        .arg("-C")
+        .arg(ws.path())
+        .args(["build", "-j", "1"])
+        .env("VITGRAPH_NO_PROGRESS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until the store says `wait` is running (at most a minute, however loaded the machine).
+    let mut running = false;
+    for _ in 0..1200 {
+        let (_, err) = ws.vitgraph(&["report"]);
+        let html = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap_or_default();
+        // The page's data lists each node as [id, stage, state, …].
+        if err.contains("report.html") && html.contains(r#"["wait",0,"running""#) {
+            running = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let page = ws.path().join("out/report.html");
+    let checked = (|| {
+        assert!(running, "the build never showed `wait` running");
+        let Some(b) = Browser::start() else { return };
+        b.open(&page);
+        sound(&b);
+        let notice = b.js("return document.getElementById('in-progress').textContent;");
+        let notice = notice.as_str().unwrap();
+        assert!(
+            notice.starts_with("Build in progress: 1 node running as this page was written (wait)"),
+            "{notice}"
+        );
+        let stale = b
+            .js("return [...document.querySelectorAll('#stale-list li')].map(l => l.textContent);");
+        let stale: Vec<&str> = stale
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        // Each item reads `STATE ID: reasons`; `after` waits, `wait` runs.
+        let ids: Vec<&str> = stale
+            .iter()
+            .filter_map(|l| l.split(':').next()?.split(' ').nth(1))
+            .collect();
+        assert_eq!(ids, ["after"], "{stale:?}");
+        screenshot(&b, "build-in-progress.png");
+    });
+    let outcome = std::panic::catch_unwind(checked);
+    std::fs::write(&go, "").unwrap();
+    let status = build.wait().unwrap();
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+    assert!(status.success());
 }
 
 /// A failing task's log tail (here, a proxy's truncated HTML) and a

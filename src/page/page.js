@@ -75,8 +75,18 @@
         ...data.elsewhere.flatMap(([place, k], j) => [j ? "; " : "", `${k} on ${place}`]), "."));
     }
     precision(box);
+    // A build in progress as the page was written: its running nodes,
+    // apart from the stale ones waiting for it.
+    const running = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] === "running");
+    if (running.length) {
+      box.append(el("p", { class: "notice", id: "in-progress" },
+        `Build in progress: ${running.length} node${running.length === 1 ? "" : "s"} running as this page was written (`,
+        ...running.slice(0, 5).flatMap(([n, i], k) => [k ? ", " : "", el("a", { href: "#node-detail", onclick: () => show(i) }, n[0])]),
+        running.length > 5 ? `, … ${running.length - 5} more` : "",
+        "); `vitgraph report` writes the page again when it ends."));
+    }
     // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
-    const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed");
+    const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed" && n[2] !== "running");
     if (stale.length) {
       box.append(el("h3", {}, "Stale nodes"));
       const shown = new Map();

@@ -388,7 +388,6 @@ fn native_block(
     block: &[&Param],
     read: impl Fn(&[Param]) -> Result<TaskSpec, PipelineError>,
 ) -> Result<TaskSpec, PipelineError> {
-    use crate::tasks::block::Block;
     let axes: Vec<String> = block.iter().map(|p| p.name.clone()).collect();
     let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
     let mut together = members(&axes, &params);
@@ -399,34 +398,22 @@ fn native_block(
     }
     let task = match specs.first() {
         Some(TaskSpec::Vit(_)) => {
-            let members: Vec<_> = specs
-                .into_iter()
-                .filter_map(|t| match t {
-                    TaskSpec::Vit(v) => Some(v),
-                    _ => None,
-                })
-                .collect();
-            let mut first = members[0].clone();
-            first.together = Some(Box::new(Block {
-                block: together,
-                members,
-            }));
-            TaskSpec::Vit(first)
+            let members = specs.into_iter().filter_map(|t| match t {
+                TaskSpec::Vit(v) => Some(v),
+                _ => None,
+            });
+            TaskSpec::Vit(with_block(members.collect(), together, |f, b| {
+                f.together = Some(b)
+            }))
         }
         Some(TaskSpec::OpBench(_)) => {
-            let members: Vec<_> = specs
-                .into_iter()
-                .filter_map(|t| match t {
-                    TaskSpec::OpBench(o) => Some(o),
-                    _ => None,
-                })
-                .collect();
-            let mut first = members[0].clone();
-            first.together = Some(Box::new(Block {
-                block: together,
-                members,
-            }));
-            TaskSpec::OpBench(first)
+            let members = specs.into_iter().filter_map(|t| match t {
+                TaskSpec::OpBench(o) => Some(o),
+                _ => None,
+            });
+            TaskSpec::OpBench(with_block(members.collect(), together, |f, b| {
+                f.together = Some(b)
+            }))
         }
         other => unreachable!(
             "a native block's task reads as a `Vit` or `OpBench`, not {:?}",
@@ -443,6 +430,23 @@ fn native_block(
             .with_help(e.help)
     })?;
     Ok(task)
+}
+
+/// The first member's spec holding the block (`set` puts it in place).
+fn with_block<S: Clone>(
+    members: Vec<S>,
+    together: Together,
+    set: impl FnOnce(&mut S, Box<crate::tasks::block::Block<S>>),
+) -> S {
+    let mut first = members[0].clone();
+    set(
+        &mut first,
+        Box::new(crate::tasks::block::Block {
+            block: together,
+            members,
+        }),
+    );
+    first
 }
 
 /// Each member's values of the together axes as params, in the order of
