@@ -1229,7 +1229,7 @@ fn a_page_written_during_a_build_names_its_running_node() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let page = ws.path().join("out/report.html");
-    let checked = (|| {
+    let checked = || {
         assert!(running, "the build never showed `wait` running");
         let Some(b) = Browser::start() else { return };
         b.open(&page);
@@ -1255,7 +1255,7 @@ fn a_page_written_during_a_build_names_its_running_node() {
             .collect();
         assert_eq!(ids, ["after"], "{stale:?}");
         screenshot(&b, "build-in-progress.png");
-    });
+    };
     let outcome = std::panic::catch_unwind(checked);
     std::fs::write(&go, "").unwrap();
     let status = build.wait().unwrap();
