@@ -169,6 +169,50 @@ fn joins_metrics_and_results_by_params_into_an_exact_csv() {
     assert!(!md.contains("Warning"), "{md}");
 }
 
+/// `answer` names the metric that answers the study's question: under the
+/// title, with what it measures (an end-to-end latency is labelled as
+/// host-paced and CPU-bound where the CPU preprocesses); a metric the
+/// table lacks is an error naming it, before anything is written.
+#[test]
+fn the_answering_metric_is_named_with_what_it_measures() {
+    let mut fx = Fixture::new();
+    fx.node(
+        "runs",
+        &[("dim", int(192))],
+        &[("results.json", results(&[2.0, 2.0], "H100"))],
+    );
+    let ctx = fx.context("report");
+    run(
+        &spec(r#"(title: "RQ", sources: ["runs"], columns: ["latency_ms.median"], answer: Some("latency_ms.median"))"#),
+        &ctx,
+    )
+    .unwrap();
+    let md = read(&ctx.out, "report.md");
+    assert!(
+        md.starts_with("# RQ\n\n**Answered by** `latency_ms.median`: the end-to-end batch latency")
+            && md.contains("CPU-bound where the CPU preprocesses"),
+        "{md}"
+    );
+    let mut fx = Fixture::new();
+    fx.node(
+        "runs",
+        &[("dim", int(192))],
+        &[("results.json", results(&[2.0, 2.0], "H100"))],
+    );
+    let ctx = fx.context("report");
+    let err = run(
+        &spec(r#"(title: "RQ", sources: ["runs"], columns: ["latency_ms.median"], answer: Some("forward_device_ms.median"))"#),
+        &ctx,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`answer` names `forward_device_ms.median`"),
+        "{err}"
+    );
+    assert!(!ctx.out.join("report.md").exists());
+}
+
 #[test]
 fn a_missing_upstream_file_names_the_node() {
     let mut fx = Fixture::new();

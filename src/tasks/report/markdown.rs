@@ -21,8 +21,31 @@ const FACETS: [(&str, &str); 6] = [
     ("numa", "NUMA"),
 ];
 
+/// What a metric a report answers with measures, in words: the GPU's own
+/// time, or an end-to-end number the host paces (CPU-bound where the CPU
+/// preprocesses), so a reader knows whether it carries over between hosts.
+fn what_it_measures(metric: &str) -> &'static str {
+    let root = metric.split('.').next().unwrap_or(metric);
+    match root {
+        "forward_device_ms" => "the forward pass timed on the GPU by CUDA events, the GPU's time per forward; with a CUDA graph it carries over between processes and hosts with this GPU",
+        "latency_ms" => "the end-to-end batch latency (preprocessing, copies and the forward pass) timed by the host; CPU-bound where the CPU preprocesses, so it moves with the host's speed between processes",
+        "throughput_images_per_s" => "end-to-end images per second over the timed window, paced by the host like the latency; CPU-bound where the CPU preprocesses",
+        "stages_ms" => "one stage of each batch timed by the host after a device synchronization",
+        "time_ms" => "the operator timed on the device by CUDA events (by the host clock on a CPU)",
+        "gpu_utilization" | "gpu_utilization_all" | "kernel_time_ratio" | "kernel_count" | "launch_latency_ns" => "from the CUPTI trace of the analysed window",
+        _ => "as the runs' `results.json` give it",
+    }
+}
+
 pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Comparison>) -> String {
     let mut md = format!("# {}\n\n", super::cell::markdown_text(&spec.title));
+    if let Some(metric) = &spec.answer {
+        let _ = writeln!(
+            md,
+            "**Answered by** `{metric}`: {}.\n",
+            what_it_measures(metric)
+        );
+    }
     over_target(&mut md, spec, table);
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);

@@ -13,6 +13,20 @@ use crate::tasks::{TaskContext, TaskError};
 /// `spec.sources` and writes [`ReportSpec::outputs`] into `ctx.out`.
 pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
     let table = build_table(spec, ctx)?;
+    if let Some(answer) = &spec.answer {
+        let named = table.names.contains(answer)
+            || spec.compare.as_ref().is_some_and(|c| &c.metric == answer);
+        if !named {
+            return Err(TaskError::UnknownTableColumn {
+                field: "answer".to_owned(),
+                name: answer.clone(),
+                help: format!(
+                    "`answer` names the metric that answers the report's question: list it in `columns` (the table's columns are {})",
+                    table.names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
     // Check every spec field against the table before writing anything, so a
     // typo in a plot does not leave a half-done output directory behind.
     let comparison = spec

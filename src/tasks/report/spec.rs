@@ -54,6 +54,12 @@ pub struct ReportSpec {
     /// than ±`target` of its value (0.02: ±2 %) is flagged in `wide`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<f64>,
+    /// The metric that answers the study's question: a column of the
+    /// table (or the comparison's metric). `report.md` names it under the
+    /// title with what it measures — the GPU's time, or an end-to-end
+    /// number the host paces. Left out of the serialized spec when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// `Plot(...)`: one column against another, one line per value of `series`
