@@ -41,6 +41,51 @@ impl Ranged for Ticked {
 /// each when it spans less than two); an axis of integers at integers; any
 /// other at 1, 2 or 5 times a power of ten, about six of them.
 pub(super) fn ticks(r: &std::ops::Range<f64>, log: bool, integers: bool) -> Vec<f64> {
+    let t = round_ticks(r, log, integers);
+    with_floor_tick(t, r, log, integers)
+}
+
+/// `ticks` plus one near the data's minimum (the range less its 5 %
+/// padding, rounded up to two significant digits) when the lowest round
+/// tick sits far above it — more than half a step, or a factor of 2 on a
+/// log axis — so a line along the bottom of a plot has a number beside it.
+fn with_floor_tick(
+    mut t: Vec<f64>,
+    r: &std::ops::Range<f64>,
+    log: bool,
+    integers: bool,
+) -> Vec<f64> {
+    let (lo, hi) = (r.start, r.end);
+    let (Some(&first), true) = (t.first(), t.len() >= 2 && hi > lo) else {
+        return t;
+    };
+    let step = t[1] - t[0];
+    let min = lo + (hi - lo) / 22.0;
+    let (far, near) = if log {
+        (2f64.log10(), 1.5f64.log10())
+    } else {
+        (0.5 * step, 0.3 * step)
+    };
+    if first - min <= far {
+        return t;
+    }
+    let value = if log { 10f64.powf(min) } else { min };
+    if value <= 0.0 && log {
+        return t;
+    }
+    let digits = 10f64.powf(value.abs().log10().floor() - 1.0);
+    let mut rounded = (value / digits).ceil() * digits;
+    if integers {
+        rounded = rounded.ceil();
+    }
+    let at = if log { rounded.log10() } else { rounded };
+    if at < first - near && at >= lo {
+        t.insert(0, at);
+    }
+    t
+}
+
+fn round_ticks(r: &std::ops::Range<f64>, log: bool, integers: bool) -> Vec<f64> {
     let (lo, hi) = (r.start, r.end);
     if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
         return vec![lo];

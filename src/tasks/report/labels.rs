@@ -79,8 +79,14 @@ pub(super) fn tick(value: f64, log: bool) -> String {
         const PREFIXES: [&str; 5] = ["k", "M", "G", "T", "P"];
         let step = ((v.abs().log10().floor() as usize) / 3).clamp(1, PREFIXES.len());
         let mantissa = v / 10f64.powi(3 * step as i32);
-        let m = format!("{mantissa:.3}");
-        let m = m.trim_end_matches('0').trim_end_matches('.');
+        // Three significant digits: 243M, 87.5M, 2.5M (never 242.814M).
+        let decimals = (2 - mantissa.abs().log10().floor() as i32).clamp(0, 2) as usize;
+        let m = format!("{mantissa:.decimals$}");
+        let m = if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            &m
+        };
         return format!("{m}{}", PREFIXES[step - 1]);
     }
     let text = super::cell::format_sig(v);

@@ -701,6 +701,30 @@ mod tests {
         let t = ticks(&(0.0..1.0), false, false);
         let labels: Vec<String> = t.iter().map(|v| tick(*v, false)).collect();
         assert_eq!(labels, ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+        // Data far above the lowest round tick's place gets a tick of its
+        // own near its minimum (the quickstart's 53 images/s line).
+        let r = range([53.0, 400.0, 1000.0].into_iter());
+        let labels: Vec<String> = ticks(&r, false, false)
+            .iter()
+            .map(|v| tick(*v, false))
+            .collect();
+        assert_eq!(labels, ["53", "200", "400", "600", "800", "1000"]);
+        let r = range([53f64, 9_000.0, 400_000.0].iter().map(|v| v.log10()));
+        let labels: Vec<String> = ticks(&r, true, false)
+            .iter()
+            .map(|v| tick(*v, true))
+            .collect();
+        assert_eq!(labels, ["100", "1000", "10k", "100k"]);
+        let r = range([23f64, 9_000.0, 400_000.0].iter().map(|v| v.log10()));
+        let labels: Vec<String> = ticks(&r, true, false)
+            .iter()
+            .map(|v| tick(*v, true))
+            .collect();
+        assert_eq!(labels[0], "23", "{labels:?}");
+        // Tick labels carry three significant digits.
+        assert_eq!(tick(242_814_000.0, false), "243M");
+        assert_eq!(tick(874_579_968.0, false), "875M");
+        assert_eq!(tick(87_450_000.0, false), "87.5M");
     }
 
     #[test]
