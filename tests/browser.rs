@@ -1265,6 +1265,44 @@ fn a_page_written_during_a_build_names_its_running_node() {
     assert!(status.success());
 }
 
+/// A report made stale by an edit of its comparison keeps the findings of
+/// what was built: the metric its numbers are of, not the edited one (N4).
+#[test]
+fn a_stale_reports_findings_name_what_was_built() {
+    let study = STUDY.replace(
+        r#"plots: [Plot(x: "batch", y: "throughput_images_per_s", series: "model", log_x: true)],"#,
+        r#"compare: Some(Compare(param: "batch", baseline: 1, metric: "throughput_images_per_s")),"#,
+    );
+    assert_ne!(study, STUDY);
+    let ws = Ws::with(&study);
+    let (code, err) = ws.vitgraph(&["build", "report", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let file = ws.path().join("pipelines/study.ron");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            r#"metric: "throughput_images_per_s")"#,
+            r#"metric: "latency_ms.median")"#,
+        ),
+    )
+    .unwrap();
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let findings = texts(&b, "#findings li");
+    assert!(!findings.is_empty(), "no findings");
+    for f in &findings {
+        assert!(
+            f.contains("throughput at batch = ") && !f.contains("latency"),
+            "{f}"
+        );
+    }
+    let badge = texts(&b, "#findings h3 .badge.stale");
+    assert_eq!(badge, ["stale"]);
+}
+
 /// A failing task's log tail (here, a proxy's truncated HTML) and a
 /// description carry `<!--<script>` into the page's data: the page still
 /// runs its own script (and only it: the CSP names the script's hash).

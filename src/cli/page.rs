@@ -505,6 +505,21 @@ impl Gather<'_> {
             };
             plots.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)).then_with(|| a.0.cmp(&b.0)));
             let md = read("report.md");
+            // The spec the shown run was built with (its key's parts): a
+            // stale report's findings name the param, baseline and metric
+            // its numbers are of, not the edited spec's (N4). The current
+            // spec where the recorded one no longer reads as a `Report`.
+            let parts = store.reader().key_parts(run).ok();
+            let built = parts
+                .map(|p| p.value())
+                .as_ref()
+                .and_then(|p| p.get("parts").unwrap_or(p).get("spec"))
+                .and_then(|s| serde_json::from_value::<TaskSpec>(s.clone()).ok())
+                .and_then(|t| match t {
+                    TaskSpec::Report(r) => Some(r),
+                    _ => None,
+                });
+            let shown = built.as_ref().unwrap_or(spec);
             // The title the shown run was built with: `report.md`'s heading.
             let built_title = md
                 .as_deref()
@@ -543,7 +558,7 @@ impl Gather<'_> {
                 title: spec.title.clone(),
                 table,
                 compare: read("compare.csv").map(|t| parse_csv(&t)),
-                compare_of: spec
+                compare_of: shown
                     .compare
                     .as_ref()
                     .map(|c| [c.param.clone(), c.baseline.to_string(), c.metric.clone()]),
