@@ -1077,9 +1077,10 @@ const TOGETHER: &str = r#"Pipeline(stages: {
                                 compare: Some(Compare(param: "impl", baseline: "a", metric: "latency_ms.median")))),
 })"#;
 
-#[test]
-fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
-    let ws = Ws::with(TOGETHER);
+/// A workspace of `study` whose `bench.py` is the together benchmark
+/// (`common/together_bench.py`), built.
+fn built_together(study: &str) -> Ws {
+    let ws = Ws::with(study);
     std::fs::write(
         ws.path().join("bench.py"),
         include_str!("common/together_bench.py"),
@@ -1087,6 +1088,12 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
     .unwrap();
     let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
     assert_eq!(code, 0, "{err}");
+    ws
+}
+
+#[test]
+fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
+    let ws = built_together(TOGETHER);
     let page = ws.page();
     let Some(b) = Browser::start() else { return };
     b.open(&page);
@@ -1121,17 +1128,10 @@ fn a_finding_measured_together_says_so_and_whether_the_band_cancelled() {
 /// test's figures, and the one it moved alike carries no such sentence.
 #[test]
 fn a_finding_spread_beyond_its_aa_check_says_so_with_the_f_test() {
-    let ws = Ws::with(&TOGETHER.replace(
+    let ws = built_together(&TOGETHER.replace(
         "together: [\"impl\"], repeat: 5",
         "together: [\"impl\"], check: true, repeat: 6",
     ));
-    std::fs::write(
-        ws.path().join("bench.py"),
-        include_str!("common/together_bench.py"),
-    )
-    .unwrap();
-    let (code, err) = ws.vitgraph(&["build", "-j", "1"]);
-    assert_eq!(code, 0, "{err}");
     let page = ws.page();
     let Some(b) = Browser::start() else { return };
     b.open(&page);

@@ -175,13 +175,16 @@ fn joins_metrics_and_results_by_params_into_an_exact_csv() {
 /// table lacks is an error naming it, before anything is written.
 #[test]
 fn the_answering_metric_is_named_with_what_it_measures() {
+    let one_run = |fx: &mut Fixture| {
+        fx.node(
+            "runs",
+            &[("dim", int(192))],
+            &[("results.json", results(&[2.0, 2.0], "H100"))],
+        );
+        fx.context("report")
+    };
     let mut fx = Fixture::new();
-    fx.node(
-        "runs",
-        &[("dim", int(192))],
-        &[("results.json", results(&[2.0, 2.0], "H100"))],
-    );
-    let ctx = fx.context("report");
+    let ctx = one_run(&mut fx);
     run(
         &spec(r#"(title: "RQ", sources: ["runs"], columns: ["latency_ms.median"], answer: Some("latency_ms.median"))"#),
         &ctx,
@@ -194,12 +197,7 @@ fn the_answering_metric_is_named_with_what_it_measures() {
         "{md}"
     );
     let mut fx = Fixture::new();
-    fx.node(
-        "runs",
-        &[("dim", int(192))],
-        &[("results.json", results(&[2.0, 2.0], "H100"))],
-    );
-    let ctx = fx.context("report");
+    let ctx = one_run(&mut fx);
     let err = run(
         &spec(r#"(title: "RQ", sources: ["runs"], columns: ["latency_ms.median"], answer: Some("forward_device_ms.median"))"#),
         &ctx,

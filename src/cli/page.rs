@@ -509,12 +509,8 @@ impl Gather<'_> {
             // stale report's findings name the param, baseline and metric
             // its numbers are of, not the edited spec's (N4). The current
             // spec where the recorded one no longer reads as a `Report`.
-            let parts = store.reader().key_parts(run).ok();
-            let built = parts
-                .map(|p| p.value())
-                .as_ref()
-                .and_then(|p| p.get("parts").unwrap_or(p).get("spec"))
-                .and_then(|s| serde_json::from_value::<TaskSpec>(s.clone()).ok())
+            let built = super::status::store_parts(store, run)
+                .and_then(|r| serde_json::from_value::<TaskSpec>(r.parts.spec_value()).ok())
                 .and_then(|t| match t {
                     TaskSpec::Report(r) => Some(r),
                     _ => None,

@@ -470,7 +470,8 @@ fn print_stages(
 }
 
 /// The key parts recorded with a run, fetched from the store.
-fn store_parts(store: &Store, run: &crate::store::RunRecord) -> Option<RecordedParts> {
+/// The key parts recorded with `run`, parsed.
+pub(super) fn store_parts(store: &Store, run: &crate::store::RunRecord) -> Option<RecordedParts> {
     store.reader().key_parts(run).ok()?.parse()
 }
 
