@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         .into(),
         gpus: vec![vitgraph::gpu::GpuId::index(0)],
         node: format!("{kind} {spec}"),
+        log: None,
         upstream: Default::default(),
     };
     let result = match kind.as_str() {

@@ -26,6 +26,8 @@ traverse() {
 }
 target="$(readlink -f "${CARGO_TARGET_DIR:-target}")"
 traverse "$target/debug"
+# The Jupyter kernel the `Notebook` tests run (scripts/test.sh installs it there).
+traverse "$target/pydeps"
 [ -n "${LIBTORCH:-}" ] && traverse "$LIBTORCH/lib"
 traverse "$(dirname "$(readlink -f "$(command -v python3)")")"
 traverse "$PWD/../shared" 2>/dev/null || true
@@ -33,7 +35,8 @@ bin="$target/debug"
 as_user() {
     runuser -u "$user" -- env -i HOME="$home" USER="$user" PATH="$PATH" \
         LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" TMPDIR=/tmp NO_COLOR=1 \
-        VITGRAPH_LEAN_EXE="$bin/vitgraph-lean" "$@"
+        VITGRAPH_LEAN_EXE="$bin/vitgraph-lean" \
+        VITGRAPH_PYDEPS="$target/pydeps" VITGRAPH_REQUIRE_JUPYTER=1 "$@"
 }
 echo "test-as-user: as $user (uid $(id -u "$user")): $(as_user id)"
 

@@ -26,14 +26,20 @@ else
 fi
 VITGRAPH="$VITGRAPH" python3 -m unittest discover -s python/tests
 # Again with pandas, polars and pyarrow (the DataFrame backends and the
-# Parquet reader), installed once beside the build into their own folder.
+# Parquet reader), installed once beside the build into their own folder,
+# with what `Notebook` nodes run on (a Jupyter kernel: nbclient, ipykernel,
+# nbconvert; matplotlib for the study's notebook).
 pydeps="${CARGO_TARGET_DIR:-target}/pydeps"
-if ! PYTHONPATH="$pydeps" python3 -c 'import pandas, polars, pyarrow' 2>/dev/null; then
+wanted="pandas polars pyarrow nbclient ipykernel nbconvert matplotlib"
+if ! PYTHONPATH="$pydeps" python3 -c "import ${wanted// /, }" 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check --target "$pydeps" \
-        pandas polars pyarrow 2>&1 | grep -v -i "warning\|dependency conflicts\|requires\|incompatible" || true
-    PYTHONPATH="$pydeps" python3 -c 'import pandas, polars, pyarrow' \
-        || { echo "scripts/test.sh: pandas, polars and pyarrow could not be installed into $pydeps (pip install --target)" >&2; exit 1; }
+        $wanted 2>&1 | grep -v -i "warning\|dependency conflicts\|requires\|incompatible" || true
+    PYTHONPATH="$pydeps" python3 -c "import ${wanted// /, }" \
+        || { echo "scripts/test.sh: $wanted could not be installed into $pydeps (pip install --target)" >&2; exit 1; }
 fi
 PYTHONPATH="$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=1 VITGRAPH="$VITGRAPH" \
     python3 -m unittest discover -s python/tests
+# The `Notebook` tests run a real kernel from there, and must (not skip).
+VITGRAPH_PYDEPS="$(cd "$pydeps" && pwd)"
+export VITGRAPH_PYDEPS VITGRAPH_REQUIRE_JUPYTER=1
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"

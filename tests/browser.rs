@@ -62,12 +62,18 @@ impl Ws {
     }
 
     fn vitgraph(&self, args: &[&str]) -> (i32, String) {
+        self.vitgraph_with(args, &[])
+    }
+
+    /// `vitgraph ARGS…` with `env` set on top.
+    fn vitgraph_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_vitgraph"))
             .arg("-C")
             .arg(self.path())
             .args(args)
             .env("NO_COLOR", "1")
             .env("VITGRAPH_NO_PROGRESS", "1")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         (
@@ -1409,4 +1415,63 @@ fn a_plot_edit_is_named_in_the_stale_banner() {
         banner.contains(r#"Report.plots[0].y: "throughput_images_per_s" → "latency_ms.median""#),
         "{banner}"
     );
+}
+
+/// A `Notebook` node's executed HTML and notebook are linked under the
+/// reports, with its state; its id opens its details. Needs a Jupyter
+/// kernel (see `tests/cli/notebook.rs`): skipped without one unless
+/// `VITGRAPH_REQUIRE_JUPYTER=1`.
+#[test]
+fn a_notebook_nodes_html_is_linked_under_the_reports() {
+    let pydeps = std::env::var("VITGRAPH_PYDEPS").unwrap_or_default();
+    let jupyter = Command::new("python3")
+        .args(["-c", "import nbclient, ipykernel, nbconvert"])
+        .env("PYTHONPATH", &pydeps)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !jupyter {
+        assert!(
+            std::env::var_os("VITGRAPH_REQUIRE_JUPYTER").is_none_or(|v| v != "1"),
+            "VITGRAPH_REQUIRE_JUPYTER=1 but python3 has no Jupyter kernel (PYTHONPATH={pydeps:?})"
+        );
+        eprintln!("skipped: no Jupyter kernel (set VITGRAPH_PYDEPS)");
+        return;
+    }
+    let study = STUDY.replacen(
+        "\"report\": Stage(",
+        r#""analysis": Stage(needs: ["report"], task: Notebook(path: "nb/look.ipynb", params: {"table": "${needs.report}/table.csv"})),
+        "report": Stage("#,
+        1,
+    );
+    let ws = Ws::with(&study);
+    let notebook = json!({
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "source": "table = ''", "outputs": [], "execution_count": null},
+            {"cell_type": "code", "id": "r", "metadata": {}, "source": "print(len(open(table).read().splitlines()) - 1, 'rows')", "outputs": [], "execution_count": null},
+        ],
+    });
+    std::fs::create_dir_all(ws.path().join("nb")).unwrap();
+    std::fs::write(ws.path().join("nb/look.ipynb"), notebook.to_string()).unwrap();
+    let (code, err) = ws.vitgraph_with(
+        &["build", "analysis", "-j", "2"],
+        &[("PYTHONPATH", &pydeps)],
+    );
+    assert_eq!(code, 0, "{err}");
+    let page = ws.page();
+    let Some(b) = Browser::start() else { return };
+    b.open(&page);
+    sound(&b);
+    let links = texts(&b, "#notebook-list a:not(.node-link)");
+    assert_eq!(links, ["look.html", "look.ipynb"]);
+    assert_eq!(texts(&b, "#notebook-list .badge"), ["fresh"]);
+    // The link opens the executed notebook's HTML, which holds its output.
+    let href = b.js("return document.querySelector('#notebook-list a[href$=\"look.html\"]').href;");
+    let html = href.as_str().unwrap().trim_start_matches("file://");
+    assert!(std::fs::read_to_string(html).unwrap().contains("9 rows"));
+    b.click("#notebook-list a.node-link");
+    let shown = b.js("return document.querySelector('#node-detail h3').textContent;");
+    assert_eq!(shown, json!("analysis"));
+    screenshot(&b, "notebook-links.png");
 }

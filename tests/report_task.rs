@@ -73,6 +73,7 @@ impl Fixture {
             needs: BTreeMap::new(),
             gpus: Vec::new(),
             node: "report".to_owned(),
+            log: None,
             upstream: self.upstream.clone(),
         }
     }

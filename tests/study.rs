@@ -90,6 +90,7 @@ fn every_pipeline_loads_with_the_documented_stage_sizes() {
         ("rq1_traces", 39),
         ("rq1_analysis", 39),
         ("rq1_report", 1),
+        ("rq1_notebook", 1),
         ("rq2_runs", 17),
         ("rq2_analysis", 17),
         ("rq2_report", 1),

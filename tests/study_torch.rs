@@ -77,6 +77,22 @@ fn rq1_runs_end_to_end_on_the_cpu() {
     let faceted = plots.join("throughput_images_per_s_vs_dim_by_patch_per_depth.svg");
     let svg = std::fs::read_to_string(&faceted).unwrap();
     assert!(svg.contains("depth = 1"), "{svg}");
+    // The seed's analysis as a notebook over the table just built.
+    if std::env::var_os("VITGRAPH_PYDEPS").is_some() {
+        let mut args = vec!["build", "rq1_notebook"];
+        for p in &params {
+            args.extend(["-p", p]);
+        }
+        let built = study.ok(&args);
+        let out = study.dir.path().join("out/rq1_notebook");
+        assert!(out.join("rq1_cliff.png").is_file(), "{built}");
+        assert!(out.join("rq1.html").is_file());
+        // Its last cell printed the medians below 768 dims (all of them here).
+        let executed: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("rq1.ipynb")).unwrap()).unwrap();
+        let printed = executed["cells"].as_array().unwrap().last().unwrap()["outputs"].to_string();
+        assert!(printed.contains("below 768"), "{printed}");
+    }
 }
 
 #[test]

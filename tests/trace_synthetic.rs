@@ -292,6 +292,7 @@ fn analyze_task_writes_its_five_outputs() {
         needs: Default::default(),
         gpus: vec![],
         node: "analyze".into(),
+        log: None,
         upstream: Default::default(),
     };
     // Without `perfetto`, the window's tracks but not its events.
@@ -464,6 +465,7 @@ fn export_task_converts_kineto_copies_sqlite_and_rejects_unknown_names() {
         needs: Default::default(),
         gpus: vec![],
         node: "export".into(),
+        log: None,
         upstream: Default::default(),
     };
     std::fs::write(

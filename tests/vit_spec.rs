@@ -15,6 +15,7 @@ fn context(out: &std::path::Path) -> TaskContext {
         needs: Default::default(),
         gpus: vec![],
         node: "test".into(),
+        log: None,
         upstream: Default::default(),
     }
 }

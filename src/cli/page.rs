@@ -242,6 +242,11 @@ impl Gather<'_> {
             .map(|s| StageView {
                 name: s.name.clone(),
                 pipeline: s.file.display().to_string(),
+                kind: s
+                    .nodes
+                    .first()
+                    .map_or("", |&n| self.graph.nodes[n].task.kind())
+                    .to_owned(),
                 description: s.about.description.clone(),
                 ..StageView::default()
             })

@@ -22,6 +22,11 @@ pub(crate) struct KeyParts {
     pub spec: Box<serde_json::value::RawValue>,
     /// Content hash of every declared workspace input, by path.
     pub inputs: BTreeMap<String, ContentHash>,
+    /// Code cells of a notebook input (`PATH#N`, `PATH#kernel`; see
+    /// `tasks::notebook::code_cells`), which stands in `inputs` for none
+    /// of its bytes. Empty, and left out of the encoding, for other tasks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cells: BTreeMap<String, ContentHash>,
     /// Output manifest hash of every upstream node, by node id.
     pub upstream: BTreeMap<String, ContentHash>,
     /// Key-affecting environment facets (GPU model, driver major, …), for
@@ -42,6 +47,7 @@ impl PartialEq for KeyParts {
             && self.version == other.version
             && self.spec.get() == other.spec.get()
             && self.inputs == other.inputs
+            && self.cells == other.cells
             && self.upstream == other.upstream
             && self.env == other.env
             && self.repetition == other.repetition
@@ -152,6 +158,7 @@ mod tests {
             version: 1,
             spec: raw_json(&serde_json::json!({"run": "echo 1", "outputs": ["v.txt"]})),
             inputs: BTreeMap::new(),
+            cells: BTreeMap::new(),
             upstream: BTreeMap::new(),
             env: BTreeMap::new(),
             repetition: None,

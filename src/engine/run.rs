@@ -189,6 +189,7 @@ pub(crate) fn launch(job: &Job) -> Result<Launch, NodeFailure> {
                 upstream: job.upstream.clone(),
                 gpus: job.gpus.clone(),
                 node: job.node.clone(),
+                log: Some(job.log.clone()),
             };
             let job_file = job.log.with_extension("job.json");
             let body = serde_json::json!({ "spec": spec, "ctx": ctx });

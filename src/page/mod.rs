@@ -96,6 +96,8 @@ pub(crate) struct PrecisionView {
 pub(crate) struct StageView {
     pub name: String,
     pub pipeline: String,
+    /// Its nodes' task kind (`Vit`, `Notebook`, …).
+    pub kind: String,
     /// The stage's `description`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -309,7 +311,7 @@ pub(crate) fn render(study: &Study) -> String {
 <section id=\"graph\"><h2>Stage graph</h2>{graph}</section>\
 <section id=\"timeline\"><h2>Timeline</h2><div id=\"build-info\"></div>{timeline}</section>\
 {compare}\
-<section id=\"reports\"><h2>Reports</h2><div id=\"report-list\"></div></section>\
+<section id=\"reports\"><h2>Reports</h2><div id=\"report-list\"></div><div id=\"notebook-list\"></div></section>\
 <section id=\"nodes\"><h2>Nodes</h2><div id=\"node-browser\"></div></section>\
 </main>{plots}\
 <script type=\"application/json\" id=\"data\">{data}</script>\

@@ -899,11 +899,28 @@
     }
   }
 
+  // Analysis notebooks (`Notebook` nodes): their executed HTML and .ipynb,
+  // with their state, under the reports.
+  function notebooks() {
+    const rows = [];
+    data.nodes.forEach((n, i) => {
+      if (data.stages[n[1]].kind !== "Notebook") return;
+      const files = data.details[i].files || [];
+      const links = files.filter(([name]) => name.endsWith(".html") || name.endsWith(".ipynb"));
+      const id = el("a", { class: "node-link", href: "#node-detail", title: "open this node's details" }, n[0]);
+      rows.push(el("li", {}, pressable(id, (ev) => { ev.preventDefault(); show(i); }), " ", el("span", { class: "badge " + n[2] }, n[2]), " ",
+        ...(links.length ? links.flatMap(([name, , href], k) => [k ? " · " : "", el("a", { href }, name)]) : [el("span", { class: "meta" }, "not built")])));
+    });
+    if (!rows.length) return;
+    $("notebook-list").append(el("h3", {}, "Notebooks"), el("ul", { class: "notebooks" }, ...rows));
+  }
+
   findings();
   stages();
   timeline();
   comparison();
   reports();
+  notebooks();
   nodes();
   document.body.dataset.ready = "1";
 })();

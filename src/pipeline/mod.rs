@@ -13,6 +13,7 @@ mod decl;
 mod error;
 mod expand;
 mod files;
+mod hydra;
 mod load;
 mod nodes;
 mod overrides;

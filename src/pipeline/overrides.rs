@@ -48,9 +48,17 @@ pub(super) fn apply_overrides(
             start: value_start as u32,
             end: sources.text(src).len() as u32,
         };
-        let node = match parsed {
-            Some(n) if value_of(&n).is_some() && !matches!(n.kind, Kind::Unit(_)) => n,
-            _ => bare_value(&o.value, span),
+        let node = match super::hydra::sweep(&o.value) {
+            Some(Ok(values)) => hydra_node(values, span),
+            Some(Err(message)) => {
+                return Err(sources
+                    .error(format!("`-p {text}`: {message}"), span, "not a sweep vitgraph can build")
+                    .with_help("`-p` takes a RON value (`[1, 2, 4]`) or Hydra's override syntax (`1,2,4`, `range(1,5)`, `choice(a,b)`); the book's Pipelines chapter shows both"))
+            }
+            None => match parsed {
+                Some(n) if value_of(&n).is_some() && !matches!(n.kind, Kind::Unit(_)) => n,
+                _ => bare_value(&o.value, span),
+            },
         };
         let mut hit = false;
         for d in decls.iter_mut() {
@@ -143,6 +151,31 @@ fn resolve_list_axes(
         }
     }
     Ok(())
+}
+
+/// A Hydra sweep's values as a list node (one quoted value: a string).
+fn hydra_node(values: Vec<super::hydra::Element>, span: Span) -> Node {
+    use super::hydra::Element;
+    let node = |e: Element| {
+        let kind = match e {
+            Element::Int(i) => Kind::Int(i),
+            Element::Float(x) => Kind::Float(x),
+            Element::Bool(b) => Kind::Bool(b),
+            Element::Str(value) => Kind::Str {
+                value,
+                raw_offset: 0,
+                escaped: true,
+            },
+        };
+        Node { kind, span }
+    };
+    if let [one @ Element::Str(_)] = values.as_slice() {
+        return node(one.clone());
+    }
+    Node {
+        kind: Kind::List(values.into_iter().map(node).collect()),
+        span,
+    }
 }
 
 /// A `-p` value that is not RON: a bracketed list of bare words

@@ -49,7 +49,10 @@ pub fn placed(graph: &Graph) -> Vec<bool> {
                 Some(p) => p == Placement::Cluster,
                 None => !matches!(
                     n.task,
-                    TaskSpec::Analyze(_) | TaskSpec::Report(_) | TaskSpec::Export(_)
+                    TaskSpec::Analyze(_)
+                        | TaskSpec::Report(_)
+                        | TaskSpec::Export(_)
+                        | TaskSpec::Notebook(_)
                 ),
             },
         )

@@ -107,7 +107,9 @@ pub enum SoftwareEnv {
     Python { interpreter: String },
 }
 
-fn bare_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SoftwareEnv>, D::Error> {
+pub(crate) fn bare_env<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SoftwareEnv>, D::Error> {
     SoftwareEnv::deserialize(d).map(Some)
 }
 

@@ -128,6 +128,16 @@ pub enum TaskError {
     )]
     DrawPlot { path: PathBuf, detail: String },
 
+    /// A notebook that did not run: a failing cell (with its line and
+    /// traceback), a missing Jupyter package, a kernel that is not there.
+    #[error("notebook `{path}`: {message}")]
+    #[diagnostic(code(vitgraph::task::notebook), help("{help}"))]
+    Notebook {
+        path: String,
+        message: String,
+        help: String,
+    },
+
     /// A field of the spec has a value the task cannot run with.
     #[error("invalid `{kind}` spec: {message}")]
     #[diagnostic(

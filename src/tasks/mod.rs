@@ -22,6 +22,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod export;
 pub mod hygiene;
+pub mod notebook;
 pub mod nvtx;
 pub mod opbench;
 pub mod report;
@@ -45,6 +46,7 @@ pub enum TaskSpec {
     Export(export::ExportSpec),
     Analyze(analyze::AnalyzeSpec),
     Report(report::ReportSpec),
+    Notebook(notebook::NotebookSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -69,6 +71,7 @@ impl TaskSpec {
             TaskSpec::Export(_) => "Export",
             TaskSpec::Analyze(_) => "Analyze",
             TaskSpec::Report(_) => "Report",
+            TaskSpec::Notebook(_) => "Notebook",
         }
     }
 
@@ -82,10 +85,13 @@ impl TaskSpec {
             TaskSpec::Export(_) => export::VERSION,
             TaskSpec::Analyze(_) => analyze::VERSION,
             TaskSpec::Report(_) => report::VERSION,
+            TaskSpec::Notebook(_) => notebook::VERSION,
         }
     }
 
-    /// Workspace files whose content is part of the key (relative to the root).
+    /// Workspace files whose content is part of the key (relative to the
+    /// root). A `Notebook`'s is keyed by its code cells, not its bytes
+    /// ([`TaskSpec::keyed_by_code`]).
     pub fn inputs(&self) -> Vec<String> {
         match self {
             TaskSpec::Command(c) => c.inputs.clone(),
@@ -93,6 +99,16 @@ impl TaskSpec {
             TaskSpec::Export(e) => e.inputs(),
             TaskSpec::Analyze(a) => a.inputs(),
             TaskSpec::Report(_) => Vec::new(),
+            TaskSpec::Notebook(n) => n.inputs(),
+        }
+    }
+
+    /// The input whose code cells, not its bytes, are part of the key (a
+    /// `Notebook`'s notebook; see [`notebook::code_cells`]).
+    pub fn keyed_by_code(&self) -> Option<&str> {
+        match self {
+            TaskSpec::Notebook(n) => Some(&n.path),
+            _ => None,
         }
     }
 
@@ -105,6 +121,7 @@ impl TaskSpec {
             TaskSpec::Export(_) => vec![export::OUTPUT.to_string()],
             TaskSpec::Analyze(a) => a.outputs(),
             TaskSpec::Report(r) => r.outputs(),
+            TaskSpec::Notebook(n) => n.outputs(),
         }
     }
 
@@ -114,7 +131,7 @@ impl TaskSpec {
             TaskSpec::Vit(v) => hygiene::device_resources(&v.device),
             TaskSpec::OpBench(o) => hygiene::device_resources(&o.device),
             TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
-            TaskSpec::Report(_) => Resources::default(),
+            TaskSpec::Report(_) | TaskSpec::Notebook(_) => Resources::default(),
         }
     }
 
@@ -123,6 +140,7 @@ impl TaskSpec {
         let specific = match self {
             TaskSpec::Vit(v) => v.validate().err().map(|m| (m, "fix the field in the pipeline file; `Vit` fields are listed in the book's Experiments chapter")),
             TaskSpec::OpBench(o) => o.validate().err().map(|m| (m, "fix the field in the pipeline file; `OpBench` fields are listed in the book's Experiments chapter")),
+            TaskSpec::Notebook(n) => n.validate().err().map(|m| (m, "fix the field in the pipeline file; `Notebook` fields are listed in the book's \"From Python\" chapter")),
             TaskSpec::Command(c) if c.measure && !c.outputs.iter().any(|o| o == command::RESULTS_JSON) => Some((
                 format!("a `Command` with `measure: true` writes `{}`, but its `outputs` do not list it", command::RESULTS_JSON),
                 "add \"results.json\" to `outputs`: it holds the measurement (its form is in the book's Repetitions chapter)",
@@ -171,6 +189,7 @@ impl TaskSpec {
     pub fn software_env(&self) -> Option<&command::SoftwareEnv> {
         match self {
             TaskSpec::Command(c) => c.env.as_ref(),
+            TaskSpec::Notebook(n) => n.env.as_ref(),
             _ => None,
         }
     }
@@ -261,6 +280,9 @@ pub struct TaskContext {
     pub gpus: Vec<crate::gpu::GpuId>,
     /// The node id, for messages.
     pub node: String,
+    /// The node's log: what a task keeps of a failed run goes beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
     /// Upstream nodes by stage name, with their params: what a `Report` joins.
     #[serde(default)]
     pub upstream: BTreeMap<String, Vec<UpstreamNode>>,
@@ -308,6 +330,7 @@ pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> 
         TaskSpec::Export(s) => export::run(s, ctx),
         TaskSpec::Analyze(s) => analyze::run(s, ctx),
         TaskSpec::Report(s) => report::run(s, ctx),
+        TaskSpec::Notebook(s) => notebook::run(s, ctx),
     }
 }
 

@@ -11,6 +11,7 @@ mod crash;
 mod freshness;
 mod graph_cache;
 mod noop;
+mod notebook;
 mod pipeline_errors;
 mod promises;
 mod remotes;

@@ -648,6 +648,54 @@ fn override_with_a_value_of_the_wrong_type() {
     );
 }
 
+/// `-p` takes Hydra's override syntax beside RON's: `a,b,c`, `range(…)`
+/// with its exclusive stop, `choice(…)`, a quoted value with a comma.
+#[test]
+fn overrides_in_hydras_syntax_sweep_as_the_ron_form_does() {
+    let ws = Workspace::with_pipelines(&[("sweep.ron", SWEEP)]);
+    let ls = |p: &str| {
+        let out = ws.run(&["ls", "runs", "-p", p]);
+        assert_eq!(out.code, 0, "{p}: {}", out.stderr);
+        out.stdout.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let ron = ls("res=[1, 2, 4, 8]");
+    assert_eq!(ron.len(), 4, "{ron:?}");
+    assert_eq!(ls("res=1,2,4,8"), ron);
+    assert_eq!(ls("res=choice(1,2,4,8)"), ron);
+    assert_eq!(ls("res=sort(8,4,2,1)"), ron);
+    let range = ls("res=range(1,9)");
+    assert_eq!(range.len(), 8, "the stop is exclusive: {range:?}");
+    assert_eq!(range[0], "runs[res=1]");
+    assert_eq!(range[7], "runs[res=8]");
+    // A quoted value is one value, its comma kept.
+    assert_eq!(ls("res='224,512'"), ["runs[res=224,512]"]);
+}
+
+#[test]
+fn a_hydra_sweep_vitgraph_cannot_build_is_named_with_the_fix() {
+    let stderr = rejected(
+        "a_hydra_sweep_vitgraph_cannot_build",
+        &[("sweep.ron", SWEEP)],
+        &["build", "-p", "res=range(9,1)"],
+        Some("-p res=range(9,1):1:5"),
+        &[
+            "`-p res=range(9,1)`: `range(9,1)` has no values: its stop is exclusive, as in Hydra and Python",
+            "Hydra's override syntax",
+        ],
+    );
+    assert!(
+        stderr.contains("not a sweep vitgraph can build"),
+        "{stderr}"
+    );
+    rejected(
+        "an_interval_sweep",
+        &[("sweep.ron", SWEEP)],
+        &["build", "-p", "res=interval(0,1)"],
+        None,
+        &["continuous interval"],
+    );
+}
+
 #[test]
 fn unknown_target() {
     let ws = Workspace::with_pipelines(&[("sweep.ron", SWEEP)]);

@@ -38,6 +38,22 @@ impl Study {
                     .expect("copy a pipeline");
             }
         }
+        // The study's notebooks (`Notebook` nodes read them from the workspace).
+        let notebooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("notebooks");
+        if let Ok(entries) = std::fs::read_dir(&notebooks) {
+            std::fs::create_dir_all(dir.path().join("notebooks")).expect("create notebooks/");
+            for path in entries.flatten().map(|e| e.path()) {
+                if path.extension().is_some_and(|e| e == "ipynb") {
+                    std::fs::copy(
+                        &path,
+                        dir.path()
+                            .join("notebooks")
+                            .join(path.file_name().expect("a file name")),
+                    )
+                    .expect("copy a notebook");
+                }
+            }
+        }
         Study { dir }
     }
 
@@ -56,6 +72,10 @@ impl Study {
             cmd.env("VITGRAPH_TORCH_EXE", torch);
         }
         cmd.current_dir(self.dir.path()).env("NO_COLOR", "1");
+        // The Jupyter kernel of `Notebook` nodes, where scripts/test.sh installed it.
+        if let Some(pydeps) = std::env::var_os("VITGRAPH_PYDEPS") {
+            cmd.env("PYTHONPATH", pydeps);
+        }
         cmd
     }
 

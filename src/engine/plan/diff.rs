@@ -57,6 +57,7 @@ pub(super) fn diff_parts(
             out.push(Reason::new(ReasonKind::InputChanged, detail));
         }
     }
+    cell_changes(old, now, out);
     let ids: std::collections::BTreeSet<&String> =
         old.upstream.keys().chain(now.upstream.keys()).collect();
     for id in ids {
@@ -78,6 +79,54 @@ pub(super) fn diff_parts(
                 format!("{f} {} → {}", show(a), show(b)),
             ));
         }
+    }
+}
+
+/// Which of a notebook's code cells changed (`notebooks/rq1.ipynb: code
+/// cell 3 changed, code cell 5 added`), in cell order: one reason per notebook.
+fn cell_changes(old_parts: &KeyParts, now_parts: &KeyParts, out: &mut Vec<Reason>) {
+    use crate::tasks::notebook::describe_part;
+    let (old, now) = (&old_parts.cells, &now_parts.cells);
+    let mut parts: Vec<&String> = old.keys().chain(now.keys()).collect();
+    parts.sort_by_key(|p| {
+        let n = p
+            .rsplit_once('#')
+            .and_then(|(_, n)| n.parse::<usize>().ok());
+        (
+            p.rsplit_once('#').map(|(path, _)| path.to_owned()),
+            n.unwrap_or(usize::MAX),
+            p.to_string(),
+        )
+    });
+    parts.dedup();
+    let mut by_file: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for p in parts {
+        let (a, b) = (old.get(p), now.get(p));
+        if a == b {
+            continue;
+        }
+        let Some((path, what)) = describe_part(p) else {
+            continue;
+        };
+        // A notebook gone missing (or back) is said so by `inputs`.
+        if old_parts.inputs.contains_key(path) || now_parts.inputs.contains_key(path) {
+            continue;
+        }
+        let how = match (a, b) {
+            (None, _) => "added",
+            (_, None) => "removed",
+            _ => "changed",
+        };
+        by_file
+            .entry(path)
+            .or_default()
+            .push(format!("{what} {how}"));
+    }
+    for (path, changes) in by_file {
+        out.push(Reason::new(
+            ReasonKind::InputChanged,
+            format!("{path}: {}", changes.join(", ")),
+        ));
     }
 }
 

@@ -3,13 +3,39 @@
 //! file, and without a store (`build -n` on a fresh workspace) straight from
 //! the bytes.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::Evaluator;
+use crate::graph::Node;
 use crate::hash::ContentHash;
 use crate::store::{Hasher, StoreError};
 
+/// Content hashes by name.
+type Hashes = BTreeMap<String, ContentHash>;
+
 impl<'a> Evaluator<'a> {
+    /// A node's key parts of its workspace inputs: each input's hash by
+    /// path (zeros for a missing one), and a notebook's code cells in
+    /// place of its bytes (see `tasks::notebook::code_cells`).
+    pub(super) fn hash_inputs(&self, node: &Node) -> Result<(Hashes, Hashes), StoreError> {
+        let mut inputs = BTreeMap::new();
+        let mut cells = BTreeMap::new();
+        for rel in node.inputs() {
+            let path = self.root.join(&rel);
+            let hash = self.hash_input(&path)?;
+            if hash.is_some() && node.task.keyed_by_code() == Some(rel.as_str()) {
+                // Hashed all the same: the no-op snapshot watches the file.
+                if let Ok(bytes) = std::fs::read(&path) {
+                    cells = crate::tasks::notebook::code_cells(&rel, &bytes);
+                    continue;
+                }
+            }
+            inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
+        }
+        Ok((inputs, cells))
+    }
+
     /// The store's hasher, telling the observer what it judges.
     pub(super) fn hasher(&self) -> Option<Hasher<'a>> {
         self.store.map(|s| s.hasher().observed(self.observer))

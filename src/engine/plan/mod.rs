@@ -261,11 +261,7 @@ impl<'a> Evaluator<'a> {
         node: &Node,
         upstream: BTreeMap<String, ContentHash>,
     ) -> Result<KeyParts, JudgeError> {
-        let mut inputs = BTreeMap::new();
-        for rel in node.inputs() {
-            let hash = self.hash_input(&self.root.join(&rel))?;
-            inputs.insert(rel, hash.unwrap_or(ContentHash([0; 32])));
-        }
+        let (inputs, cells) = self.hash_inputs(node)?;
         let mut env = if node.task.measures_hardware() {
             let mut facets = self
                 .env
@@ -292,6 +288,7 @@ impl<'a> Evaluator<'a> {
             version: node.task.version(),
             spec: super::key::raw_json(&node.task),
             inputs,
+            cells,
             upstream,
             env,
             repetition: node.rep.filter(|&r| r > 1),
