@@ -36,7 +36,7 @@ as_user() {
     runuser -u "$user" -- env -i HOME="$home" USER="$user" PATH="$PATH" \
         LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" TMPDIR=/tmp NO_COLOR=1 \
         VITGRAPH_LEAN_EXE="$bin/vitgraph-lean" \
-        VITGRAPH_PYDEPS="$target/pydeps" VITGRAPH_REQUIRE_JUPYTER=1 "$@"
+        VITGRAPH_PYDEPS="$target/pydeps" VITGRAPH_REQUIRE_JUPYTER=1 VITGRAPH_REQUIRE_HYDRA=1 "$@"
 }
 echo "test-as-user: as $user (uid $(id -u "$user")): $(as_user id)"
 

@@ -28,18 +28,21 @@ VITGRAPH="$VITGRAPH" python3 -m unittest discover -s python/tests
 # Again with pandas, polars and pyarrow (the DataFrame backends and the
 # Parquet reader), installed once beside the build into their own folder,
 # with what `Notebook` nodes run on (a Jupyter kernel: nbclient, ipykernel,
-# nbconvert; matplotlib for the study's notebook).
+# nbconvert; matplotlib for the study's notebook) and Hydra (the multirun
+# the Hydra tests bring in is made by Hydra itself).
 pydeps="${CARGO_TARGET_DIR:-target}/pydeps"
-wanted="pandas polars pyarrow nbclient ipykernel nbconvert matplotlib"
-if ! PYTHONPATH="$pydeps" python3 -c "import ${wanted// /, }" 2>/dev/null; then
+wanted="pandas polars pyarrow nbclient ipykernel nbconvert matplotlib hydra-core"
+modules="pandas, polars, pyarrow, nbclient, ipykernel, nbconvert, matplotlib, hydra"
+if ! PYTHONPATH="$pydeps" python3 -c "import $modules" 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check --target "$pydeps" \
         $wanted 2>&1 | grep -v -i "warning\|dependency conflicts\|requires\|incompatible" || true
-    PYTHONPATH="$pydeps" python3 -c "import ${wanted// /, }" \
+    PYTHONPATH="$pydeps" python3 -c "import $modules" \
         || { echo "scripts/test.sh: $wanted could not be installed into $pydeps (pip install --target)" >&2; exit 1; }
 fi
 PYTHONPATH="$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=1 VITGRAPH="$VITGRAPH" \
     python3 -m unittest discover -s python/tests
-# The `Notebook` tests run a real kernel from there, and must (not skip).
+# The `Notebook` tests run a real kernel from there, and the Hydra tests a
+# real multirun; both must run (not skip).
 VITGRAPH_PYDEPS="$(cd "$pydeps" && pwd)"
-export VITGRAPH_PYDEPS VITGRAPH_REQUIRE_JUPYTER=1
+export VITGRAPH_PYDEPS VITGRAPH_REQUIRE_JUPYTER=1 VITGRAPH_REQUIRE_HYDRA=1
 cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"

@@ -36,6 +36,8 @@ pub(super) struct StageDecl {
     pub matrix_span: Option<Span>,
     /// `files: "PATTERN"`: one node per matching workspace file.
     pub files: Option<Node>,
+    /// `hydra: "MULTIRUN"`: one node per job (`files` walks their overrides).
+    pub hydra: Option<Node>,
     pub exclude: Vec<Node>,
     pub include: Vec<Node>,
     pub for_each: Option<Ident>,
@@ -79,7 +81,8 @@ type Reader = fn(&Sources, &Ident, &Node, &mut StageDecl) -> Result<(), Pipeline
 /// Every key a `Stage(…)` takes, with its reader.
 const STAGE: &[(&str, Reader)] = &[
     ("matrix", read_matrix),
-    ("files", read_files),
+    ("files", read_source),
+    ("hydra", read_source),
     ("exclude", read_filter),
     ("include", read_filter),
     ("for_each", read_for_each),
@@ -305,6 +308,7 @@ fn read_stage(
         axes: Vec::new(),
         matrix_span: None,
         files: None,
+        hydra: None,
         exclude: Vec::new(),
         include: Vec::new(),
         for_each: None,
@@ -471,14 +475,15 @@ fn read_filter(
     Ok(())
 }
 
-fn read_files(
-    _: &Sources,
-    _: &Ident,
+/// `files: "PATTERN"` or `hydra: "MULTIRUN"` (see `hydra_runs`).
+fn read_source(
+    sources: &Sources,
+    key: &Ident,
     value: &Node,
     stage: &mut StageDecl,
 ) -> Result<(), PipelineError> {
-    stage.files = Some(value.clone());
-    Ok(())
+    let slots = (&mut stage.files, &mut stage.hydra);
+    super::hydra_runs::read(sources, &key.name, value, &stage.name.name, slots)
 }
 
 fn read_for_each(

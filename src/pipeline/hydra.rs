@@ -210,7 +210,7 @@ fn sort(parts: &[&str], whole: &str) -> Result<Vec<Element>, String> {
 }
 
 /// One element, typed as Hydra types it.
-fn element(text: &str) -> Result<Element, String> {
+pub(crate) fn element(text: &str) -> Result<Element, String> {
     let t = text.trim();
     if t.is_empty() {
         return Err("an empty value in a sweep: remove the extra comma".to_owned());

@@ -14,6 +14,7 @@ mod error;
 mod expand;
 mod files;
 mod hydra;
+mod hydra_runs;
 mod load;
 mod nodes;
 mod overrides;

@@ -189,17 +189,13 @@ impl Expander<'_> {
         Ok(match &s.files {
             Some(pattern) => {
                 let names: Vec<&str> = file.params.iter().map(|p| p.name.as_str()).collect();
-                let found = super::files::expand(
-                    self.root,
-                    self.sources,
-                    &s.name.name,
-                    pattern,
-                    &s.exclude,
-                    &names,
-                )?;
+                let stage = (s.name.name.as_str(), s.hydra.as_ref(), &s.exclude[..]);
+                let found =
+                    super::hydra_runs::walk(self.root, self.sources, stage, pattern, &names)?;
                 self.listings.extend(found.listings);
                 self.warnings.extend(found.warning);
-                found.combos.into_iter().map(|(c, f)| (c, Some(f))).unzip()
+                let combos = found.combos;
+                combos.into_iter().map(|(c, f)| (c, Some(f))).unzip()
             }
             None => {
                 let combos = expand::expand(
@@ -277,6 +273,9 @@ impl Expander<'_> {
         }
         if let (Some(rel), Some(pattern)) = (matched, &s.files) {
             overlay(&mut params, file_param(rel, pattern.span));
+            if s.hydra.is_some() {
+                overlay(&mut params, super::hydra_runs::job_param(rel, pattern.span));
+            }
         }
         // `repeat: 1`: one repetition, not named in the id; `${rep}` is 1.
         if let Some(node) = &s.repeat {

@@ -271,6 +271,10 @@ pub(super) fn remote_objects(
 ) -> Result<Vec<(PathBuf, Option<ContentHash>, u64)>, StoreError> {
     let mut out = Vec::new();
     let root = remote.root.join("objects");
+    // A remote whose first push was killed before its first object: empty.
+    if !root.exists() && remote.root.is_dir() {
+        return Ok(out);
+    }
     for entry in walkdir::WalkDir::new(&root).min_depth(2).max_depth(2) {
         let entry = entry.map_err(|e| remote.unreachable(e.into()))?;
         let shard = entry

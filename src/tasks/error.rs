@@ -138,6 +138,11 @@ pub enum TaskError {
         help: String,
     },
 
+    /// A file an `Import` names that it cannot take.
+    #[error("{message}")]
+    #[diagnostic(code(vitgraph::task::import), help("{help}"))]
+    Import { message: String, help: String },
+
     /// A field of the spec has a value the task cannot run with.
     #[error("invalid `{kind}` spec: {message}")]
     #[diagnostic(

@@ -22,6 +22,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod export;
 pub mod hygiene;
+pub mod import;
 pub mod notebook;
 pub mod nvtx;
 pub mod opbench;
@@ -47,6 +48,7 @@ pub enum TaskSpec {
     Analyze(analyze::AnalyzeSpec),
     Report(report::ReportSpec),
     Notebook(notebook::NotebookSpec),
+    Import(import::ImportSpec),
 }
 
 /// What a task needs from the scheduler beyond a CPU slot.
@@ -72,6 +74,7 @@ impl TaskSpec {
             TaskSpec::Analyze(_) => "Analyze",
             TaskSpec::Report(_) => "Report",
             TaskSpec::Notebook(_) => "Notebook",
+            TaskSpec::Import(_) => "Import",
         }
     }
 
@@ -86,6 +89,7 @@ impl TaskSpec {
             TaskSpec::Analyze(_) => analyze::VERSION,
             TaskSpec::Report(_) => report::VERSION,
             TaskSpec::Notebook(_) => notebook::VERSION,
+            TaskSpec::Import(_) => import::VERSION,
         }
     }
 
@@ -100,6 +104,7 @@ impl TaskSpec {
             TaskSpec::Analyze(a) => a.inputs(),
             TaskSpec::Report(_) => Vec::new(),
             TaskSpec::Notebook(n) => n.inputs(),
+            TaskSpec::Import(i) => i.inputs(),
         }
     }
 
@@ -122,6 +127,7 @@ impl TaskSpec {
             TaskSpec::Analyze(a) => a.outputs(),
             TaskSpec::Report(r) => r.outputs(),
             TaskSpec::Notebook(n) => n.outputs(),
+            TaskSpec::Import(i) => i.outputs(),
         }
     }
 
@@ -131,7 +137,9 @@ impl TaskSpec {
             TaskSpec::Vit(v) => hygiene::device_resources(&v.device),
             TaskSpec::OpBench(o) => hygiene::device_resources(&o.device),
             TaskSpec::Export(_) | TaskSpec::Analyze(_) => Resources::default(),
-            TaskSpec::Report(_) | TaskSpec::Notebook(_) => Resources::default(),
+            TaskSpec::Report(_) | TaskSpec::Notebook(_) | TaskSpec::Import(_) => {
+                Resources::default()
+            }
         }
     }
 
@@ -140,6 +148,7 @@ impl TaskSpec {
         let specific = match self {
             TaskSpec::Vit(v) => v.validate().err().map(|m| (m, "fix the field in the pipeline file; `Vit` fields are listed in the book's Experiments chapter")),
             TaskSpec::OpBench(o) => o.validate().err().map(|m| (m, "fix the field in the pipeline file; `OpBench` fields are listed in the book's Experiments chapter")),
+            TaskSpec::Import(i) => i.validate().err().map(|m| (m, "fix the field in the pipeline file; `Import` is in the book's \"From Python\" chapter")),
             TaskSpec::Notebook(n) => n.validate().err().map(|m| (m, "fix the field in the pipeline file; `Notebook` fields are listed in the book's \"From Python\" chapter")),
             TaskSpec::Command(c) if c.measure && !c.outputs.iter().any(|o| o == command::RESULTS_JSON) => Some((
                 format!("a `Command` with `measure: true` writes `{}`, but its `outputs` do not list it", command::RESULTS_JSON),
@@ -331,6 +340,7 @@ pub fn run_builtin(spec: &TaskSpec, ctx: &TaskContext) -> Result<(), TaskError> 
         TaskSpec::Analyze(s) => analyze::run(s, ctx),
         TaskSpec::Report(s) => report::run(s, ctx),
         TaskSpec::Notebook(s) => notebook::run(s, ctx),
+        TaskSpec::Import(s) => import::run(s, ctx),
     }
 }
 

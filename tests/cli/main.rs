@@ -10,6 +10,7 @@ mod compare;
 mod crash;
 mod freshness;
 mod graph_cache;
+mod hydra;
 mod noop;
 mod notebook;
 mod pipeline_errors;

@@ -200,6 +200,25 @@ fn concurrent_pushes_leave_the_remote_consistent() {
     assert!(v.stdout.contains(" 0 problems"), "{}", v.stdout);
 }
 
+/// The state a push killed right after it made the remote's folder
+/// leaves (its `tmp/`, no `objects/` or `runs/` yet): an empty remote to
+/// every command, not an unreadable one.
+#[test]
+fn a_remote_whose_first_push_died_before_any_object_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    std::fs::create_dir_all(remote.join("tmp")).unwrap();
+    let ws = study(dir.path(), 2, &remote, "");
+    let v = verify(&ws);
+    ok(&v);
+    assert!(v.stdout.contains(" 0 problems"), "{}", v.stdout);
+    ok(&vg(&ws, GPU_HOST, &["build"]));
+    ok(&vg(&ws, GPU_HOST, &["push"]));
+    let v = verify(&ws);
+    ok(&v);
+    assert!(v.stdout.contains("3 run records"), "{}", v.stdout);
+}
+
 #[test]
 fn a_push_killed_at_any_moment_leaves_the_remote_consistent() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,8 +239,9 @@ fn a_push_killed_at_any_moment_leaves_the_remote_consistent() {
             let v = verify(&ws);
             assert!(
                 v.stdout.contains(" 0 problems"),
-                "after {delay_ms} ms: {}",
-                v.stdout
+                "after {delay_ms} ms: {}{}",
+                v.stdout,
+                v.stderr
             );
         }
     }
