@@ -91,7 +91,7 @@ def main():
         import vitgraph
 
         table_csv = os.path.join(root, "out", "report", "table.csv")
-        rows = [("`vitgraph.table(…, backend=\"records\")` (CSV, stdlib)", lambda: vitgraph.table("report", backend="records"))]
+        rows = [("`vitgraph.table(…, backend=\"records\", source=\"csv\")` (stdlib)", lambda: vitgraph.table("report", backend="records", source="csv"))]
         rows.append(("`csv.DictReader` on table.csv (peer)", lambda: list(csv.DictReader(open(table_csv)))))
         try:
             import pandas as pd

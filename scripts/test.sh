@@ -41,6 +41,15 @@ if ! PYTHONPATH="$pydeps" python3 -c "import $modules" 2>/dev/null; then
 fi
 PYTHONPATH="$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=1 VITGRAPH="$VITGRAPH" \
     python3 -m unittest discover -s python/tests
+# And pandas without pyarrow (the CSV path of a pandas user): pyarrow and
+# polars hidden behind packages that fail to import, as absent ones do.
+shadow="${CARGO_TARGET_DIR:-target}/pyshadow"
+for m in pyarrow polars; do
+    mkdir -p "$shadow/$m"
+    echo "raise ImportError('No module named $m (hidden by scripts/test.sh)')" > "$shadow/$m/__init__.py"
+done
+PYTHONPATH="$shadow:$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=pandas VITGRAPH="$VITGRAPH" \
+    python3 -m unittest discover -s python/tests
 # The `Notebook` tests run a real kernel from there, and the Hydra tests a
 # real multirun; both must run (not skip).
 VITGRAPH_PYDEPS="$(cd "$pydeps" && pwd)"

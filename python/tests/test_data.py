@@ -97,6 +97,17 @@ class TableTest(unittest.TestCase):
                          [type(v) for v in from_parquet[0].values()])
         # The default reads the Parquet file when pyarrow is there.
         self.assertEqual(vitgraph.table("rep", backend="records", workspace=self.ws), from_parquet)
+        # DataFrames from either file are equal, dtypes included.
+        if vitgraph.data._has("pandas"):
+            import pandas.testing
+            pandas.testing.assert_frame_equal(
+                vitgraph.table("rep", workspace=self.ws, source="csv"),
+                vitgraph.table("rep", workspace=self.ws, source="parquet"))
+        if vitgraph.data._has("polars"):
+            a = vitgraph.table("rep", backend="polars", workspace=self.ws, source="csv")
+            b = vitgraph.table("rep", backend="polars", workspace=self.ws, source="parquet")
+            self.assertTrue(a.equals(b), f"{a}\n{b}")
+            self.assertEqual(a.schema, b.schema)
         # A damaged Parquet file makes the report stale (vitgraph checks its
         # outputs); its last rows asked for anyway, the error names the file
         # and the way around.
@@ -108,11 +119,15 @@ class TableTest(unittest.TestCase):
             vitgraph.table("rep", backend="records", workspace=self.ws, stale_ok=True)
 
     def test_dataframes_from_pandas_and_polars(self):
-        required = os.environ.get("VITGRAPH_REQUIRE_DATAFRAMES") == "1"
+        # `1`: every backend is there; `pandas`: pandas without pyarrow.
+        mode = os.environ.get("VITGRAPH_REQUIRE_DATAFRAMES", "")
+        required = {"1": ("pandas", "polars"), "pandas": ("pandas",)}.get(mode, ())
+        if mode == "pandas":
+            self.assertFalse(vitgraph.data._has("pyarrow"), "this run is meant to be without pyarrow")
         for backend in ("pandas", "polars"):
             if not vitgraph.data._has(backend):
-                if required:
-                    self.fail(f"VITGRAPH_REQUIRE_DATAFRAMES=1 but {backend} is not installed")
+                if backend in required:
+                    self.fail(f"VITGRAPH_REQUIRE_DATAFRAMES={mode} but {backend} is not installed")
                 continue
             df = vitgraph.table("rep", backend=backend, workspace=self.ws)
             self.assertEqual(list(df.columns)[:2], ["model", "batch"])
