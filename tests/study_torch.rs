@@ -419,6 +419,7 @@ fn a_busy_core_under_a_pinned_run_makes_it_intruded_and_stale() {
     let out = study
         .command(&["taskset", "-c", "0"])
         .args(["build", "intrude"])
+        .env("VITGRAPH_HOST_LOAD", "judge")
         .output();
     let _ = burner.kill();
     let _ = burner.wait();
@@ -443,6 +444,70 @@ fn a_busy_core_under_a_pinned_run_makes_it_intruded_and_stale() {
     assert!(
         explain.contains("measured 1 of at most 3 times"),
         "{explain}"
+    );
+}
+
+/// An unpinned run beside busy loops on every core (so the test means the
+/// same on 2 cores or 64, idle or under CI's load): the cores it could run
+/// on left it no idle time, so the other work intruded.
+#[test]
+fn busy_loops_beside_an_unpinned_run_make_it_intruded() {
+    let study = Study::new();
+    std::fs::write(
+        study.dir.path().join("pipelines/loaded.ron"),
+        r#"(stages: {
+            "loaded": Stage(task: Vit((model: "vit16x2x64", image_size: 32, num_classes: 10,
+                                       batch: 1, samples: 4000, warmup: 3, device: "cpu"))),
+        })"#,
+    )
+    .expect("write the pipeline");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut burners: Vec<_> = (0..cores)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("start a burner")
+        })
+        .collect();
+    let out = study
+        .command(&[])
+        .args(["build", "loaded"])
+        .env("VITGRAPH_HOST_LOAD", "judge")
+        .output();
+    for b in &mut burners {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+    let out = out.expect("run vitgraph");
+    assert!(out.status.success(), "{out:?}");
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(study.dir.path().join("out/loaded/results.json")).expect("results.json"),
+    )
+    .expect("JSON");
+    let host = &results["telemetry"]["host"];
+    assert_eq!(host["pinned"], false, "{host}");
+    assert!(host["foreign_cores"].as_f64().unwrap() > 0.25, "{host}");
+    assert_eq!(results["validity"]["verdict"], "invalid", "{results}");
+    let flag = &results["validity"]["flags"][0];
+    assert_eq!(flag["kind"], "intruded");
+    assert!(
+        flag["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the task could run on, leaving"),
+        "{flag}"
+    );
+    // Measured again, as an intruded GPU run is; still loaded, still invalid.
+    let explain = study.ok(&["explain", "loaded"]);
+    assert!(
+        explain.contains("measured 1 of at most 3 times"),
+        "{explain}"
+    );
+    let status = study.ok(&["status", "loaded"]);
+    assert!(
+        status.contains("invalid") && status.contains("intruded: other work took"),
+        "{status}"
     );
 }
 

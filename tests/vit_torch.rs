@@ -250,9 +250,26 @@ fn opbench_on_the_cpu_reports_time_and_rates() {
         assert_eq!(r["tflops"].is_number(), has_flops, "{text}");
         assert!(r["env"]["key_facets"].is_object());
         // Five repetitions are too few to summarise well, not a reason to
-        // measure again; on the CPU there are no GPU readings.
-        assert_eq!(r["validity"]["verdict"], "valid", "{text}: {r}");
-        assert_eq!(r["validity"]["flags"][0]["kind"], "undersampled");
+        // measure again; on the CPU there are no GPU readings. (A loaded
+        // machine may add `intruded` from the host load: that is its
+        // verdict on the machine, not on the op.)
+        let flags: Vec<&str> = r["validity"]["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert!(flags.contains(&"undersampled"), "{text}: {r}");
+        let host_only = flags
+            .iter()
+            .all(|k| *k == "undersampled" || *k == "intruded")
+            && r["telemetry"]["other_processes"]
+                .as_array()
+                .is_none_or(Vec::is_empty);
+        assert!(
+            r["validity"]["verdict"] == "valid" || host_only,
+            "{text}: {r}"
+        );
         assert_eq!(
             r["telemetry"]["batch_sm_mhz"].as_array().map(Vec::len),
             Some(5)

@@ -56,7 +56,7 @@ pub(super) fn of(root: &Path, rel: &Path) -> Option<(Value, Vec<String>)> {
                 if pinned {
                     "pinned"
                 } else {
-                    "not pinned: not judged"
+                    "not pinned: judged when they were busy"
                 }
             ));
         }

@@ -10,9 +10,13 @@
 //!
 //! - `throttled`: at least [`THROTTLED_SHARE`] of the batches were;
 //! - `intruded`: another compute process was on the GPU during the window,
-//!   or — for a task pinned to a core set — other processes' work took at
-//!   least [`FOREIGN_CORES`] of a core from those cores (beyond what the
-//!   kernel's tick counters can resolve over the window: two ticks a core);
+//!   or other processes' work took at least [`FOREIGN_CORES`] of a core
+//!   from the cores the task could run on (beyond what the kernel's tick
+//!   counters can resolve over the window: two ticks a core) — from a task
+//!   pinned to a core set, always; from an unpinned one, when those cores
+//!   left it less than [`IDLE_CORES`] idle on average (the other work then
+//!   took cores the task could have had). `VITGRAPH_HOST_LOAD=record`
+//!   records the load without judging it (a test suite on a busy machine);
 //! - `warming`: with at least [`WARMING_MIN_BATCHES`] batches, the median
 //!   of the first tenth (at least 3) is more than [`WARMING_EXCESS`] above
 //!   the median of the second half, and a one-sided Mann–Whitney test says
@@ -32,14 +36,44 @@ use super::{reason_names, Recording, Sample, INTERVAL, KEPT_SAMPLES, THROTTLE_RE
 pub const CLOCK_FLOOR: f64 = 0.90;
 /// The share of throttled batches from which a run is `throttled`.
 pub const THROTTLED_SHARE: f64 = 0.05;
-/// Other processes' work on a pinned task's cores, in cores, from which
-/// the run is `intruded`.
+/// Other processes' work on a task's cores, in cores, from which the run
+/// is `intruded` (for an unpinned task, with fewer than [`IDLE_CORES`] idle).
 pub const FOREIGN_CORES: f64 = 0.25;
+/// An unpinned task's cores idle on average (all of them less their busy
+/// time), below which other work on them intrudes.
+pub const IDLE_CORES: f64 = 0.5;
 pub const WARMING_MIN_BATCHES: usize = 20;
 pub const WARMING_EXCESS: f64 = 0.05;
 pub const WARMING_P: f64 = 0.01;
 /// Fewer batches than this left in the summary make a run `undersampled`.
 pub const UNDERSAMPLED: usize = 20;
+
+/// Whether other processes' work on the task's cores intruded, in words
+/// (see the module's doc); None when it did not, or when
+/// `VITGRAPH_HOST_LOAD=record` asks for the load to be recorded only.
+fn host_intruded(load: &Load) -> Option<String> {
+    if std::env::var_os("VITGRAPH_HOST_LOAD").is_some_and(|v| v == "record") {
+        return None;
+    }
+    if load.foreign_cores - load.resolution_cores() < FOREIGN_CORES {
+        return None;
+    }
+    let n = load.cores.len();
+    if load.pinned {
+        return Some(format!(
+            "intruded: other work took {:.2} of the task's {n} core(s)",
+            load.foreign_cores
+        ));
+    }
+    let idle = n as f64 - load.busy_core_s / load.window_s.max(f64::MIN_POSITIVE);
+    (idle < IDLE_CORES).then(|| {
+        format!(
+            "intruded: other work took {:.2} of the {n} core(s) the task could run on, leaving {:.2} idle",
+            load.foreign_cores,
+            idle.max(0.0)
+        )
+    })
+}
 
 /// One flag of a verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,18 +257,8 @@ pub fn judge(rec: &Recording, spans: &[(f64, f64)], latency_ms: &[f64]) -> (Tele
             true,
         ));
     }
-    if let Some(load) = rec.host.as_ref().filter(|l| l.pinned) {
-        if load.foreign_cores - load.resolution_cores() >= FOREIGN_CORES {
-            flags.push(flag(
-                "intruded",
-                format!(
-                    "intruded: other work took {:.2} of the task's {} core(s)",
-                    load.foreign_cores,
-                    load.cores.len()
-                ),
-                true,
-            ));
-        }
+    if let Some(detail) = rec.host.as_ref().and_then(host_intruded) {
+        flags.push(flag("intruded", detail, true));
     }
     let kept: Vec<f64> = latency_ms
         .iter()

@@ -71,7 +71,12 @@ impl Study {
         if let (Some(_), Some(torch)) = (lean_exe(), option_env!("CARGO_BIN_EXE_vitgraph-torch")) {
             cmd.env("VITGRAPH_TORCH_EXE", torch);
         }
-        cmd.current_dir(self.dir.path()).env("NO_COLOR", "1");
+        // The host load is recorded, not judged: these tests run beside
+        // each other on a machine that may be loaded, and what they check is
+        // not the machine's quiet (tests about the load say `judge`).
+        cmd.current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env("VITGRAPH_HOST_LOAD", "record");
         // The Jupyter kernel of `Notebook` nodes, where scripts/test.sh installed it.
         if let Some(pydeps) = std::env::var_os("VITGRAPH_PYDEPS") {
             cmd.env("PYTHONPATH", pydeps);

@@ -162,7 +162,7 @@ fn a_process_list_in_another_pid_namespace_counts_one_entry_as_us() {
 }
 
 #[test]
-fn foreign_work_on_a_pinned_tasks_cores_intrudes_and_on_an_unpinned_one_is_only_recorded() {
+fn foreign_work_on_a_pinned_tasks_cores_intrudes_and_on_an_unpinned_ones_when_they_were_busy() {
     let (spans, lat) = batches(100, 5.0);
     let load = |pinned, foreign| Load {
         cores: vec![0],
@@ -187,10 +187,33 @@ fn foreign_work_on_a_pinned_tasks_cores_intrudes_and_on_an_unpinned_one_is_only_
         ..load(true, 0.5)
     });
     assert!(judge(&rec, &spans, &lat).1.is_valid());
-    rec.host = Some(load(false, 3.0));
+    // Unpinned, on 2 cores: a busy loop beside a one-core task leaves them
+    // no idle time: intruded.
+    let unpinned = |cores: usize, busy: f64, foreign: f64| Load {
+        cores: (0..cores).collect(),
+        pinned: false,
+        window_s: 2.0,
+        busy_core_s: busy * 2.0,
+        own_core_s: (busy - foreign) * 2.0,
+        foreign_cores: foreign,
+    };
+    rec.host = Some(unpinned(2, 1.95, 0.97));
     let (t, v) = judge(&rec, &spans, &lat);
-    assert!(v.is_valid());
-    assert_eq!(t.host.map(|h| h.foreign_cores), Some(3.0));
+    assert_eq!(v.flags[0].kind, "intruded", "{v:?}");
+    assert!(
+        v.flags[0]
+            .detail
+            .contains("0.97 of the 2 core(s) the task could run on, leaving 0.05 idle"),
+        "{}",
+        v.flags[0].detail
+    );
+    assert_eq!(t.host.map(|h| h.foreign_cores), Some(0.97));
+    // Three cores of other work on a 16-core host with 12 idle took none
+    // the task wanted; a little work on busy cores is below the threshold.
+    rec.host = Some(unpinned(16, 4.0, 3.0));
+    assert!(judge(&rec, &spans, &lat).1.is_valid());
+    rec.host = Some(unpinned(2, 2.0, 0.1));
+    assert!(judge(&rec, &spans, &lat).1.is_valid());
 }
 
 /// xorshift: a seeded noise source for the tests.
