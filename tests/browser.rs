@@ -1243,7 +1243,9 @@ fn a_page_written_during_a_build_names_its_running_node() {
         let notice = b.js("return document.getElementById('in-progress').textContent;");
         let notice = notice.as_str().unwrap();
         assert!(
-            notice.starts_with("Build in progress: 1 node running as this page was written (wait)"),
+            notice.starts_with(
+                "Build in progress: 0 of 2 planned nodes done, 1 node running as this page was written (wait)"
+            ),
             "{notice}"
         );
         let stale = b

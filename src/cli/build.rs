@@ -145,8 +145,10 @@ pub(super) fn build(
         noop: session.snapshot(),
         incremental,
     };
-    let mut reporter = reporter(args.json);
-    let status = run_builder(&builder, &selection, reporter.as_mut())?;
+    // The page written during the build reads how far it got.
+    let mut reporter =
+        crate::report::progress::Progress::new(reporter(args.json), &ws.root.join("cache"));
+    let status = run_builder(&builder, &selection, &mut reporter)?;
     t.lap("build");
     if let Some(c) = &cluster_run {
         super::slurm::report_calls(&c.executor);

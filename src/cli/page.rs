@@ -87,6 +87,8 @@ pub(super) fn report(
         generated: utc(now_ms()),
         version: env!("CARGO_PKG_VERSION").into(),
         warnings,
+        progress: crate::report::progress::Snapshot::of_running_build(&ws.root.join("cache"))
+            .map(|p| (p.done, p.total)),
         ..Study::default()
     };
     // With targets, the stages they reach; else every stage (one whose

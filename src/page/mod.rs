@@ -51,6 +51,9 @@ pub(crate) struct Study {
     /// (host, GPU, signer) and how many.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub elsewhere: Vec<(String, usize)>,
+    /// A build running as the page was written: nodes done, nodes planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<(usize, usize)>,
 }
 
 /// A comparison of two sets of runs as the page draws it: a sortable table

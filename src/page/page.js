@@ -79,8 +79,9 @@
     // apart from the stale ones waiting for it.
     const running = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] === "running");
     if (running.length) {
+      const of = data.progress ? `${data.progress[0]} of ${data.progress[1]} planned nodes done, ` : "";
       box.append(el("p", { class: "notice", id: "in-progress" },
-        `Build in progress: ${running.length} node${running.length === 1 ? "" : "s"} running as this page was written (`,
+        `Build in progress: ${of}${running.length} node${running.length === 1 ? "" : "s"} running as this page was written (`,
         ...running.slice(0, 5).flatMap(([n, i], k) => [k ? ", " : "", el("a", { href: "#node-detail", onclick: () => show(i) }, n[0])]),
         running.length > 5 ? `, … ${running.length - 5} more` : "",
         "); `vitgraph report` writes the page again when it ends."));

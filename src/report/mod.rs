@@ -6,3 +6,4 @@
 
 pub(crate) mod human;
 pub(crate) mod json;
+pub(crate) mod progress;
