@@ -224,6 +224,8 @@ pub(crate) struct Bar {
     pub status: String,
     /// The node held the whole machine (see `Graph::runs_alone`).
     pub alone: bool,
+    /// A later attempt at the same key replaced its run (`--force`).
+    pub replaced: bool,
 }
 
 #[derive(Debug, Default, Serialize)]

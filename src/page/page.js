@@ -174,6 +174,9 @@
       data.stages.forEach((s, i) => {
         if (drawn.has("s" + i)) legend.append(el("span", {}, el("i", { style: `background:${PALETTE[i % PALETTE.length]}` }), s.name));
       });
+      if (svg.querySelector("rect.bar.replaced")) {
+        legend.append(el("span", { class: "replaced-key" }, el("i", {}), "a run a later build replaced (vitgraph build --force): drawn faint, with its own duration"));
+      }
       if (svg.querySelector("rect.alone")) {
         legend.append(el("span", { class: "alone-key" }, el("i", {}), "a measurement that held the whole machine (shaded across the lanes)"));
       }
@@ -182,7 +185,8 @@
         if (!bar) { tip.hidden = true; return; }
         const i = Number(bar.dataset.i);
         const name = i >= 0 ? data.nodes[i][0] : "(a node no longer in the pipelines)";
-        const status = [...bar.classList].find((c) => ["failed", "interrupted", "running"].includes(c)) || "succeeded";
+        const status = [...bar.classList].find((c) => ["failed", "interrupted", "running"].includes(c))
+          || (bar.classList.contains("replaced") ? "succeeded; its run was replaced by a later build's" : "succeeded");
         tip.textContent = `${name} — ${fmtMs(Number(bar.dataset.d))} (${status})`;
         tip.style.left = ev.pageX + 12 + "px";
         tip.style.top = ev.pageY + 12 + "px";

@@ -128,6 +128,9 @@ pub(super) fn svg(build: &BuildView, study: &Study) -> String {
                 // A node no longer in the pipelines: grey, not a live stage's colour.
                 status.push_str(" removed");
             }
+            if b.replaced {
+                status.push_str(" replaced");
+            }
             let index = b.index.map_or(-1, |i| i as i64);
             let _ = write!(
                 s,

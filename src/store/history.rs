@@ -40,6 +40,9 @@ pub struct TimelineEntry {
     pub slot: Option<String>,
     /// The SLURM job (JSON), for an attempt that ran as one.
     pub job: Option<String>,
+    /// A succeeded attempt whose run a later attempt at the same key
+    /// replaced (`build --force`): its end is its own, not that run's.
+    pub replaced: bool,
 }
 
 impl Reader<'_> {
@@ -120,9 +123,13 @@ impl Store {
         let sql = format!(
             "SELECT a.node_id, a.status, a.started_at_ms,
                     CASE WHEN a.status = 'succeeded' AND r.seq IS NOT NULL
+                              AND r.started_at_ms BETWEEN a.started_at_ms
+                                  AND COALESCE(a.finished_at_ms, r.started_at_ms)
                          THEN MAX(a.started_at_ms, r.started_at_ms + r.duration_ms)
                          ELSE a.finished_at_ms END,
-                    a.slot, a.job
+                    a.slot, a.job,
+                    a.status = 'succeeded' AND r.seq IS NOT NULL
+                        AND r.started_at_ms > COALESCE(a.finished_at_ms, a.started_at_ms)
              FROM attempts a LEFT JOIN runs r ON r.key = a.key
              WHERE {filter} ORDER BY a.id"
         );
@@ -135,6 +142,7 @@ impl Store {
                 finished_at_ms: r.get(3)?,
                 slot: r.get(4)?,
                 job: r.get(5)?,
+                replaced: r.get::<_, Option<bool>>(6)?.unwrap_or(false),
             })
         };
         let rows = stmt.query_map(params, entry).map_err(|e| self.db_err(e))?;

@@ -20,5 +20,6 @@ mod repetitions;
 mod runtime_errors;
 mod software_env;
 mod status_text;
+mod timeline;
 mod together;
 mod transfer;

@@ -152,6 +152,7 @@ impl Gather<'_> {
                     end_ms: e.finished_at_ms.unwrap_or(now).max(e.started_at_ms),
                     status: e.status,
                     alone: node.is_some_and(|i| self.graph.runs_alone(i)) && e.job.is_none(),
+                    replaced: e.replaced,
                 }
             })
             .collect()
