@@ -851,7 +851,7 @@ fn a_stale_report_says_so_over_its_old_table() {
     );
 
     // The title edited, and an input of its runs: the page shows the old
-    // table under the new title, and says so.
+    // table under the title it was built with, and says what it is now (N15).
     let study = STUDY.replace("Throughput by model", "Throughput per model");
     std::fs::write(ws.path().join("pipelines/study.ron"), &study).unwrap();
     std::fs::write(ws.path().join("data.txt"), "2\n").unwrap();
@@ -859,7 +859,7 @@ fn a_stale_report_says_so_over_its_old_table() {
     b.open(&page);
     sound(&b);
     let title = b.js("return document.querySelector('#report-list h3').textContent;");
-    assert_eq!(title, json!("Throughput per model"));
+    assert_eq!(title, json!("Throughput by model"));
     let banner = b.js("return document.querySelector('#report-list .stale-banner').textContent;");
     let banner = banner.as_str().unwrap();
     assert!(
@@ -869,7 +869,7 @@ fn a_stale_report_says_so_over_its_old_table() {
     assert!(banner.contains("spec_changed"), "{banner}");
     assert!(banner.contains("upstream_changed"), "{banner}");
     assert!(
-        banner.contains("built under the title “Throughput by model”"),
+        banner.contains("built under the title “Throughput by model”; the pipeline's title is now “Throughput per model”"),
         "{banner}"
     );
     // The command as code, not between literal backticks (L1).

@@ -596,7 +596,8 @@
     }
     data.reports.forEach((r, i) => {
       const div = el("div", { class: "report", id: "report-" + i });
-      div.append(el("h3", {}, r.title), el("p", { class: "meta report-built" }, `${r.node} · built ${r.built}`));
+      // Headed with the title its run was built with (N15); the banner says what it is now.
+      div.append(el("h3", {}, r.built_title || r.title), el("p", { class: "meta report-built" }, `${r.node} · built ${r.built}`));
       // Rows over the report's target, counted before the numbers.
       const wideAt = r.table ? r.table.names.indexOf("wide") : -1;
       const wideRows = wideAt >= 0 ? r.table.rows.filter((row) => row[wideAt] !== "" && row[wideAt] !== null).length : 0;
@@ -612,7 +613,7 @@
       // What is shown is the last run's: say so when it is not current.
       const notes = [];
       if (r.running) notes.push("being built right now: what follows is the previous run's.");
-      if (r.built_title) notes.push(`built under the title “${r.built_title}”; the pipeline's title has changed since.`);
+      if (r.built_title) notes.push(`built under the title “${r.built_title}”; the pipeline's title is now “${r.title}”.`);
       // A report the pipelines refuse cannot be brought up to date by a build.
       const fix = r.refused
         ? el("p", { class: "refused" }, el("strong", {}, "Refused: "), r.refused)
