@@ -209,8 +209,15 @@ fn the_page_of_a_built_study_renders_sorts_and_filters() {
     // Filtering by a param hides the other rows.
     b.click("select[data-param='model'] option[value='vit2']");
     assert_eq!(column(&b, "table-0", "model"), ["vit2", "vit2", "vit2"]);
+    // The plots, drawn from every row, say the filter does not reach them (L9).
+    let note = b.js("const n = document.querySelector('#report-0 .plots-unfiltered'); return [n.hidden, n.textContent];");
+    assert_eq!(
+        note,
+        json!([false, "The plots below show every row: the table's filter (model = vit2) applies to the table only."])
+    );
     b.click("select[data-param='model'] option[value='']");
     assert_eq!(column(&b, "table-0", "model").len(), 9);
+    assert_eq!(b.js("return document.querySelector('#report-0 .plots-unfiltered').hidden;"), json!(true));
 
     // A node's details on demand.
     b.click("#node-list td.id");

@@ -553,6 +553,8 @@
           sel.addEventListener("change", () => {
             if (sel.value === "") active.delete(j); else active.set(j, sel.value);
             draw();
+            // Whoever draws from the same rows (the plots) hears of it.
+            wrap.dispatchEvent(new CustomEvent("filtered", { detail: [...active].map(([k, v]) => `${t.names[k]} = ${v}`) }));
           });
           filters.append(el("label", {}, name + " ", sel));
         }
@@ -628,13 +630,23 @@
         div.append(el("div", { class: "notice warning stale-banner" }, ...notes.map((n) => el("p", {}, n)), ...(r.refused ? [fix] : [])));
       }
       if (r.env_lines.length) div.append(el("ul", { class: "env-lines" }, ...r.env_lines.map((l) => el("li", {}, l))));
-      if (r.table) div.append(table(r.table, r.params, "table-" + i));
+      const tableBox = r.table && table(r.table, r.params, "table-" + i);
+      if (tableBox) div.append(tableBox);
       const method = r.table && methodSentence(r.table);
       if (method) div.append(el("p", { class: "meta method" }, method));
       const plots = $("plots-" + i);
       if (plots && plots.content.childElementCount) {
         const p = el("div", { class: "plots" });
-        p.append(plots.content.cloneNode(true));
+        // The plots are drawn from every row: a table filter says it does
+        // not reach them (L9).
+        const unfiltered = el("p", { class: "notice plots-unfiltered", hidden: "" });
+        if (tableBox) {
+          tableBox.addEventListener("filtered", (ev) => {
+            unfiltered.hidden = !ev.detail.length;
+            unfiltered.textContent = `The plots below show every row: the table's filter (${ev.detail.join(", ")}) applies to the table only.`;
+          });
+        }
+        p.append(unfiltered, plots.content.cloneNode(true));
         div.append(p);
       }
       if (r.compare) {
