@@ -217,7 +217,10 @@ fn the_page_of_a_built_study_renders_sorts_and_filters() {
     );
     b.click("select[data-param='model'] option[value='']");
     assert_eq!(column(&b, "table-0", "model").len(), 9);
-    assert_eq!(b.js("return document.querySelector('#report-0 .plots-unfiltered').hidden;"), json!(true));
+    assert_eq!(
+        b.js("return document.querySelector('#report-0 .plots-unfiltered').hidden;"),
+        json!(true)
+    );
 
     // A node's details on demand.
     b.click("#node-list td.id");

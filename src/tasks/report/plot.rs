@@ -65,12 +65,29 @@ pub(super) fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) 
     let mut labels: Vec<String> = Vec::new();
     for series in plots {
         for s in series {
-            if !labels.contains(&s.label) {
-                labels.push(s.label.clone());
+            let key = colour_key(&s.label);
+            if !labels.contains(&key) {
+                labels.push(key);
             }
         }
     }
     labels
+}
+
+/// What picks a series' colour: its label's `name=value` parts in sorted
+/// order, so `patch=16, depth=6` in one plot and `depth=6, patch=16` in
+/// another are one series in one hue (N16).
+pub(super) fn colour_key(label: &str) -> String {
+    let mut parts: Vec<&str> = label.split(", ").collect();
+    parts.sort_unstable();
+    parts.join(", ")
+}
+
+/// A series' colour among a report's (`labels` from [`colour_indices`]).
+fn colour_of(labels: &[String], label: &str) -> RGBColor {
+    let key = colour_key(label);
+    let i = labels.iter().position(|l| *l == key).unwrap_or(0);
+    COLORS[i % COLORS.len()]
 }
 
 pub(super) fn register_font() {
@@ -394,8 +411,7 @@ pub(super) fn draw<DB: DrawingBackend>(
             .map_err(err)?;
     }
     for line in series {
-        let i = labels.iter().position(|l| *l == line.label).unwrap_or(0);
-        let color = COLORS[i % COLORS.len()];
+        let color = colour_of(labels, &line.label);
         let width = px(2);
         chart
             .draw_series(LineSeries::new(
@@ -465,8 +481,7 @@ pub(super) fn draw<DB: DrawingBackend>(
             ))
             .map_err(err)?;
             for (k, line) in series.iter().enumerate() {
-                let i = labels.iter().position(|l| *l == line.label).unwrap_or(0);
-                let color = COLORS[i % COLORS.len()];
+                let color = colour_of(labels, &line.label);
                 let y = y0 + px(17) as i32 + k as i32 * step;
                 let x = x0 + px(8) as i32;
                 root.draw(&PathElement::new(
@@ -776,6 +791,19 @@ mod tests {
         let second = [s("m=1"), s("m=3")];
         let labels = colour_indices([&first[..], &second[..]]);
         assert_eq!(labels, ["m=2", "m=1", "m=3"]);
+        // The same series named in another order is the same colour (N16).
+        let a = [s("patch=16, depth=6"), s("patch=32, depth=6")];
+        let b = [s("depth=6, patch=32"), s("depth=6, patch=16")];
+        let labels = colour_indices([&a[..], &b[..]]);
+        assert_eq!(labels.len(), 2);
+        assert_eq!(
+            colour_of(&labels, "depth=6, patch=16"),
+            colour_of(&labels, "patch=16, depth=6")
+        );
+        assert_ne!(
+            colour_of(&labels, "depth=6, patch=32"),
+            colour_of(&labels, "patch=16, depth=6")
+        );
     }
 
     #[test]
