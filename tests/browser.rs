@@ -979,6 +979,20 @@ fn an_analysis_of_a_real_trace_lists_its_top_kernels() {
         kernels as u64 >= tracks["kernels"].as_u64().unwrap(),
         "{kernels}"
     );
+    // A window of 4 MB does not travel in the page: from this file:// page
+    // the button says to download and drop the file, and opens no tab that
+    // would stay empty (N11; the quickstart's page test posts a small one).
+    let note = b.js(
+        "window.opened = 0;
+         window.open = () => { window.opened += 1; return null; };
+         document.querySelector('#node-detail p.perfetto button').click();
+         return new Promise((done) => setTimeout(() => done([window.opened, document.querySelector('#node-detail .perfetto-note').textContent]), 200));",
+    );
+    assert_eq!(note[0], json!(0), "{note}");
+    assert!(
+        note[1].as_str().unwrap().contains("download window.perfetto.json (the link on the left), then drop it into ui.perfetto.dev"),
+        "{note}"
+    );
     screenshot(&b, "top-kernels.png");
 }
 

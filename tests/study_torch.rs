@@ -308,6 +308,39 @@ fn the_quickstart_page_opens_in_a_browser() {
         verdicts.iter().all(|v| v == "valid" || v == "invalid"),
         "a verdict each: {shown}"
     );
+    // An analysis's small window travels in the page: from this file://
+    // page the button hands it to ui.perfetto.dev (here a stand-in tab that
+    // answers PING with PONG: a frame's window, as a message's source must
+    // be one) by postMessage (N11).
+    b.js(
+        "window.sent = [];
+         const frame = document.createElement('iframe');
+         document.body.append(frame);
+         const fake = frame.contentWindow;
+         fake.postMessage = (m) => {
+             if (m === 'PING') window.dispatchEvent(new MessageEvent('message', { data: 'PONG', source: fake }));
+             else window.sent.push(m);
+         };
+         window.open = () => fake;
+         [...document.querySelectorAll('#node-list td.id')].find(t => t.textContent.startsWith('quickstart_analysis')).click();
+         document.querySelector('#node-detail p.perfetto button').click();
+         return 1;",
+    );
+    let mut sent = serde_json::Value::Null;
+    for _ in 0..100 {
+        sent = b.js("return window.sent.length ? [window.sent[0].perfetto.buffer.byteLength, document.querySelector('#node-detail p.perfetto a').getAttribute('href')] : null;");
+        if !sent.is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let note = b.js("const n = document.querySelector('#node-detail .perfetto-note'); return [document.querySelector('#node-detail h3').textContent, n && n.textContent, document.querySelectorAll('#node-detail p.perfetto').length, JSON.parse(document.getElementById('data').textContent).details.filter(d => d.perfetto).length];");
+    let file = page.parent().unwrap().join(
+        sent[1]
+            .as_str()
+            .unwrap_or_else(|| panic!("nothing sent: {note}")),
+    );
+    assert_eq!(sent[0], std::fs::metadata(&file).unwrap().len(), "{sent}");
     let to = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("page-screenshots")
         .join("quickstart.png");

@@ -8,7 +8,6 @@ use clap::Args;
 
 use super::page_parts::{environment_lines, link, parse_age, parse_csv, shortened_key, utc};
 use super::{load, status, Failure};
-use crate::analysis::window_out::WINDOW_TRACKS;
 use crate::clock::now_ms;
 use crate::engine::plan::{Evaluation, ReasonKind, Verdict};
 use crate::exit;
@@ -402,12 +401,7 @@ impl Gather<'_> {
             }
             if measure_budget > 0 && run.is_some() && node.task.kind() == "Analyze" {
                 let dir = self.root.join(node.out_rel());
-                d.kernels = super::page_parts::top_kernels(&dir.join("metrics.json"));
-                d.tracks = super::page_parts::window_tracks(&dir.join(WINDOW_TRACKS));
-                let size = [&d.kernels, &d.tracks]
-                    .iter()
-                    .map(|v| v.as_ref().map_or(0, |k| k.to_string().len()))
-                    .sum();
+                let size = super::page_parts::analysis_view(&dir, measure_budget, &mut d);
                 measure_budget = measure_budget.saturating_sub(size);
             }
             d.attempt = (self.states.get(&node.id))

@@ -235,6 +235,30 @@ pub(super) fn top_kernels(path: &Path) -> Option<serde_json::Value> {
 
 /// An analysis's measured window as the page draws it (see
 /// `analysis::window_out`): None when the analysis wrote none.
+/// An analysis's parts of its node's details: its top kernels, its
+/// window's tracks, and its window's Perfetto events when they fit in
+/// [`PERFETTO_EMBED`] and what is left of the page's `budget`. Returns the
+/// bytes they take.
+pub(super) fn analysis_view(dir: &Path, budget: usize, d: &mut crate::page::NodeDetails) -> usize {
+    use crate::analysis::window_out::{WINDOW_TRACE, WINDOW_TRACKS};
+    d.kernels = top_kernels(&dir.join("metrics.json"));
+    d.tracks = window_tracks(&dir.join(WINDOW_TRACKS));
+    let mut size: usize = [&d.kernels, &d.tracks]
+        .iter()
+        .map(|v| v.as_ref().map_or(0, |k| k.to_string().len()))
+        .sum();
+    let trace = dir.join(WINDOW_TRACE);
+    let fits = |n: u64| (n as usize) <= PERFETTO_EMBED && size + n as usize <= budget;
+    if std::fs::metadata(&trace).is_ok_and(|m| m.is_file() && fits(m.len())) {
+        d.perfetto = std::fs::read_to_string(&trace).ok();
+        size += d.perfetto.as_ref().map_or(0, String::len);
+    }
+    size
+}
+
+/// The largest window trace a page carries inside it (`window.perfetto.json`).
+const PERFETTO_EMBED: usize = 512 << 10;
+
 pub(super) fn window_tracks(path: &Path) -> Option<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     v.get("kernels")?.as_array()?;

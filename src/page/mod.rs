@@ -178,6 +178,11 @@ pub(crate) struct NodeDetails {
     /// batches, from its `window.tracks.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tracks: Option<serde_json::Value>,
+    /// An analysis's `window.perfetto.json` when small enough to travel in
+    /// the page: posted to ui.perfetto.dev from the page's own data, which
+    /// works where the page cannot read its neighbours (`file://`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perfetto: Option<String>,
     /// The last attempt when it failed or was interrupted: status, start,
     /// error, exit status or signal, and a `Command`'s command line.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -349,7 +349,7 @@
   // A lane for the batches (NVTX) and one per GPU stream, a bar per kernel
   // (its name and duration on hover), drawn from the page's own data; the
   // whole window's events open in ui.perfetto.dev.
-  function windowTracks(t, perfetto) {
+  function windowTracks(t, perfetto, embedded) {
     const NS = "http://www.w3.org/2000/svg";
     const W = 900, LEFT = 130, LANE = 16, TOP = 4;
     const lanes = ["batches", ...t.streams];
@@ -389,7 +389,7 @@
       const note = el("span", { class: "perfetto-note" });
       out.push(el("p", { class: "perfetto" }, el("a", { href: perfetto[2], download: "" }, "window.perfetto.json"),
         ` (${perfetto[1]} B, the whole window's events) · `,
-        el("button", { type: "button", onclick: () => openInPerfetto(perfetto[2], note) }, "Open in ui.perfetto.dev"), " ", note));
+        el("button", { type: "button", onclick: () => openInPerfetto(perfetto[2], note, embedded) }, "Open in ui.perfetto.dev"), " ", note));
     } else {
       out.push(el("p", { class: "perfetto meta" }, "For the window's events in ui.perfetto.dev: `perfetto: true` on this `Analyze` writes them with every build; `vitgraph trace perfetto TRACE -o FILE` writes a whole trace now."));
     }
@@ -397,25 +397,35 @@
   }
 
   // ui.perfetto.dev takes a trace by postMessage once it answers a PING.
-  // A page opened from a file cannot read its neighbours, so there the
-  // Perfetto UI opens empty and the note says which file to drop into it.
-  async function openInPerfetto(href, note) {
-    const ui = window.open("https://ui.perfetto.dev/#!/");
-    let buffer = null;
-    try {
-      const r = await fetch(href);
-      if (r.ok) buffer = await r.arrayBuffer();
-    } catch (e) { buffer = null; }
-    if (!buffer || !ui) {
-      note.textContent = "Open or drop the file window.perfetto.json (the link on the left) in the Perfetto UI.";
+  // The events come from the page's own data when they travel in it (a
+  // small window), which works from a file:// page too; else from the file
+  // beside the page, which only a page served over HTTP can read: from a
+  // file, the note says to download and drop it before any tab opens.
+  async function openInPerfetto(href, note, embedded) {
+    let buffer = embedded ? new TextEncoder().encode(embedded).buffer : null;
+    if (!buffer && location.protocol !== "file:") {
+      try {
+        const r = await fetch(href);
+        if (r.ok) buffer = await r.arrayBuffer();
+      } catch (e) { buffer = null; }
+    }
+    if (!buffer) {
+      note.textContent = "This page cannot hand the file to the Perfetto UI from here: download window.perfetto.json (the link on the left), then drop it into ui.perfetto.dev.";
       return;
     }
+    const ui = window.open("https://ui.perfetto.dev/#!/");
+    if (!ui) {
+      note.textContent = "The browser blocked the new tab: allow pop-ups for this page, or download window.perfetto.json and drop it into ui.perfetto.dev.";
+      return;
+    }
+    note.textContent = "Opening in ui.perfetto.dev…";
     const ping = setInterval(() => ui.postMessage("PING", "https://ui.perfetto.dev"), 100);
     window.addEventListener("message", function pong(ev) {
       if (ev.source !== ui || ev.data !== "PONG") return;
       clearInterval(ping);
       window.removeEventListener("message", pong);
       ui.postMessage({ perfetto: { buffer, title: href.split("/").slice(-2).join("/") } }, "https://ui.perfetto.dev");
+      note.textContent = "Sent to ui.perfetto.dev.";
     });
   }
 
@@ -812,7 +822,7 @@
             el("td", { class: "num" }, String(count)),
             el("td", { class: "num" }, fmtNs(mean))))));
     }
-    if (d.tracks) box.append(...windowTracks(d.tracks, (d.files || []).find((f) => f[0] === "window.perfetto.json")));
+    if (d.tracks) box.append(...windowTracks(d.tracks, (d.files || []).find((f) => f[0] === "window.perfetto.json"), d.perfetto));
     if (d.key && Object.keys(d.key).length) box.append(el("h4", {}, "Key parts"), el("pre", {}, JSON.stringify(d.key, null, 1)));
     if (d.env !== undefined) box.append(el("h4", {}, "Environment"), el("pre", {}, JSON.stringify(data.envs[d.env], null, 1)));
     if (d.log) box.append(el("h4", {}, "Log (last lines)"), el("pre", { class: "log" }, d.log));
