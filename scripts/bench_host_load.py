@@ -5,7 +5,7 @@ every core (the detection rate). Each condition builds a repeated `Vit`
 stage (a small ViT on the CPU, about a second a run) with the host load
 judged, and reads every run's `telemetry.host` and verdict.
 
-Usage: scripts/bench_host_load.py [--runs 20] [--samples 3000]
+Usage: scripts/bench_host_load.py [--runs 20] [--samples 3000] [--device cpu|cuda]
        [--vitgraph target/debug/vitgraph]   (with vitgraph-torch beside it, or a torch build)
 Run it on a machine doing nothing else for the quiet figure.
 """
@@ -20,11 +20,11 @@ import sys
 import tempfile
 
 
-def build(vg, root, runs, samples, burners):
+def build(vg, root, runs, samples, burners, device):
     stage = f"""(stages: {{
   "load": Stage(repeat: {runs},
     task: Vit((model: "vit16x2x64", image_size: 32, num_classes: 10, batch: 1,
-               samples: {samples}, warmup: 3, device: "cpu"))),
+               samples: {samples}, warmup: 3, device: "{device}"))),
 }})"""
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "pipelines"))
@@ -47,7 +47,8 @@ def build(vg, root, runs, samples, burners):
         host = res["telemetry"]["host"]
         busy = host["busy_core_s"] / host["window_s"]
         flags = [f["kind"] for f in res["validity"]["flags"] if f["invalidates"]]
-        rows.append((host["foreign_cores"], max(0.0, len(host["cores"]) - busy), host["pinned"], flags))
+        rows.append((host["foreign_cores"], max(0.0, len(host["cores"]) - busy), host["pinned"], flags,
+                     res["latency_ms"]["median"]))
     return rows
 
 
@@ -56,21 +57,26 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--samples", type=int, default=3000)
     ap.add_argument("--vitgraph", default="target/debug/vitgraph")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for a GPU host's runs")
+    ap.add_argument("--burners", default="", help="busy loops per condition, e.g. 0,4,16 (default: none, then one per core)")
     args = ap.parse_args()
     vg = os.path.abspath(args.vitgraph)
     cores = os.cpu_count()
     root = tempfile.mkdtemp(prefix="vg-bench-load-")
     try:
-        print(f"{cores} cores; {args.runs} unpinned CPU runs per condition\n")
-        print("| condition | runs flagged `intruded` | other work, cores (median, max) | idle cores (median, min) |")
-        print("|---|---|---|---|")
-        for name, burners in [("quiet (as the machine is)", 0), (f"a busy loop on each of the {cores} cores", cores)]:
-            rows = build(vg, root, args.runs, args.samples, burners)
+        print(f"{cores} cores; {args.runs} unpinned {args.device} runs per condition\n")
+        print("| condition | runs flagged `intruded` | other work, cores (median, max) | idle cores (median, min) | latency_ms.median (median of runs) |")
+        print("|---|---|---|---|---|")
+        counts = [int(n) for n in args.burners.split(",")] if args.burners else [0, cores]
+        for burners in counts:
+            name = "quiet (as the machine is)" if burners == 0 else f"{burners} busy loop(s) beside it, on {cores} cores"
+            rows = build(vg, root, args.runs, args.samples, burners, args.device)
             foreign = [r[0] for r in rows]
             idle = [r[1] for r in rows]
             flagged = sum("intruded" in r[3] for r in rows)
+            latency = statistics.median(r[4] for r in rows)
             print(f"| {name} | {flagged} of {len(rows)} | {statistics.median(foreign):.3f}, {max(foreign):.3f} "
-                  f"| {statistics.median(idle):.2f}, {min(idle):.2f} |")
+                  f"| {statistics.median(idle):.2f}, {min(idle):.2f} | {latency:.4f} ms |", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -859,6 +859,12 @@ fn a_stale_report_says_so_over_its_old_table() {
         built.as_str().unwrap().contains("report · built 20"),
         "{built}"
     );
+    // A report of a few milliseconds says so, not `in 0.0 s` (N18).
+    let took = built.as_str().unwrap().rsplit(", in ").next().unwrap();
+    assert!(
+        took.ends_with(" ms") && took[..took.len() - 3].parse::<u32>().is_ok(),
+        "{built}"
+    );
 
     // The title edited, and an input of its runs: the page shows the old
     // table under the title it was built with, and says what it is now (N15).

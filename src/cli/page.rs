@@ -539,9 +539,9 @@ impl Gather<'_> {
             out.push(ReportView {
                 node: node.id.clone(),
                 built: format!(
-                    "{}, in {:.1} s",
+                    "{}, in {}",
                     utc(run.started_at_ms),
-                    run.duration_ms as f64 / 1000.0
+                    super::page_parts::duration_words(run.duration_ms)
                 ),
                 built_title,
                 stale,

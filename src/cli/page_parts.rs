@@ -256,6 +256,16 @@ pub(super) fn analysis_view(dir: &Path, budget: usize, d: &mut crate::page::Node
     size
 }
 
+/// A duration as the page writes it: `45 ms` under a second, `12.3 s`
+/// under a minute, `4 min 5 s` beyond (never `0.0 s` for 45 ms).
+pub(super) fn duration_words(ms: i64) -> String {
+    match ms {
+        ..1000 => format!("{} ms", ms.max(0)),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
 /// The largest window trace a page carries inside it (`window.perfetto.json`).
 const PERFETTO_EMBED: usize = 512 << 10;
 
@@ -352,6 +362,13 @@ pub(super) use crate::clock::utc;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_in_the_unit_that_fits() {
+        assert_eq!(duration_words(45), "45 ms");
+        assert_eq!(duration_words(12_340), "12.3 s");
+        assert_eq!(duration_words(245_000), "4 min 5 s");
+    }
 
     #[test]
     fn a_measurement_view_puts_left_out_batches_back_in_their_places() {

@@ -383,7 +383,7 @@
     }
     const shown = partial
       ? `its first ${t.kernels.length} of ${t.kernels_in_window} kernels (its first ${fmtNs(span)} drawn)`
-      : `its ${t.kernels.length} kernel${t.kernels.length === 1 ? "" : "s"}`;
+      : (t.kernels.length ? `its ${t.kernels.length} kernel${t.kernels.length === 1 ? "" : "s"}` : "no kernel in it");
     const out = [el("h4", {}, `Measured window \`${t.window}\` (${fmtNs(t.duration_ns)}), ${shown}`), svg];
     if (perfetto) {
       const note = el("span", { class: "perfetto-note" });
@@ -801,7 +801,12 @@
     if (d.attempt) {
       const a = d.attempt;
       const how = a.exit_code !== null && a.exit_code !== undefined ? `, exit status ${a.exit_code}` : (a.signal ? `, killed by signal ${a.signal}` : "");
-      const kind = how === "" && a.kind ? " · " + a.kind : "";
+      // The failure's kind in words (as stored: `start`, `outputs`, …).
+      const KINDS = { exit: "exited with an error", signal: "killed by a signal", outputs: "a declared output missing", transient: "a transient failure (retried)",
+        start: "could not start", store: "the store could not record it", damaged: "a stored run could not be restored", input_changed: "an input changed while it ran",
+        key: "its key could not be computed", resources: "resources this build lacks", not_built: "an upstream node not built", interrupted: "interrupted",
+        memory: "out of memory", time: "out of time", cancelled: "cancelled", detached: "left running on the cluster" };
+      const kind = how === "" && a.kind ? " · " + (KINDS[a.kind] || a.kind) : "";
       row("last attempt", el("span", { class: "attempt-line" }, el("span", { class: "badge failed" }, a.status), ` started ${a.started}${kind}${how}`));
       if (a.command) row("command", el("code", { class: "attempt-command" }, a.command));
       if (a.error) row("error", el("pre", { class: "log attempt-error" }, a.error));
