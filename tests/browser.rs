@@ -591,9 +591,33 @@ fn the_build_picker_switches_the_timeline_to_another_build() {
     let options =
         b.js("return [...document.querySelectorAll('#build-picker option')].map(o => o.value);");
     assert_eq!(options, json!(["2", "1"]), "latest first");
+    // Each entry says where and how long (N18): `build 1 on HOST: DATE, 37 ms, 20 node(s)`.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let texts = b.js(
+        "return [...document.querySelectorAll('#build-picker option')].map(o => o.textContent);",
+    );
+    let first = texts[1].as_str().unwrap();
+    assert!(
+        first.starts_with(&format!("build 1 on {host}: 20")),
+        "{texts}"
+    );
+    assert!(
+        first.contains(" ms, 20 node(s)") || first.contains(" s, 20 node(s)"),
+        "{texts}"
+    );
     pick(1);
     assert_eq!(b.js(bars), json!(20));
-    assert!(b.js(line).as_str().unwrap().starts_with("Build 1 of 2"));
+    let switched = b.js(line);
+    assert!(
+        switched
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Build 1 of 2 on {host}, started 20")),
+        "{switched}"
+    );
     // The switched timeline zooms as the first did.
     let whole = b.js("return Math.max(...[...document.querySelectorAll('#timeline-svg rect.bar')].map(r => r.width.baseVal.value));");
     b.click(".zoom button:nth-of-type(1)");

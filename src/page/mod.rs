@@ -193,6 +193,8 @@ pub(crate) struct NodeDetails {
 #[derive(Debug, Serialize)]
 pub(crate) struct BuildRef {
     pub number: usize,
+    /// The machine it ran on.
+    pub host: String,
     pub started: String,
     pub seconds: f64,
     pub bars: usize,

@@ -147,14 +147,14 @@
     }
     const describe = (x) => x.since
       ? `Every attempt since ${x.since} (of ${x.of} build(s)): from ${x.started}, ${x.seconds.toFixed(1)} s, ${x.bars} node(s) started.`
-      : `Build ${x.number} of ${b.of}${x.host ? " on " + x.host : ""}, started ${x.started}, ${x.seconds.toFixed(1)} s, ${x.bars} node(s) started.`;
+      : `Build ${x.number} of ${b.of}${x.host ? " on " + x.host : ""}, started ${x.started}, ${fmtMs(Math.round(x.seconds * 1000))}, ${x.bars} node(s) started.`;
     const line = el("p", { id: "build-line" }, describe(b) + " Hover a bar for its node and duration.");
     box.append(line);
     // The recent builds: those the page holds switch the timeline in place.
     const missing = el("p", { id: "build-missing", class: "notice", hidden: "" });
     if ((data.builds || []).length > 1) {
       const pick = el("select", { id: "build-picker", "aria-label": "build" }, ...data.builds.map((x) =>
-        el("option", { value: x.number }, `build ${x.number}: ${x.started}, ${x.bars} node(s)${x.embedded ? "" : " (not in this page)"}`)));
+        el("option", { value: x.number }, `build ${x.number}${x.host ? " on " + x.host : ""}: ${x.started}, ${fmtMs(Math.round(x.seconds * 1000))}, ${x.bars} node(s)${x.embedded ? "" : " (not in this page)"}`)));
       pick.value = String(b.number);
       pick.addEventListener("input", () => switchTo(Number(pick.value)));
       box.append(el("label", { class: "picker" }, "Build ", pick), missing);

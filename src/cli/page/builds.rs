@@ -92,6 +92,7 @@ impl Gather<'_> {
             }
             listed.push(BuildRef {
                 number: b.number,
+                host: b.host.clone(),
                 started: utc(b.started_at_ms),
                 seconds: (b.ended_at_ms - b.started_at_ms).max(0) as f64 / 1000.0,
                 bars: b.attempts,
