@@ -188,12 +188,8 @@ fn figure<DB: DrawingBackend>(
     let heading = match (&plot.title, &plot.facet) {
         (Some(title), _) => title.clone(),
         (None, facet) => format!(
-            "{} vs {}{}, one panel per {}",
-            plot.y,
-            plot.x,
-            plot.series
-                .as_ref()
-                .map_or(String::new(), |s| format!(" by {}", s.joined(", "))),
+            "{}, one panel per {}",
+            plot.heading(),
             facet.as_deref().unwrap_or("value")
         ),
     };

@@ -64,6 +64,30 @@ pub(super) fn axis_label(column: &str) -> String {
         )
 }
 
+/// A column's name in words, without its unit: `throughput`, `hidden dim`.
+fn words(column: &str) -> String {
+    let label = axis_label(column);
+    match label.rfind(" (") {
+        Some(at) if label.ends_with(')') => label[..at].to_owned(),
+        _ => label,
+    }
+}
+
+/// A plot's heading in words when its spec gives no `title` (N17):
+/// `throughput against hidden dim, one line per patch and depth`.
+pub(super) fn heading(y: &str, x: &str, series: &[String]) -> String {
+    let mut h = format!("{} against {}", words(y), words(x));
+    if !series.is_empty() {
+        let names: Vec<String> = series.iter().map(|s| words(s)).collect();
+        let joined = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        h.push_str(&format!(", one line per {joined}"));
+    }
+    h
+}
+
 /// A tick's label: the value (on a log axis, `10^value`) with four
 /// significant digits and no trailing zeros (`1`, `64`, `0.25`), 10,000
 /// and more with an SI prefix (`12k`, `2.5M`).
@@ -100,6 +124,26 @@ pub(super) fn tick(value: f64, log: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heading_says_what_is_plotted_in_words() {
+        assert_eq!(
+            heading("throughput_images_per_s", "batch", &["model".to_owned()]),
+            "throughput against batch size, one line per model"
+        );
+        assert_eq!(
+            heading(
+                "gpu_utilization",
+                "dim",
+                &["patch".to_owned(), "depth".to_owned()]
+            ),
+            "GPU busy, measured window against hidden dim, one line per patch and depth"
+        );
+        assert_eq!(
+            heading("latency_ms.median", "res", &[]),
+            "median latency per batch against resolution"
+        );
+    }
 
     #[test]
     fn named_columns_read_as_words_and_others_keep_their_name_with_a_unit() {

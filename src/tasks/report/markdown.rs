@@ -117,10 +117,7 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
         md.push_str("\n## Plots\n\n");
         for plot in &spec.plots {
             let stem = plot.stem();
-            let alt = plot
-                .title
-                .clone()
-                .unwrap_or_else(|| format!("{} vs {}", plot.y, plot.x));
+            let alt = plot.heading();
             let _ = writeln!(md, "![{alt}](plots/{stem}.svg)\n");
             if let Some(caption) = &plot.caption {
                 let _ = writeln!(md, "*{caption}*\n");

@@ -301,11 +301,7 @@ pub(super) fn draw<DB: DrawingBackend>(
     let px = |n: u32| n * scale;
     root.fill(&WHITE).map_err(err)?;
     let points = || series.iter().flat_map(|s| s.points.iter());
-    let mut caption = match (&plot.title, &plot.series) {
-        (Some(title), _) => title.clone(),
-        (None, Some(by)) => format!("{} vs {} by {}", plot.y, plot.x, by.joined(", ")),
-        (None, None) => format!("{} vs {}", plot.y, plot.x),
-    };
+    let mut caption = plot.heading();
     if !plot.filter.is_empty() {
         let fixed: Vec<String> = plot
             .filter

@@ -226,6 +226,19 @@ pub(super) const DEFAULT_COLUMNS: &[&str] = &[
 ];
 
 impl Plot {
+    /// The plot's heading: its `title`, else what it plots in words
+    /// (`throughput against batch size, one line per model`).
+    pub fn heading(&self) -> String {
+        match &self.title {
+            Some(title) => title.clone(),
+            None => super::labels::heading(
+                &self.y,
+                &self.x,
+                self.series.as_ref().map_or(&[][..], |s| &s.0[..]),
+            ),
+        }
+    }
+
     /// The file stem of this plot's `plots/<stem>.svg` and `.png`.
     pub fn stem(&self) -> String {
         let raw = match (&self.name, &self.series) {
