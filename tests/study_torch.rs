@@ -156,6 +156,39 @@ fn quickstart_runs_end_to_end_on_the_cpu() {
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(md.contains("| repetitions |"), "{md}");
     assert!(md.contains("throughput_images_per_s"), "{md}");
+    // The same table from Python keeps each column's type: the params and
+    // `reps` integers, the values floats, the model a string; from the CSV
+    // and, where pyarrow is, from the Parquet file alike.
+    let script = "import vitgraph\n\
+        for source in ('csv', 'parquet') if vitgraph.data._has('pyarrow') else ('csv',):\n\
+        \x20   rows = vitgraph.table('quickstart_report', backend='records', source=source,\n\
+        \x20                         params={'samples': 8, 'warmup': 1, 'batch': [1, 4], 'max_repeat': 4})\n\
+        \x20   types = {k: sorted({type(r[k]).__name__ for r in rows if r[k] is not None}) for k in rows[0]}\n\
+        \x20   print(source, types['model'], types['batch'], types['reps'], types['throughput_images_per_s'], types['latency_ms.median.ci95_low'])\n";
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/python");
+    let pythonpath = match std::env::var("VITGRAPH_PYDEPS") {
+        Ok(deps) => format!("{python}:{deps}"),
+        Err(_) => python.to_owned(),
+    };
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .current_dir(study.dir.path())
+        .env("PYTHONPATH", pythonpath)
+        .env("VITGRAPH", common::exe())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    for line in printed.lines() {
+        assert!(
+            line.ends_with("['str'] ['int'] ['int'] ['float'] ['float']"),
+            "{printed}"
+        );
+    }
 }
 
 /// The quickstart study's page (`vitgraph report`) in a real browser: no

@@ -227,6 +227,21 @@ class TableTest(unittest.TestCase):
         with self.assertRaisesRegex(VitgraphError, "baseline"):
             vitgraph.compare("baseline:nope", "HEAD", backend="records", workspace=self.ws)
 
+    def test_a_study_built_with_overrides_is_read_with_them(self):
+        # Built again with one batch only: without the override the report
+        # reads as stale, with it as fresh, and its table has that batch.
+        build = subprocess.run([self.exe, "-C", self.ws, "build", "-p", "batch=[8]"],
+                               capture_output=True, text=True)
+        self.assertEqual(build.returncode, 0, build.stderr)
+        with self.assertRaisesRegex(VitgraphError, r"pass them as params=\{\.\.\.\}"):
+            vitgraph.table("rep", backend="records", workspace=self.ws)
+        rows = vitgraph.table("rep", backend="records", workspace=self.ws, params={"batch": [8]})
+        self.assertEqual(sorted(r["batch"] for r in rows), [8, 8])
+        runs = vitgraph.runs("bench", backend="records", workspace=self.ws, params={"batch": [8]})
+        self.assertEqual({r["state"] for r in runs}, {"fresh"})
+        self.assertEqual(vitgraph.data._overrides({"batch": [1, 4], "model": "a", "f": 0.5}),
+                         ["-p", "batch=[1, 4]", "-p", "model=a", "-p", "f=0.5"])
+
     def test_errors_name_the_workspace_the_stage_and_the_fix(self):
         with self.assertRaisesRegex(VitgraphError, "unknown target `nope`"):
             vitgraph.table("nope", backend="records", workspace=self.ws)

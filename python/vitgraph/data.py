@@ -59,12 +59,23 @@ def _executable():
     return exe
 
 
-def status(stage, workspace=None):
+def status(stage, workspace=None, params=None):
     """The nodes of ``stage`` as ``vitgraph status STAGE --json`` gives them:
-    a list of ``{"id", "stage", "state", "reasons"}``."""
+    a list of ``{"id", "stage", "state", "reasons"}``. ``params``: the
+    ``-p`` overrides the study was built with (``{"batch": [1, 4]}``)."""
     root = find_workspace(workspace)
-    nodes = _cli_json(["status", stage, "--json"], root, "nodes")
+    nodes = _cli_json(["status", stage, "--json"] + _overrides(params), root, "nodes")
     return [n for n in nodes if n.get("stage") == stage]
+
+
+def _overrides(params):
+    """``-p KEY=VALUE`` arguments: a string as it is, anything else as JSON
+    (numbers, booleans and lists read the same in RON)."""
+    args = []
+    for key, value in (params or {}).items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        args += ["-p", f"{key}={text}"]
+    return args
 
 
 def _cli_json(args, root, what):
@@ -89,7 +100,7 @@ def _flatten(value, prefix, out, keep_text=False):
         out[prefix] = value
 
 
-def runs(stage, backend="pandas", workspace=None):
+def runs(stage, backend="pandas", workspace=None, params=None):
     """One row per node of ``stage`` whose run wrote a ``results.json``: its
     id, its params with their types, its state (``fresh`` or ``stale``) and
     the reasons, the host it was measured on when that is another host
@@ -100,10 +111,11 @@ def runs(stage, backend="pandas", workspace=None):
     its environment (``env.*``) and every number of its ``results.json`` by
     dotted path (``latency_ms.median``; per-batch lists are left out). The
     node ids and params come from ``vitgraph ls STAGE --json``, the states
-    from ``vitgraph status STAGE --json``."""
+    from ``vitgraph status STAGE --json`` (with ``params`` as ``-p``
+    overrides, as for ``status``)."""
     root = find_workspace(workspace)
-    nodes = _cli_json(["ls", stage, "--json"], root, "nodes")
-    states = {n["id"]: n for n in status(stage, root)}
+    nodes = _cli_json(["ls", stage, "--json"] + _overrides(params), root, "nodes")
+    states = {n["id"]: n for n in status(stage, root, params)}
     rows = []
     for n in nodes:
         path = os.path.join(root, n["out"], "results.json")
@@ -267,14 +279,16 @@ def _csv_header(path):
         return next(csv.reader(f), [])
 
 
-def table(report, backend="pandas", stale_ok=False, workspace=None, source="auto"):
+def table(report, backend="pandas", stale_ok=False, workspace=None, source="auto", params=None):
     """The table of the report built by stage ``report``, as a DataFrame
     (``backend="pandas"`` or ``"polars"``) or a list of dicts
     (``"records"``). Read from its ``out/<report>/table.parquet`` when
     pyarrow is installed, from ``table.csv`` otherwise (``source="csv"`` or
-    ``"parquet"`` picks one): the same columns and values either way."""
+    ``"parquet"`` picks one): the same columns and values either way.
+    ``params``: the ``-p`` overrides the report was built with, as for
+    ``status``."""
     root = find_workspace(workspace)
-    nodes = status(report, root)
+    nodes = status(report, root, params)
     if not nodes:
         raise VitgraphError(
             f"workspace {root} has no stage `{report}`: `vitgraph ls` lists its stages")
@@ -286,6 +300,8 @@ def table(report, backend="pandas", stale_ok=False, workspace=None, source="auto
         fix = f"`vitgraph build {report}` in {root} brings it up to date"
         if built:
             fix += ", or pass stale_ok=True for the rows of its last build"
+        if not params:
+            fix += " (built with `-p` overrides? pass them as params={...})"
         raise VitgraphError(f"report `{report}` in {root} is {node['state']} ({why}): {fix}")
     if not built:
         raise VitgraphError(f"report `{report}` in {root} has no {path}: is `{report}` a `Report` stage?")
