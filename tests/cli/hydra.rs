@@ -50,6 +50,11 @@ fn hydra() -> Option<String> {
 
 /// The seed's sweep, run by Hydra itself in the workspace.
 fn multirun(ws: &Ws, pydeps: &str) {
+    multirun_with(ws, pydeps, None)
+}
+
+/// The sweep, each measuring job leaving `trace` (an nsys SQLite export) beside its results.
+fn multirun_with(ws: &Ws, pydeps: &str, trace: Option<&std::path::Path>) {
     let app = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hydra/app.py");
     let out = std::process::Command::new("python3")
         .arg(app)
@@ -57,6 +62,7 @@ fn multirun(ws: &Ws, pydeps: &str) {
         .arg(format!("hydra.sweep.dir={MULTIRUN}"))
         .current_dir(ws.path())
         .env("PYTHONPATH", pydeps)
+        .envs(trace.map(|t| ("FIXTURE_TRACE", t)))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -187,5 +193,66 @@ fn a_hydra_stage_that_is_not_a_multirun_says_how_to_write_one() {
     assert!(
         err.contains("hydra: \"multirun/2025-07-14/16-30-54\""),
         "{err}"
+    );
+}
+
+/// An old Hydra + nsys study: each job's profile (a real nsys SQLite
+/// export) comes in with its results, and `Export`, `Analyze` and a
+/// `Report` joining both run over them; nothing is measured.
+#[test]
+fn an_old_hydra_and_nsys_study_is_analysed_without_running_it_again() {
+    let Some(pydeps) = hydra() else { return };
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/external-traces/test-cuda/report1.sqlite");
+    if !trace.is_file() {
+        eprintln!("skipped: {} is absent", trace.display());
+        return;
+    }
+    let pipeline = format!(
+        r#"Pipeline(stages: {{
+  "old": Stage(
+      hydra: (multirun: "{MULTIRUN}", rename: {{"batch_size": "batch"}}),
+      exclude: [{{ "batch": 64 }}, {{ "batch": 32 }}],
+      task: Import(from: "${{job}}", files: ["results.json", "report.sqlite"]),
+  ),
+  "old_traces": Stage(for_each: "old", task: Export(input: "${{needs.old}}/report.sqlite")),
+  "old_analysis": Stage(for_each: "old_traces", task: Analyze(trace: "${{needs.old_traces}}/trace.sqlite")),
+  "report": Stage(needs: ["old", "old_analysis"],
+                  task: Report(title: "Old study", sources: ["old", "old_analysis"],
+                               columns: ["throughput_images_per_s", "kernel_count"])),
+}})"#
+    );
+    let ws = Ws::new(&[("p.ron", &pipeline)]);
+    multirun_with(&ws, &pydeps, Some(&trace));
+    let r = ws.run(&["build", "report"]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("16 built"),
+        "5 imports, 5 exports, 5 analyses, 1 report: {}",
+        r.stderr()
+    );
+    let table = ws.read("out/report/table.csv");
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    let kernels = header
+        .iter()
+        .position(|h| *h == "kernel_count")
+        .expect("kernel_count");
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    // Every job's row has its throughput and its trace's kernels, joined on the batch.
+    assert!(
+        rows.iter()
+            .all(|r| r[kernels].parse::<u64>().is_ok_and(|k| k > 0)),
+        "{table}"
+    );
+    let again = ws.run(&["build", "report"]);
+    assert!(
+        again.stderr().contains("0 built, 16 fresh"),
+        "{}",
+        again.stderr()
     );
 }
