@@ -206,6 +206,12 @@ fn the_page_of_a_built_study_renders_sorts_and_filters() {
     assert!(down.windows(2).all(|w| w[0] >= w[1]), "{down:?}");
     assert_eq!(down[0], 643.0);
 
+    // Bookkeeping columns the same in every row are folded into a line (N8).
+    let heads = texts(&b, "#report-0 th:not([hidden])");
+    assert!(!heads.iter().any(|h| h.starts_with("reps")), "{heads:?}");
+    let meta = texts(&b, "#report-0 p.meta");
+    assert!(meta.iter().any(|m| m.starts_with("The same in every row: reps 1. Not shown, empty in every row: interval, samples, env_group.")), "{meta:?}");
+
     // Filtering by a param hides the other rows.
     b.click("select[data-param='model'] option[value='vit2']");
     assert_eq!(column(&b, "table-0", "model"), ["vit2", "vit2", "vit2"]);

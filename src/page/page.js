@@ -488,6 +488,17 @@
     // row's nodes show on a click.
     const nodesCol = t.names.indexOf("nodes");
     const hidden = t.names.map((n, j) => j >= params && (j === nodesCol || t.rows.every((r) => r[j] === "" || r[j] === null)));
+    // Bookkeeping columns that read the same in every row are folded into
+    // a line under the table (N8): `interval repetitions, env_group env1`.
+    const FOLDED = ["interval", "env_group", "reps", "samples"];
+    const folded = [];
+    if (t.rows.length > 1) {
+      t.names.forEach((n, j) => {
+        if (hidden[j] || j < params || !FOLDED.includes(n)) return;
+        const first = t.rows[0][j];
+        if (t.rows.every((r) => r[j] === first)) { hidden[j] = true; folded.push(`${n} ${first}`); }
+      });
+    }
     // A value and its interval in one cell, as report.md writes it
     // (`1.73 ± 2.0 %`): the bound columns are hidden (table.csv keeps them),
     // and a column whose bounds equal its value in every row (a constant:
@@ -574,9 +585,10 @@
     draw();
     if (filters.children.length) wrap.append(filters);
     wrap.append(el("div", { class: "table-scroll" }, tbl));
-    const gone = t.names.filter((n, j) => hidden[j] && j !== nodesCol && !/\.ci95_(low|high)$/.test(n));
-    if (gone.length || nodesCol >= 0) {
-      wrap.append(el("p", { class: "meta" }, (gone.length ? `Not shown, empty in every row: ${gone.join(", ")}. ` : "") + (nodesCol >= 0 ? "Click a row for its nodes." : "")));
+    const gone = t.names.filter((n, j) => hidden[j] && j !== nodesCol && !/\.ci95_(low|high)$/.test(n) && !folded.some((f) => f.startsWith(n + " ")));
+    if (gone.length || folded.length || nodesCol >= 0) {
+      wrap.append(el("p", { class: "meta" }, (folded.length ? `The same in every row: ${folded.join(", ")}. ` : "")
+        + (gone.length ? `Not shown, empty in every row: ${gone.join(", ")}. ` : "") + (nodesCol >= 0 ? "Click a row for its nodes." : "")));
     }
     return wrap;
   }
