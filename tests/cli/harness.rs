@@ -194,3 +194,33 @@ pub const CHAIN: &str = r#"Pipeline(
         ),
     },
 )"#;
+
+/// Whitespace and the margin of wrapped message lines collapsed, so text that
+/// the terminal width wrapped still matches.
+pub fn flat(text: &str) -> String {
+    text.replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `PYTHONPATH` under which `python3` imports `modules` (comma-separated):
+/// `VITGRAPH_PYDEPS`, where scripts/test.sh installs them. None (the test
+/// skipped, saying so) without them — unless `require` (an environment
+/// variable) is `1`, as in the test suite, where that is a failure.
+pub fn python_with(modules: &str, require: &str) -> Option<String> {
+    let path = std::env::var("VITGRAPH_PYDEPS").unwrap_or_default();
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .env("PYTHONPATH", &path)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(path);
+    }
+    if std::env::var_os(require).is_some_and(|v| v == "1") {
+        panic!("{require}=1 but python3 cannot import {modules} (PYTHONPATH={path:?}; scripts/test.sh installs them)");
+    }
+    eprintln!("skipped: python3 cannot import {modules} (set VITGRAPH_PYDEPS to where they are)");
+    None
+}

@@ -9,7 +9,7 @@
 //! `scripts/test.sh` installs it) on its `PYTHONPATH`. Skipped without it,
 //! saying so — unless `VITGRAPH_REQUIRE_HYDRA=1` (the test suite).
 
-use super::harness::Ws;
+use super::harness::{flat, Ws};
 
 const MULTIRUN: &str = "multirun/2025-07-14/16-30-54";
 
@@ -30,22 +30,8 @@ fn pipeline(exclude: &str) -> String {
     )
 }
 
-/// The Python path hydra-core is on; None (the test skipped) without it.
 fn hydra() -> Option<String> {
-    let path = std::env::var("VITGRAPH_PYDEPS").unwrap_or_default();
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import hydra"])
-        .env("PYTHONPATH", &path)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(path);
-    }
-    if std::env::var_os("VITGRAPH_REQUIRE_HYDRA").is_some_and(|v| v == "1") {
-        panic!("VITGRAPH_REQUIRE_HYDRA=1 but python3 cannot import hydra (PYTHONPATH={path:?}; scripts/test.sh installs it)");
-    }
-    eprintln!("skipped: python3 has no hydra-core (set VITGRAPH_PYDEPS to where it is)");
-    None
+    super::harness::python_with("hydra", "VITGRAPH_REQUIRE_HYDRA")
 }
 
 /// The seed's sweep, run by Hydra itself in the workspace.
@@ -77,13 +63,6 @@ fn multirun_with(ws: &Ws, pydeps: &str, trace: Option<&std::path::Path>) {
         "the failed job has its folder"
     );
     assert!(!dir.join("5/results.json").exists() && dir.join("4/results.json").is_file());
-}
-
-fn flat(err: &str) -> String {
-    err.lines()
-        .map(|l| l.trim_start().trim_start_matches(['│', '×']).trim())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[test]

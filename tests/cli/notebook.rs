@@ -11,7 +11,7 @@
 
 use serde_json::json;
 
-use super::harness::Ws;
+use super::harness::{flat, Ws};
 
 const PIPELINE: &str = r#"Pipeline(stages: {
   "table": Stage(task: Command(run: "echo \"value\" > ${out}/t.csv; cat data.txt >> ${out}/t.csv",
@@ -23,22 +23,8 @@ const PIPELINE: &str = r#"Pipeline(stages: {
   )),
 })"#;
 
-/// The Python path the kernel's packages are on; None (the test skipped) without them.
 fn jupyter() -> Option<String> {
-    let path = std::env::var("VITGRAPH_PYDEPS").unwrap_or_default();
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import nbclient, ipykernel, nbconvert"])
-        .env("PYTHONPATH", &path)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(path);
-    }
-    if std::env::var_os("VITGRAPH_REQUIRE_JUPYTER").is_some_and(|v| v == "1") {
-        panic!("VITGRAPH_REQUIRE_JUPYTER=1 but python3 cannot import nbclient, ipykernel and nbconvert (PYTHONPATH={path:?}; scripts/test.sh installs them)");
-    }
-    eprintln!("skipped: python3 has no nbclient, ipykernel and nbconvert (set VITGRAPH_PYDEPS to where they are)");
-    None
+    super::harness::python_with("nbclient, ipykernel, nbconvert", "VITGRAPH_REQUIRE_JUPYTER")
 }
 
 fn cell(kind: &str, source: &str, tags: &[&str]) -> serde_json::Value {
@@ -92,14 +78,6 @@ fn run(ws: &Ws, path: &str, args: &[&str]) -> super::harness::Run {
             .output()
             .expect("run vitgraph"),
     )
-}
-
-/// An error as one line: miette's wrapped lines joined, its gutter left out.
-fn flat(err: &str) -> String {
-    err.lines()
-        .map(|l| l.trim_start().trim_start_matches(['│', '×']).trim())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn nb_reasons(ws: &Ws) -> Vec<String> {

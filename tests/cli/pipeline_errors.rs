@@ -2,6 +2,7 @@
 //! underlined and a hint, runs nothing, and never panics. The messages are
 //! snapshotted so a change to any of them is reviewed.
 
+use crate::harness::flat;
 use crate::support::{snapshot, Workspace};
 
 const AREA: &str = "pipeline_errors";
@@ -29,15 +30,6 @@ fn location(files: &[(&str, &str)], at: &At<'_>) -> String {
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     format!("pipelines/{}:{line}:{col}", at.file)
-}
-
-/// Whitespace and the margin of wrapped message lines collapsed, so text that
-/// the terminal width wrapped still matches.
-fn flat(text: &str) -> String {
-    text.replace('│', " ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Runs `vitgraph ARGS` on `files` and checks the rejection; returns stderr.
