@@ -56,7 +56,7 @@ pub struct Cli {
     /// Run as if started in DIR (the workspace root or a folder inside it).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Override a pipeline param or matrix axis: `-p samples=500`, `-p res=[224,512]`.
+    /// Override a pipeline param or matrix axis: `-p samples=500`, `-p res=[224,512]`, or in Hydra's syntax `-p res=224,512`, `-p 'batch=range(1,9)'`.
     #[arg(short = 'p', long = "param", global = true, value_name = "KEY=VALUE")]
     pub params: Vec<String>,
     #[command(subcommand)]
