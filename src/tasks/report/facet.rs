@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use super::cell::Cell;
 use super::compare::table_column;
-use super::plot::{draw, ranges, register_font, series, Series, EMPTY, FAMILY, SIZE};
+use super::plot::{colour_of, draw, ranges, register_font, series, Series, EMPTY, FAMILY, SIZE};
 use super::spec::Plot;
 use super::table::Table;
 use super::write::write_atomic;
@@ -22,6 +22,8 @@ use crate::value::Value;
 const PANEL: (u32, u32) = (560, 400);
 const HEADING: u32 = 40;
 const FOOT: u32 = 30;
+/// A row of the legend the panels share, under the heading.
+const LEGEND_ROW: u32 = 24;
 
 /// One panel of a plot: its heading (None for an unfaceted plot) and lines.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,9 +154,77 @@ fn figure_size(panels: &[Panel]) -> (u32, u32) {
         }
         many => {
             let (cols, rows) = grid(many.len());
-            (PANEL.0 * cols, PANEL.1 * rows + HEADING + FOOT)
+            let width = PANEL.0 * cols;
+            let legend = legend_layout(many, width).last().map_or(0, |e| e.row + 1);
+            (width, PANEL.1 * rows + HEADING + LEGEND_ROW * legend + FOOT)
         }
     }
+}
+
+/// One entry of the legend a faceted figure's panels share.
+#[derive(Debug, PartialEq)]
+struct LegendEntry {
+    label: String,
+    row: u32,
+    /// Its left edge, in unscaled pixels.
+    x: u32,
+}
+
+/// Every series label of `panels` once, in the order they first appear,
+/// laid out left to right in rows no wider than `width`.
+fn legend_layout(panels: &[Panel], width: u32) -> Vec<LegendEntry> {
+    let mut labels: Vec<&str> = Vec::new();
+    for s in panels.iter().flat_map(|p| &p.series) {
+        if !labels.contains(&s.label.as_str()) {
+            labels.push(&s.label);
+        }
+    }
+    let (mut row, mut x) = (0, 16);
+    let mut out = Vec::new();
+    for label in labels {
+        // A 20 px line, a gap, the text (about 8 px a character), a gap.
+        let w = 20 + 8 + 8 * label.chars().count() as u32 + 24;
+        if x > 16 && x + w > width {
+            row += 1;
+            x = 16;
+        }
+        out.push(LegendEntry {
+            label: label.to_owned(),
+            row,
+            x,
+        });
+        x += w;
+    }
+    out
+}
+
+/// Draws the shared legend into `area`, each label in its report colour.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+    labels: &[String],
+    scale: u32,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let px = |n: u32| (n * scale) as i32;
+    for e in entries {
+        let colour = colour_of(labels, &e.label);
+        let y = px(e.row * LEGEND_ROW + LEGEND_ROW / 2);
+        area.draw(&PathElement::new(
+            vec![(px(e.x), y), (px(e.x + 20), y)],
+            colour.stroke_width(2 * scale),
+        ))
+        .map_err(err)?;
+        area.draw(&Circle::new((px(e.x + 10), y), px(4), colour.filled()))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            e.label.clone(),
+            (px(e.x + 28), y - px(7)),
+            (FAMILY, px(14)).into_font(),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// Columns and rows of a grid of `n` panels.
@@ -183,8 +253,13 @@ fn figure<DB: DrawingBackend>(
     let px = |n: u32| n * scale;
     root.fill(&WHITE).map_err(err)?;
     let (_, h) = root.dim_in_pixel();
+    let (w, _) = root.dim_in_pixel();
+    let entries = legend_layout(panels, w / scale);
+    let legend_h = LEGEND_ROW * entries.last().map_or(0, |e| e.row + 1);
     let (head, rest) = root.split_vertically(px(HEADING));
-    let (body, foot) = rest.split_vertically(h.saturating_sub(px(HEADING + FOOT)));
+    let (legend, rest) = rest.split_vertically(px(legend_h));
+    let (body, foot) = rest.split_vertically(h.saturating_sub(px(HEADING + legend_h + FOOT)));
+    draw_legend(&legend, &entries, labels, scale)?;
     let heading = match (&plot.title, &plot.facet) {
         (Some(title), _) => title.clone(),
         (None, facet) => format!(
@@ -301,7 +376,41 @@ mod tests {
         assert_eq!(svg.matches("</svg>").count(), 1, "{svg}");
         assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
         assert!(svg.contains("one panel per depth"), "the figure's heading");
-        assert_eq!(figure_size(&drawn), (2 * PANEL.0, PANEL.1 + HEADING + FOOT));
+        // One legend for the figure: each series named once, not per panel.
+        for label in ["patch=16", "patch=32"] {
+            assert_eq!(
+                svg.matches(&format!("\n{label}\n")).count(),
+                1,
+                "{label}: {svg}"
+            );
+        }
+        assert_eq!(
+            figure_size(&drawn),
+            (2 * PANEL.0, PANEL.1 + HEADING + LEGEND_ROW + FOOT)
+        );
+    }
+
+    #[test]
+    fn the_shared_legend_wraps_into_rows_within_the_figure() {
+        let line = |label: &str| Series {
+            label: label.to_owned(),
+            ..Series::default()
+        };
+        let panel = |labels: &[&str]| Panel {
+            title: Some("p".into()),
+            series: labels.iter().map(|l| line(l)).collect(),
+        };
+        let long = "model=vit16x12x768,pipeline=gpu";
+        let panels = [panel(&[long, "b"]), panel(&["b", long, "c", long])];
+        let entries = legend_layout(&panels, 400);
+        let labels: Vec<_> = entries.iter().map(|e| e.label.as_str()).collect();
+        assert_eq!(labels, [long, "b", "c"], "each once, first seen first");
+        let at: Vec<_> = entries.iter().map(|e| (e.row, e.x)).collect();
+        assert_eq!(
+            at,
+            [(0, 16), (0, 316), (1, 16)],
+            "`c` would end past 400 px"
+        );
     }
 
     #[test]

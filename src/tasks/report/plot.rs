@@ -38,7 +38,7 @@ const COLORS: [RGBColor; 10] = [
 ];
 
 /// One line of a plot: its legend label and points sorted by x.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
@@ -84,7 +84,7 @@ pub(super) fn colour_key(label: &str) -> String {
 }
 
 /// A series' colour among a report's (`labels` from [`colour_indices`]).
-fn colour_of(labels: &[String], label: &str) -> RGBColor {
+pub(super) fn colour_of(labels: &[String], label: &str) -> RGBColor {
     let key = colour_key(label);
     let i = labels.iter().position(|l| *l == key).unwrap_or(0);
     COLORS[i % COLORS.len()]
@@ -352,14 +352,16 @@ pub(super) fn draw<DB: DrawingBackend>(
         .or_else(|| twos.clone())
         .unwrap_or_else(|| ticks(&xr, plot.log_x, points().all(|p| p.0.fract() == 0.0)));
     let y_ticks = ticks(&yr, plot.log_y, points().all(|p| p.1.fract() == 0.0));
-    // The legend goes in a corner without data, or else beside the plot.
+    // The legend goes in a corner without data, or else beside the plot; a
+    // faceted figure's panels share one legend, drawn by the figure.
     let corner = emptiest_corner(series, &xr, &yr);
+    let own_legend = shared.is_none();
     let longest = series
         .iter()
         .map(|s| s.label.chars().count())
         .max()
         .unwrap_or(0) as u32;
-    let outside_w = if corner.is_none() && !series.is_empty() {
+    let outside_w = if own_legend && corner.is_none() && !series.is_empty() {
         px(56) + longest * px(8)
     } else {
         0
@@ -451,7 +453,7 @@ pub(super) fn draw<DB: DrawingBackend>(
             }))
             .map_err(err)?;
     }
-    match corner {
+    match corner.filter(|_| own_legend) {
         Some(corner) => {
             chart
                 .configure_series_labels()
@@ -464,7 +466,7 @@ pub(super) fn draw<DB: DrawingBackend>(
                 .draw()
                 .map_err(err)?;
         }
-        None if !series.is_empty() => {
+        None if own_legend && !series.is_empty() => {
             // Every corner has data: a legend of its own right of the plot.
             let (w, _) = root.dim_in_pixel();
             let x0 = (w - outside_w + px(8)) as i32;
