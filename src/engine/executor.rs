@@ -204,6 +204,7 @@ impl Local {
             stdout: log.into(),
             stderr: log2.into(),
             cores: job.cores.clone(),
+            note_group: self.groups.as_ref().and_then(|g| g.fd()),
         };
         let pid = {
             // Registered under the lock that `interrupt` takes: a task never
@@ -217,9 +218,6 @@ impl Local {
             children.insert(pid);
             pid
         };
-        if let Some(groups) = &self.groups {
-            groups.add(pid);
-        }
         drop(spec);
         let status = tokio::task::spawn_blocking(move || spawn::wait_and_end_group(pid)).await;
         self.children().remove(&pid);

@@ -31,6 +31,10 @@ pub(crate) struct Spawn {
     /// The cores the process (and every thread it starts) may run on;
     /// None: vitgraph's own.
     pub cores: Option<Vec<usize>>,
+    /// A file (opened for appending) where the process notes its own group
+    /// as `<pid> <start time>` before it execs, so that no moment exists
+    /// when it runs unnoted (see `store::TaskGroups`).
+    pub note_group: Option<libc::c_int>,
 }
 
 /// What the child reads; everything is ready before it exists.
@@ -43,6 +47,8 @@ struct ChildArgs {
     parent: libc::pid_t,
     /// The affinity mask to take before `execve`.
     cores: Option<libc::cpu_set_t>,
+    /// Where to note the child's group before `execve` (-1: nowhere).
+    note_group: libc::c_int,
     /// The child's `errno` when something before `execve` failed (0: none).
     error: AtomicI32,
 }
@@ -125,6 +131,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::getppid() != a.parent {
             libc::_exit(127);
         }
+        if a.note_group >= 0 {
+            note_own_group(a.note_group);
+        }
         for (target, &fd) in a.fds.iter().enumerate() {
             if libc::dup2(fd, target as libc::c_int) < 0 {
                 fail(a);
@@ -145,6 +154,98 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::execve(a.path.as_ptr(), a.argv.as_ptr(), a.envp.as_ptr());
     }
     fail(a)
+}
+
+/// Appends `<pid> <start time>\n` for the calling process to `fd` in one
+/// write, the start time read from `/proc/self/stat` as `store::owner`
+/// reads it. Runs in the child between `clone` and `execve`: stack buffers
+/// and system calls only, nothing that allocates or can panic; on any
+/// failure it notes nothing (the parent's kill on interrupt still reaches
+/// the group).
+fn note_own_group(fd: libc::c_int) {
+    let mut stat = [0u8; 1024];
+    // SAFETY: open/read/close on a NUL-terminated path and a buffer we own.
+    let n = unsafe {
+        let stat_fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if stat_fd < 0 {
+            return;
+        }
+        let n = libc::read(stat_fd, stat.as_mut_ptr().cast(), stat.len());
+        libc::close(stat_fd);
+        n
+    };
+    let Some(text) = usize::try_from(n).ok().and_then(|n| stat.get(..n)) else {
+        return;
+    };
+    let Some(start) = start_time_of_stat(text) else {
+        return;
+    };
+    // SAFETY: getpid(2) cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let mut line = [0u8; 48];
+    let mut len = put_decimal(&mut line, 0, pid as u64);
+    if let Some(b) = line.get_mut(len) {
+        *b = b' ';
+        len += 1;
+    }
+    len = put_decimal(&mut line, len, start);
+    if let Some(b) = line.get_mut(len) {
+        *b = b'\n';
+        len += 1;
+    }
+    // SAFETY: write(2) of `len` initialized bytes of `line`.
+    unsafe {
+        libc::write(fd, line.as_ptr().cast(), len);
+    }
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line (the start time), counting fields
+/// after the last `)`; None when it is not there. Allocation-free.
+fn start_time_of_stat(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = stat.get(close + 1..)?;
+    // `state` is field 3, the first after `)`: the start time is the 20th.
+    let field = rest
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(19)?;
+    let mut value: u64 = 0;
+    for &b in field {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(value)
+}
+
+/// Writes `v` in decimal into `buf` from `at`; the position after it (digits
+/// that do not fit are left out).
+fn put_decimal(buf: &mut [u8], at: usize, mut v: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    loop {
+        if let Some(d) = digits.get_mut(n) {
+            *d = b'0' + (v % 10) as u8;
+        }
+        n += 1;
+        v /= 10;
+        if v == 0 || n == digits.len() {
+            break;
+        }
+    }
+    let mut at = at;
+    while n > 0 {
+        n -= 1;
+        if let (Some(slot), Some(&d)) = (buf.get_mut(at), digits.get(n)) {
+            *slot = d;
+            at += 1;
+        }
+    }
+    at
 }
 
 /// A CPU set of `cores` (those beyond `CPU_SETSIZE` left out).
@@ -196,6 +297,7 @@ pub(crate) fn spawn(s: &Spawn) -> io::Result<libc::pid_t> {
         // SAFETY: getpid(2) cannot fail.
         parent: unsafe { libc::getpid() },
         cores: s.cores.as_deref().map(cpu_set),
+        note_group: s.note_group.unwrap_or(-1),
         error: AtomicI32::new(0),
     };
     // The child runs on this stack until it execs; 64 KiB is plenty for
@@ -316,6 +418,7 @@ mod tests {
             stdout: out.into(),
             stderr: err.into(),
             cores: None,
+            note_group: None,
         })
     }
 
@@ -340,6 +443,56 @@ mod tests {
     }
 
     #[test]
+    fn a_child_notes_its_own_group_before_it_runs_the_program() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let notes = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("groups"))
+            .unwrap();
+        let out = std::fs::File::create(dir.path().join("out.txt")).unwrap();
+        let err = out.try_clone().unwrap();
+        // The program reads the line back: it was there before it ran.
+        let pid = spawn(&Spawn {
+            program: "sh".into(),
+            args: vec!["-c".into(), "cat groups; read x".into()],
+            env: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            stdin: dev_null().unwrap(),
+            stdout: out.into(),
+            stderr: err.into(),
+            cores: None,
+            note_group: Some(notes.as_raw_fd()),
+        })
+        .unwrap();
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+        let start = start_time_of_stat(&stat).unwrap();
+        wait(pid).unwrap();
+        let seen = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+        assert_eq!(seen, format!("{pid} {start}\n"));
+    }
+
+    #[test]
+    fn the_start_time_is_field_22_whatever_the_command_name_holds() {
+        let mut fields: Vec<String> = (3..=30).map(|i| i.to_string()).collect();
+        fields[0] = "S".into();
+        fields[22 - 3] = "18446744073709551615".into();
+        let line = format!("42 (a) b (c)) {}\n", fields.join(" "));
+        assert_eq!(start_time_of_stat(line.as_bytes()), Some(u64::MAX));
+        assert_eq!(start_time_of_stat(b"42 (sh) S 1 2"), None);
+        let mut buf = [0u8; 8];
+        assert_eq!(put_decimal(&mut buf, 1, 907), 4);
+        assert_eq!(&buf[1..4], b"907");
+        assert_eq!(put_decimal(&mut buf, 0, 0), 1);
+        assert_eq!(
+            put_decimal(&mut buf, 5, 123_456),
+            8,
+            "digits past the end left out"
+        );
+    }
+
+    #[test]
     fn a_pinned_child_runs_on_its_cores_only() {
         let dir = tempfile::tempdir().unwrap();
         let out = std::fs::File::create(dir.path().join("out.txt")).unwrap();
@@ -359,6 +512,7 @@ mod tests {
             stdout: out.into(),
             stderr: err.into(),
             cores: Some(vec![last]),
+            note_group: None,
         })
         .unwrap();
         wait(pid).unwrap();

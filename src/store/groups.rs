@@ -5,9 +5,12 @@
 //! groups of a build that is still alive; a task's `sh` dies with vitgraph
 //! (`PR_SET_PDEATHSIG`) even on `kill -9`, but what it started does not. So
 //! every build appends `<group id> <leader start time>` to
-//! `cache/tasks/<host>/<pid>-<start>` as it starts each task (a write to the
-//! page cache, no flush: it only has to outlive the process, not the
-//! machine), and removes the file when it ends. The next command that opens
+//! `cache/tasks/<host>/<pid>-<start>` for each task (a write to the page
+//! cache, no flush: it only has to outlive the process, not the machine),
+//! and removes the file when it ends. The task writes its own line, after
+//! it leads its group and before it execs (`engine::spawn`): a build killed
+//! at any moment after that leaves no group unnoted, which a line written
+//! by the build once the task had started could not promise. The next command that opens
 //! the store reads the files of this host's dead builds and kills what is
 //! left of each group ([`Store::end_dead_task_groups`]).
 //!
@@ -18,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -33,11 +36,10 @@ pub struct TaskGroups {
 }
 
 impl TaskGroups {
-    /// Notes a task's group, led by `pgid`, which just started.
-    pub fn add(&self, pgid: i32) {
-        let Some(start) = process_start(pgid as u32) else {
-            return; // already gone: nothing to end later
-        };
+    /// The file a task notes its group in, opened for appending (one write
+    /// per line: O_APPEND keeps lines whole); None when it cannot be made.
+    /// It stays open while `self` lives.
+    pub fn fd(&self) -> Option<i32> {
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if file.is_none() {
             if let Some(dir) = self.path.parent() {
@@ -49,10 +51,7 @@ impl TaskGroups {
                 .open(&self.path)
                 .ok();
         }
-        if let Some(f) = file.as_mut() {
-            // One write per line: O_APPEND keeps lines whole.
-            let _ = f.write_all(format!("{pgid} {start}\n").as_bytes());
-        }
+        file.as_ref().map(|f| f.as_raw_fd())
     }
 }
 
@@ -227,7 +226,9 @@ mod tests {
         .unwrap();
         // The notes of this (live) process stay untouched.
         let mine = store.journal().task_groups();
-        mine.add(other.id() as i32);
+        assert!(mine.fd().is_some());
+        let line = format!("{} {}\n", other.id(), process_start(other.id()).unwrap());
+        fs::write(&mine.path, line).unwrap();
 
         assert_eq!(
             store.journal().end_dead_task_groups(),
