@@ -10,6 +10,12 @@ if [ "${VITGRAPH_TORCH:-1}" = "1" ]; then
     VITGRAPH_FEATURES="--features torch"
 fi
 export VITGRAPH_FEATURES
+# The tests (and the lints) build S3-compatible remotes too (the `s3`
+# feature: the `object_store` crate and its HTTP and TLS stack); a user's
+# `vitgraph` needs it only to push to or pull from a bucket.
+VITGRAPH_TEST_FEATURES="--features s3"
+[ -n "$VITGRAPH_FEATURES" ] && VITGRAPH_TEST_FEATURES="$VITGRAPH_FEATURES,s3"
+export VITGRAPH_TEST_FEATURES
 
 # Builds `vitgraph` without libtorch (it starts in milliseconds: linking
 # libtorch costs every start about half a second) and, with libtorch,

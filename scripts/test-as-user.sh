@@ -28,6 +28,11 @@ target="$(readlink -f "${CARGO_TARGET_DIR:-target}")"
 traverse "$target/debug"
 # The Jupyter kernel the `Notebook` tests run (scripts/test.sh installs it there).
 traverse "$target/pydeps"
+# The S3 remote's tests: a server of their own, boto3 from moto's folder.
+s3_server=$(scripts/s3-server.sh start)
+eval "$s3_server"
+trap 'scripts/s3-server.sh stop' EXIT
+[ -d "$target/s3deps" ] && traverse "$target/s3deps"
 [ -n "${LIBTORCH:-}" ] && traverse "$LIBTORCH/lib"
 traverse "$(dirname "$(readlink -f "$(command -v python3)")")"
 traverse "$PWD/../shared" 2>/dev/null || true
@@ -36,12 +41,14 @@ as_user() {
     runuser -u "$user" -- env -i HOME="$home" USER="$user" PATH="$PATH" \
         LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" TMPDIR=/tmp NO_COLOR=1 \
         VITGRAPH_LEAN_EXE="$bin/vitgraph-lean" \
-        VITGRAPH_PYDEPS="$target/pydeps" VITGRAPH_REQUIRE_JUPYTER=1 VITGRAPH_REQUIRE_HYDRA=1 "$@"
+        VITGRAPH_PYDEPS="$target/pydeps" VITGRAPH_REQUIRE_JUPYTER=1 VITGRAPH_REQUIRE_HYDRA=1 \
+        VITGRAPH_S3_ENDPOINT="$VITGRAPH_S3_ENDPOINT" VITGRAPH_S3_PYTHONPATH="$VITGRAPH_S3_PYTHONPATH" \
+        VITGRAPH_REQUIRE_S3=1 "$@"
 }
 echo "test-as-user: as $user (uid $(id -u "$user")): $(as_user id)"
 
 # The unit tests (the store's among them) and the CLI tests, as built by scripts/test.sh.
-mapfile -t exes < <(cargo test $VITGRAPH_FEATURES --no-run --lib --test cli --message-format=json 2>/dev/null |
+mapfile -t exes < <(cargo test $VITGRAPH_TEST_FEATURES --no-run --lib --test cli --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

@@ -54,4 +54,10 @@ PYTHONPATH="$shadow:$pydeps" VITGRAPH_REQUIRE_DATAFRAMES=pandas VITGRAPH="$VITGR
 # real multirun; both must run (not skip).
 VITGRAPH_PYDEPS="$(cd "$pydeps" && pwd)"
 export VITGRAPH_PYDEPS VITGRAPH_REQUIRE_JUPYTER=1 VITGRAPH_REQUIRE_HYDRA=1
-cargo test $VITGRAPH_FEATURES --no-fail-fast "$@"
+# The S3 remote's tests run against a real S3-compatible server (moto's,
+# over HTTP on 127.0.0.1), started here and stopped when the tests end.
+s3_server=$(scripts/s3-server.sh start)
+eval "$s3_server"
+trap 'scripts/s3-server.sh stop' EXIT
+export VITGRAPH_REQUIRE_S3=1
+cargo test $VITGRAPH_TEST_FEATURES --no-fail-fast "$@"

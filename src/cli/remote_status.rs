@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::Failure;
 use crate::engine::plan::Evaluation;
 use crate::graph::Graph;
-use crate::store::{remote_state, Remote, Store};
+use crate::store::{remote_state, Store};
 use crate::workspace::Workspace;
 
 /// What `status --remote` shows.
@@ -27,7 +27,8 @@ pub(super) fn of(
     selection: &[usize],
     evals: &HashMap<usize, Evaluation>,
 ) -> Result<Shown, Failure> {
-    let (name, root, _) = super::transfer::remote_of(ws, (!name.is_empty()).then_some(name))?;
+    let (remote, _) = super::transfer::remote_of(ws, (!name.is_empty()).then_some(name))?;
+    let name = remote.name.clone();
     let here: Vec<(&str, crate::hash::ContentHash)> = selection
         .iter()
         .filter_map(|&i| {
@@ -40,10 +41,6 @@ pub(super) fn of(
         .map(|&i| graph.nodes[i].id.as_str())
         .collect();
     let store = Store::open_existing(&ws.root).ok().flatten();
-    let remote = Remote {
-        name: &name,
-        root: &root,
-    };
     let state = remote_state(&remote, store.as_ref(), &here, &selected).map_err(|e| match e {
         crate::store::StoreError::Remote { path, detail, .. } => {
             format!("`{}`: {detail}", path.display())

@@ -82,7 +82,7 @@ pub enum RemoteCommand {
 pub(super) fn remote_of(
     ws: &Workspace,
     name: Option<&str>,
-) -> Result<(String, PathBuf, RemoteMode), Failure> {
+) -> Result<(Remote, RemoteMode), Failure> {
     let file = crate::pipeline::load_settings(&ws.root)?;
     let names: Vec<&str> = file.remotes.keys().map(String::as_str).collect();
     let chosen = match (name, names.as_slice()) {
@@ -108,7 +108,14 @@ pub(super) fn remote_of(
         }
     };
     let spec = &file.remotes[chosen];
-    Ok((chosen.to_owned(), ws.root.join(&spec.path), spec.mode))
+    if let Err((what, fix)) = spec.check() {
+        return Err(usage(
+            format!("`vitgraph.ron`: remote `{chosen}` {what}"),
+            fix,
+        ));
+    }
+    let remote = Remote::of_spec(chosen, spec, &ws.root)?;
+    Ok((remote, spec.mode))
 }
 
 /// The node ids of the targets and everything they need.
@@ -136,7 +143,8 @@ pub(super) fn push(
     overrides: &[Override],
     args: PushPullArgs,
 ) -> Result<i32, Failure> {
-    let (name, root, mode) = remote_of(ws, args.remote.as_deref())?;
+    let (remote, mode) = remote_of(ws, args.remote.as_deref())?;
+    let name = remote.name.clone();
     if mode == RemoteMode::Read {
         return Err(usage(
             format!(
@@ -153,10 +161,6 @@ pub(super) fn push(
         ));
     };
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let remote = Remote {
-        name: &name,
-        root: &root,
-    };
     let key = super::keys::signing_key(args.sign.as_deref())?;
     let got = store.reader().push(&remote, &ids, key.as_ref())?;
     println!(
@@ -174,7 +178,8 @@ pub(super) fn pull(
     overrides: &[Override],
     args: PushPullArgs,
 ) -> Result<i32, Failure> {
-    let (name, root, _) = remote_of(ws, args.remote.as_deref())?;
+    let (remote, _) = remote_of(ws, args.remote.as_deref())?;
+    let name = remote.name.clone();
     if args.sign.is_some() {
         return Err(usage(
             "`--sign` signs what is pushed or exported; a pull checks signatures",
@@ -185,10 +190,6 @@ pub(super) fn pull(
     let ids = selected_ids(ws, overrides, &args.targets)?;
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let store = Store::open(&ws.root)?;
-    let remote = Remote {
-        name: &name,
-        root: &root,
-    };
     let got = store.objects().pull(&remote, &ids, &key_of, &trust)?;
     println!(
         "pulled from `{name}`: {} runs new here, {} now their node's current run{}; {} objects ({}) added",
@@ -233,7 +234,8 @@ pub(super) fn remote(
             keep_days,
             apply,
         } => {
-            let (name, root, mode) = remote_of(ws, remote.as_deref())?;
+            let (r, mode) = remote_of(ws, remote.as_deref())?;
+            let name = r.name.clone();
             if apply && mode == RemoteMode::Read {
                 return Err(usage(
                     format!("remote `{name}` is read-only for this workspace (`mode: Read` in `vitgraph.ron`)"),
@@ -248,10 +250,6 @@ pub(super) fn remote(
             }
             let ids = selected_ids(ws, overrides, &targets)?;
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let r = Remote {
-                name: &name,
-                root: &root,
-            };
             let grace = std::time::Duration::from_secs_f64(keep_days * 86400.0);
             let gc = crate::store::remote_gc(&r, &ids, grace, apply)?;
             let verb = if apply { "removed" } else { "would remove" };
@@ -278,19 +276,22 @@ pub(super) fn remote(
                     RemoteMode::ReadWrite => "read-write",
                     RemoteMode::Read => "read",
                 };
-                println!("{name}  {}  ({mode})", ws.root.join(&spec.path).display());
+                let place = match spec.kind() {
+                    crate::config::RemoteKind::Dir(path) => {
+                        ws.root.join(path).display().to_string()
+                    }
+                    crate::config::RemoteKind::S3 { url, .. } => url.to_owned(),
+                };
+                println!("{name}  {place}  ({mode})");
             }
             Ok(exit::SUCCESS)
         }
         RemoteCommand::Verify { remote } => {
-            let (name, root, _) = remote_of(ws, remote.as_deref())?;
-            let r = Remote {
-                name: &name,
-                root: &root,
-            };
+            let (r, _) = remote_of(ws, remote.as_deref())?;
+            let name = r.name.clone();
             let (runs, objects, damage) = crate::store::verify_remote(&r, &key_of)?;
             for d in &damage {
-                println!("damaged: {}: {}", d.path.display(), d.problem);
+                println!("damaged: {}: {}", d.path, d.problem);
             }
             println!(
                 "remote `{name}`: {runs} run records, {objects} objects, {} problems",

@@ -40,7 +40,9 @@ mod open;
 mod owner;
 mod record;
 mod remote;
+mod remote_dir;
 mod remote_gc;
+mod remote_s3;
 mod remote_state;
 #[cfg(test)]
 mod robustness_tests;

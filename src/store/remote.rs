@@ -1,44 +1,35 @@
-//! Directory remotes: a folder (a shared or network file system) that
-//! several workspaces push runs to and pull them from (`vitgraph push`,
-//! `pull`, `remote verify`).
+//! Remotes: a place (a folder on a shared or network file system, or an
+//! S3-compatible bucket) that several workspaces push runs to and pull
+//! them from (`vitgraph push`, `pull`, `remote verify`). How each kind
+//! stores and writes its files is its [`Backend`]'s (`remote_dir`,
+//! `remote_s3`); what is written when is here.
 //!
-//! ```text
-//! REMOTE/objects/<2 hex>/<62 hex>   one read-only file per content, as in cache/objects
-//! REMOTE/runs/<64 hex>.json         one run record per key (as a bundle carries it)
-//! REMOTE/tmp/                       files being written
-//! ```
-//!
-//! Objects and records never change once written: each is written into
-//! `tmp/` under a name of its own (host, process, sequence) and
-//! hard-linked into place — put-if-absent, so two machines pushing one
-//! object at once both succeed and one copy stays. A run's record is
-//! linked only after every object it names is in place and the remote's
-//! file system has been flushed (`syncfs`, objects and records' bytes
-//! together), so a record on the remote always has its objects, whatever
-//! process dies when. A push killed with -9 leaves at
-//! most files in `tmp/` and objects no record names yet.
+//! Objects and records never change once written, and each is written
+//! put-if-absent. A run's record is written only after every object it
+//! names is in place and durable, so a record on the remote always has its
+//! objects, whatever process dies when: a push killed with -9 leaves at
+//! most temporary files and objects no record names yet.
 //!
 //! A pull reads the records of keys this store does not hold, keeps those
 //! of the selected nodes, and brings them in as an import does (see
 //! `arrival`): every object checked against its name on arrival.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::arrival::{check_runs, without_damaged, CarriedRun, Checked, Damaged};
-use super::error::{IoContext, StoreError};
-use super::fileio::{hash_contents, make_read_only, remove_tree};
+use super::arrival::{check_runs, without_damaged, CarriedRun, Damaged};
+use super::error::StoreError;
+use super::fileio::remove_tree;
+use super::remote_dir::{object_name, record_name, Area, Backend, DirRemote};
 use super::roles::{Objects, Reader};
 use super::signing::{SecretKey, Trust};
 use crate::hash::ContentHash;
 
 /// A remote as a command names it.
-pub struct Remote<'a> {
-    pub name: &'a str,
-    pub root: &'a Path,
+pub struct Remote {
+    pub name: String,
+    pub(super) backend: Box<dyn Backend>,
 }
 
 /// What a push did.
@@ -71,76 +62,93 @@ pub struct Pulled {
 /// One thing wrong on a remote (`remote verify`).
 #[derive(Debug)]
 pub(crate) struct RemoteDamage {
-    pub path: PathBuf,
+    /// Where it is (a path or a URL).
+    pub path: String,
     pub problem: String,
 }
 
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-impl Remote<'_> {
-    pub(super) fn object(&self, hash: &ContentHash) -> PathBuf {
-        let hex = hash.to_hex();
-        self.root.join("objects").join(&hex[..2]).join(&hex[2..])
+impl Remote {
+    /// A remote in the folder `root`.
+    pub fn dir(name: &str, root: PathBuf) -> Remote {
+        Remote {
+            name: name.to_owned(),
+            backend: Box::new(DirRemote { root }),
+        }
     }
 
-    pub(super) fn record(&self, key: &ContentHash) -> PathBuf {
-        self.root
-            .join("runs")
-            .join(format!("{}.json", key.to_hex()))
+    /// The remote `name` as `vitgraph.ron` describes it (`ws_root` for a
+    /// relative folder).
+    pub fn of_spec(
+        name: &str,
+        spec: &crate::config::RemoteSpec,
+        ws_root: &std::path::Path,
+    ) -> Result<Remote, StoreError> {
+        match spec.kind() {
+            crate::config::RemoteKind::Dir(path) => Ok(Remote::dir(name, ws_root.join(path))),
+            crate::config::RemoteKind::S3 {
+                url,
+                endpoint,
+                region,
+            } => Ok(Remote {
+                name: name.to_owned(),
+                backend: super::remote_s3::open(name, url, endpoint, region)?,
+            }),
+        }
+    }
+
+    /// Where the remote is, for messages.
+    pub fn location(&self) -> String {
+        self.backend.location()
+    }
+
+    pub(super) fn error(&self, at: Option<&str>, detail: String, help: &str) -> StoreError {
+        StoreError::Remote {
+            name: self.name.clone(),
+            path: PathBuf::from(match at {
+                Some(name) => self.backend.location_of(name),
+                None => self.backend.location(),
+            }),
+            detail,
+            help: help.to_owned(),
+        }
     }
 
     pub(super) fn unreachable(&self, e: io::Error) -> StoreError {
-        let detail = if e.kind() == io::ErrorKind::NotFound && !self.root.exists() {
+        let detail = if e.kind() == io::ErrorKind::NotFound && !self.backend.exists() {
             "it does not exist: nothing was pushed to it yet, or its file system is not mounted"
                 .to_owned()
         } else {
             format!("it cannot be read ({e})")
         };
-        StoreError::Remote {
-            name: self.name.to_owned(),
-            path: self.root.to_path_buf(),
+        self.error(
+            None,
             detail,
-            help: "check that its file system is mounted and that `path:` in `vitgraph.ron`'s `remotes` names it".into(),
-        }
+            "check that it is reachable (its file system mounted, its endpoint up, credentials in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`) and that `vitgraph.ron`'s `remotes` names it",
+        )
     }
 
     fn damaged(&self, detail: String) -> StoreError {
-        StoreError::Remote {
-            name: self.name.to_owned(),
-            path: self.root.to_path_buf(),
+        self.error(
+            None,
             detail,
-            help: "nothing was pulled; `vitgraph remote verify` lists what is damaged on the remote, and pushing from a machine that holds the runs writes them again".into(),
-        }
+            "nothing was pulled; `vitgraph remote verify` lists what is damaged on the remote, and pushing from a machine that holds the runs writes them again",
+        )
     }
 
-    /// A file in `tmp/` no other writer uses.
-    fn tmp_file(&self) -> PathBuf {
-        let host = crate::host::env::hostname();
-        self.root.join("tmp").join(format!(
-            "{host}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ))
+    /// The keys the remote has records of.
+    pub(super) fn keys(&self) -> Result<Vec<ContentHash>, StoreError> {
+        let listed = self
+            .backend
+            .list(Area::Runs)
+            .map_err(|e| self.unreachable(e))?;
+        Ok(listed.into_iter().filter_map(|l| l.hash).collect())
     }
 
-    /// Writes `tmp` into place at `dest` unless something is there already
-    /// (put-if-absent); removes `tmp` either way.
-    fn link(&self, tmp: &Path, dest: &Path) -> Result<bool, StoreError> {
-        if let Some(dir) = dest.parent() {
-            fs::create_dir_all(dir).ctx("create directory", dir)?;
-        }
-        let result = match fs::hard_link(tmp, dest) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(StoreError::io("write into the remote", dest, e)),
-        };
-        let _ = fs::remove_file(tmp);
-        result
-    }
-
-    /// Flushes the remote's file system.
-    fn sync(&self) -> Result<(), StoreError> {
-        super::fileio::sync_filesystem_of(self.root)
+    /// The record of `key`, parsed; None when it is missing or is not a
+    /// run record.
+    pub(super) fn record_of(&self, key: &ContentHash) -> Option<CarriedRun> {
+        let text = self.backend.read(&record_name(key)).ok()?;
+        serde_json::from_slice(&text).ok()
     }
 }
 
@@ -149,90 +157,73 @@ impl Reader<'_> {
     /// each run the remote lacks, then, once they are flushed, its record.
     pub fn push(
         &self,
-        remote: &Remote<'_>,
+        remote: &Remote,
         node_ids: &[&str],
         signer: Option<&SecretKey>,
     ) -> Result<Pushed, StoreError> {
         let runs = self.current_runs_with_parts(node_ids)?;
-        fs::create_dir_all(remote.root.join("tmp")).map_err(|e| remote.unreachable(e))?;
         let mut out = Pushed {
             runs: runs.len(),
             ..Pushed::default()
         };
-        let missing: Vec<&super::RunRecord> = runs
-            .iter()
-            .filter(|r| !remote.record(&r.key).is_file())
-            .collect();
-        let mut done: HashSet<ContentHash> = HashSet::new();
-        for run in &missing {
-            let objects = run.outputs.iter().map(|o| o.hash).chain(run.log);
-            for hash in objects {
-                if done.insert(hash) {
-                    if let Some(size) = self.push_object(remote, &hash)? {
-                        out.objects_added += 1;
-                        out.bytes_added += size;
-                    }
-                }
-            }
-        }
+        remote
+            .backend
+            .prepare_write()
+            .map_err(|e| remote.unreachable(e))?;
+        let there: HashSet<ContentHash> = remote.keys()?.into_iter().collect();
+        let missing: Vec<&super::RunRecord> =
+            runs.iter().filter(|r| !there.contains(&r.key)).collect();
         if missing.is_empty() {
             return Ok(out);
         }
-        // The records are written, then the objects and the records'
-        // bytes flushed (one `syncfs`), and only then linked into place.
-        let mut records = Vec::with_capacity(missing.len());
+        let mut seen: HashSet<ContentHash> = HashSet::new();
+        let mut wanted: Vec<(ContentHash, u64)> = Vec::new();
         for run in &missing {
-            let tmp = remote.tmp_file();
-            let json = serde_json::to_vec(&CarriedRun::of(run, signer)).unwrap_or_default();
-            fs::write(&tmp, &json).ctx("write into the remote", &tmp)?;
-            make_read_only(&tmp).ctx("make read-only", &tmp)?;
-            records.push((tmp, remote.record(&run.key)));
-        }
-        remote.sync()?;
-        for (tmp, dest) in &records {
-            if remote.link(tmp, dest)? {
-                out.runs_added += 1;
+            for hash in run.outputs.iter().map(|o| o.hash).chain(run.log) {
+                if seen.insert(hash) {
+                    let local = self.objects().path(&hash);
+                    let size = std::fs::metadata(&local)
+                        .map_err(|e| StoreError::io("read object", &local, e))?
+                        .len();
+                    wanted.push((hash, size));
+                }
             }
         }
-        remote.sync()?;
+        let hashes: Vec<ContentHash> = wanted.iter().map(|w| w.0).collect();
+        let held = remote
+            .backend
+            .object_sizes(&hashes)
+            .map_err(|e| remote.unreachable(e))?;
+        // Objects a record is about to name that the remote holds are
+        // touched: `remote gc` spares what was touched within its grace
+        // period. The others are sent.
+        let (mut present, mut absent) = (Vec::new(), Vec::new());
+        for (hash, size) in &wanted {
+            if held.get(hash) == Some(size) {
+                present.push(*hash);
+            } else {
+                absent.push((*hash, self.objects().path(hash)));
+            }
+        }
+        remote.backend.touch_objects(&present);
+        let (added, bytes) = remote
+            .backend
+            .put_objects(&absent)
+            .map_err(|e| push_error(remote, e))?;
+        out.objects_added = added;
+        out.bytes_added = bytes;
+        let records: Vec<(ContentHash, Vec<u8>)> = missing
+            .iter()
+            .map(|run| {
+                let json = serde_json::to_vec(&CarriedRun::of(run, signer)).unwrap_or_default();
+                (run.key, json)
+            })
+            .collect();
+        out.runs_added = remote
+            .backend
+            .put_records(&records)
+            .map_err(|e| push_error(remote, e))?;
         Ok(out)
-    }
-
-    /// Copies one object to the remote unless it holds it; its size when
-    /// copied. The bytes are checked against the name as they are read.
-    fn push_object(
-        &self,
-        remote: &Remote<'_>,
-        hash: &ContentHash,
-    ) -> Result<Option<u64>, StoreError> {
-        let dest = remote.object(hash);
-        let local = self.objects().path(hash);
-        let size = fs::metadata(&local).ctx("read object", &local)?.len();
-        if fs::metadata(&dest).is_ok_and(|m| m.len() == size) {
-            // A record about to name it: `remote gc` spares what was
-            // touched within its grace period (best effort: another
-            // user's file may refuse).
-            touch(&dest);
-            return Ok(None);
-        }
-        let tmp = remote.tmp_file();
-        let mut reader = Checked::new(fs::File::open(&local).ctx("read object", &local)?);
-        {
-            // Flushed with the rest by `syncfs` before any record names it.
-            let mut file = fs::File::create(&tmp).ctx("write into the remote", &tmp)?;
-            io::copy(&mut reader, &mut file).ctx("copy into the remote", &tmp)?;
-        }
-        if reader.hasher.finalize().as_bytes() != &hash.0 {
-            let _ = fs::remove_file(&tmp);
-            return Err(StoreError::Bundle {
-                path: local,
-                detail: "this object's bytes do not match its name".into(),
-                help: "nothing of it was pushed; `vitgraph verify --repair` sets damaged objects aside, and building again restores them".into(),
-            });
-        }
-        make_read_only(&tmp).ctx("make read-only", &tmp)?;
-        remote.link(&tmp, &dest)?;
-        Ok(Some(size))
     }
 
     /// Whether each of `keys` is recorded here.
@@ -254,62 +245,21 @@ impl Reader<'_> {
     }
 }
 
-/// Sets a file's modification time to now, if this user may.
-fn touch(path: &Path) {
-    if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
-        // SAFETY: a valid NUL-terminated path; a null `times` means now.
-        unsafe {
-            libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0);
-        }
+/// A push's error: a local object that does not match its name is this
+/// store's damage; anything else the remote's.
+fn push_error(remote: &Remote, e: io::Error) -> StoreError {
+    if e.kind() == io::ErrorKind::InvalidData {
+        return StoreError::Bundle {
+            path: PathBuf::from(e.to_string()),
+            detail: "this object's bytes do not match its name".into(),
+            help: "nothing of it was pushed; `vitgraph verify --repair` sets damaged objects aside, and building again restores them".into(),
+        };
     }
-}
-
-/// Every file under the remote's `objects/`: its path, the hash its path
-/// names (None when it names none) and its size.
-pub(super) fn remote_objects(
-    remote: &Remote<'_>,
-) -> Result<Vec<(PathBuf, Option<ContentHash>, u64)>, StoreError> {
-    let mut out = Vec::new();
-    let root = remote.root.join("objects");
-    // A remote whose first push was killed before its first object: empty.
-    if !root.exists() && remote.root.is_dir() {
-        return Ok(out);
-    }
-    for entry in walkdir::WalkDir::new(&root).min_depth(2).max_depth(2) {
-        let entry = entry.map_err(|e| remote.unreachable(e.into()))?;
-        let shard = entry
-            .path()
-            .parent()
-            .and_then(|p| p.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let hash =
-            ContentHash::from_hex(&format!("{shard}{}", entry.file_name().to_string_lossy()));
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        out.push((entry.into_path(), hash, size));
-    }
-    Ok(out)
-}
-
-/// The keys the remote has records of.
-pub(super) fn remote_keys(remote: &Remote<'_>) -> Result<Vec<ContentHash>, StoreError> {
-    let dir = remote.root.join("runs");
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound && remote.root.is_dir() => {
-            return Ok(Vec::new())
-        }
-        Err(e) => return Err(remote.unreachable(e)),
-    };
-    let mut keys = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| remote.unreachable(e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(key) = name.strip_suffix(".json").and_then(ContentHash::from_hex) {
-            keys.push(key);
-        }
-    }
-    Ok(keys)
+    remote.error(
+        None,
+        format!("writing to it failed ({e})"),
+        "nothing a record names is missing there: push again once it is reachable",
+    )
 }
 
 impl Objects<'_> {
@@ -317,20 +267,22 @@ impl Objects<'_> {
     /// module's doc). `key_of` computes a key from recorded parts.
     pub fn pull(
         &self,
-        remote: &Remote<'_>,
+        remote: &Remote,
         node_ids: &[&str],
         key_of: &dyn Fn(&str) -> Option<ContentHash>,
         trust: &Trust,
     ) -> Result<Pulled, StoreError> {
-        let keys = remote_keys(remote)?;
+        let keys = remote.keys()?;
         let known = self.reader().known_keys(&keys)?;
         let wanted: HashSet<&str> = node_ids.iter().copied().collect();
         let mut runs: Vec<CarriedRun> = Vec::new();
         let mut out = Pulled::default();
         for key in keys.iter().filter(|k| !known.contains(k)) {
             out.new_on_remote += 1;
-            let path = remote.record(key);
-            let text = fs::read(&path).map_err(|e| remote.unreachable(e))?;
+            let text = remote
+                .backend
+                .read(&record_name(key))
+                .map_err(|e| remote.unreachable(e))?;
             let run: CarriedRun = serde_json::from_slice(&text).map_err(|e| {
                 remote.damaged(format!(
                     "record `runs/{}.json` is not a run record ({e})",
@@ -383,30 +335,33 @@ impl Objects<'_> {
     /// checked: (those brought, their bytes).
     fn pull_objects(
         &self,
-        remote: &Remote<'_>,
+        remote: &Remote,
         names: &BTreeSet<ContentHash>,
         staging: &Path,
         refuse: &dyn Fn(String) -> StoreError,
         damaged: &mut Damaged,
     ) -> Result<(Vec<ContentHash>, u64), StoreError> {
+        let hashes: Vec<ContentHash> = names.iter().copied().collect();
+        let sizes = remote
+            .backend
+            .object_sizes(&hashes)
+            .map_err(|e| remote.unreachable(e))?;
         let mut arrived = Vec::new();
         let mut bytes = 0;
         for hash in names {
-            let path = remote.object(hash);
-            let size = match fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(refuse(format!(
-                        "object `objects/{}` is named by a run record but missing",
-                        hash.to_hex()
-                    )))
-                }
-                Err(e) => return Err(remote.unreachable(e)),
+            let Some(&size) = sizes.get(hash) else {
+                return Err(refuse(format!(
+                    "object `objects/{}` is named by a run record but missing",
+                    hash.to_hex()
+                )));
             };
             if self.holds_object(hash, size) {
                 continue;
             }
-            let file = fs::File::open(&path).map_err(|e| remote.unreachable(e))?;
+            let file = remote
+                .backend
+                .open(&object_name(hash))
+                .map_err(|e| remote.unreachable(e))?;
             let name = format!("objects/{}", hash.to_hex());
             if self.receive(refuse, &name, *hash, file, staging, damaged)? {
                 arrived.push(*hash);
@@ -420,17 +375,19 @@ impl Objects<'_> {
 /// Checks every record and object on `remote`: records that do not parse
 /// or name a missing object, objects whose bytes do not match their name.
 pub(crate) fn verify_remote(
-    remote: &Remote<'_>,
+    remote: &Remote,
     key_of: &dyn Fn(&str) -> Option<ContentHash>,
 ) -> Result<(usize, usize, Vec<RemoteDamage>), StoreError> {
     let mut damage = Vec::new();
-    let keys = remote_keys(remote)?;
+    let keys = remote.keys()?;
+    let objects = remote
+        .backend
+        .list(Area::Objects)
+        .map_err(|e| remote.unreachable(e))?;
+    let held: HashSet<ContentHash> = objects.iter().filter_map(|o| o.hash).collect();
     for key in &keys {
-        let path = remote.record(key);
-        let run = fs::read(&path)
-            .ok()
-            .and_then(|t| serde_json::from_slice::<CarriedRun>(&t).ok());
-        let Some(run) = run else {
+        let path = remote.backend.location_of(&record_name(key));
+        let Some(run) = remote.record_of(key) else {
             damage.push(RemoteDamage {
                 path,
                 problem: "not a run record".into(),
@@ -444,7 +401,7 @@ pub(crate) fn verify_remote(
             });
         }
         for hash in run.outputs.iter().map(|o| o.hash).chain(run.log) {
-            if !remote.object(&hash).is_file() {
+            if !held.contains(&hash) {
                 damage.push(RemoteDamage {
                     path: path.clone(),
                     problem: format!("names object `{}`, which is missing", hash.to_hex()),
@@ -452,16 +409,21 @@ pub(crate) fn verify_remote(
             }
         }
     }
-    let mut objects = 0;
-    for (path, hash, size) in remote_objects(remote)? {
-        objects += 1;
-        let ok = hash.is_some_and(|h| hash_contents(&path, size).is_ok_and(|got| got == h));
+    for object in &objects {
+        let ok = object.hash.is_some_and(|h| {
+            let mut hasher = blake3::Hasher::new();
+            remote
+                .backend
+                .open(&object.name)
+                .and_then(|mut r| io::copy(&mut r, &mut hasher))
+                .is_ok_and(|_| hasher.finalize().as_bytes() == &h.0)
+        });
         if !ok {
             damage.push(RemoteDamage {
-                path,
+                path: remote.backend.location_of(&object.name),
                 problem: "its bytes do not match its name".into(),
             });
         }
     }
-    Ok((keys.len(), objects, damage))
+    Ok((keys.len(), objects.len(), damage))
 }

@@ -11,29 +11,26 @@
 //! older than the grace period too.
 
 use std::collections::{HashMap, HashSet};
-use std::fs;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::arrival::CarriedRun;
 use super::error::StoreError;
-use super::remote::{remote_keys, remote_objects, Remote};
+use super::remote::Remote;
+use super::remote_dir::{Area, Listed};
 use crate::hash::ContentHash;
 
-/// What a collection removes (or would).
+/// What a collection removes (or would): names under the remote.
 #[derive(Debug, Default)]
 pub(crate) struct RemoteGc {
-    pub records: Vec<PathBuf>,
-    pub objects: Vec<PathBuf>,
-    pub tmp: Vec<PathBuf>,
+    pub records: Vec<String>,
+    pub objects: Vec<String>,
+    pub tmp: Vec<String>,
     pub bytes: u64,
     pub records_kept: usize,
 }
 
-fn older_than(path: &std::path::Path, grace: Duration) -> bool {
-    fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
+fn older_than(file: &Listed, grace: Duration) -> bool {
+    file.modified
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .is_some_and(|age| age >= grace)
 }
@@ -41,41 +38,41 @@ fn older_than(path: &std::path::Path, grace: Duration) -> bool {
 /// Finds what to remove from `remote` for the nodes `node_ids`, and
 /// removes it when `apply`.
 pub(crate) fn remote_gc(
-    remote: &Remote<'_>,
+    remote: &Remote,
     node_ids: &[&str],
     grace: Duration,
     apply: bool,
 ) -> Result<RemoteGc, StoreError> {
+    let list = |area| remote.backend.list(area).map_err(|e| remote.unreachable(e));
     let ours: HashSet<&str> = node_ids.iter().copied().collect();
-    let mut records: Vec<(ContentHash, Option<CarriedRun>)> = Vec::new();
-    for key in remote_keys(remote)? {
-        let run = fs::read(remote.record(&key))
-            .ok()
-            .and_then(|t| serde_json::from_slice::<CarriedRun>(&t).ok());
-        records.push((key, run));
+    let mut records: Vec<(Listed, Option<CarriedRun>)> = Vec::new();
+    for file in list(Area::Runs)? {
+        let run = file.hash.and_then(|key| remote.record_of(&key));
+        records.push((file, run));
     }
     // The newest record of each of our nodes.
-    let mut newest: HashMap<&str, (i64, ContentHash)> = HashMap::new();
-    for (key, run) in &records {
+    let mut newest: HashMap<&str, (i64, &str)> = HashMap::new();
+    for (file, run) in &records {
         if let Some(run) = run.as_ref().filter(|r| ours.contains(r.node_id.as_str())) {
             let e = newest
                 .entry(run.node_id.as_str())
-                .or_insert((run.started_at_ms, *key));
+                .or_insert((run.started_at_ms, file.name.as_str()));
             if run.started_at_ms > e.0 {
-                *e = (run.started_at_ms, *key);
+                *e = (run.started_at_ms, file.name.as_str());
             }
         }
     }
     let mut out = RemoteGc::default();
     let mut named: HashSet<ContentHash> = HashSet::new();
-    for (key, run) in &records {
-        let path = remote.record(key);
+    for (file, run) in &records {
         let superseded = run.as_ref().is_some_and(|r| {
             ours.contains(r.node_id.as_str())
-                && newest.get(r.node_id.as_str()).is_some_and(|n| n.1 != *key)
+                && newest
+                    .get(r.node_id.as_str())
+                    .is_some_and(|n| n.1 != file.name)
         });
-        if superseded && older_than(&path, grace) {
-            out.records.push(path);
+        if superseded && older_than(file, grace) {
+            out.records.push(file.name.clone());
             continue;
         }
         out.records_kept += 1;
@@ -83,50 +80,37 @@ pub(crate) fn remote_gc(
             Some(run) => named.extend(run.outputs.iter().map(|o| o.hash).chain(run.log)),
             // What it names cannot be read: nothing is removed.
             None => {
-                return Err(StoreError::Remote {
-                    name: remote.name.to_owned(),
-                    path: path.clone(),
-                    detail: "this record is not a run record, so what it names is unknown".into(),
-                    help: "nothing was removed; `vitgraph remote verify` lists the damage, and pushing again from a machine that holds the run writes it anew once the damaged file is removed".into(),
-                })
+                return Err(remote.error(
+                    Some(&file.name),
+                    "this record is not a run record, so what it names is unknown".into(),
+                    "nothing was removed; `vitgraph remote verify` lists the damage, and pushing again from a machine that holds the run writes it anew once the damaged file is removed",
+                ))
             }
         }
     }
-    unnamed_objects(remote, &named, grace, &mut out)?;
-    if let Ok(dir) = fs::read_dir(remote.root.join("tmp")) {
-        for entry in dir.flatten() {
-            if older_than(&entry.path(), grace) {
-                out.tmp.push(entry.path());
-            }
+    for object in list(Area::Objects)? {
+        let kept = object.hash.is_some_and(|h| named.contains(&h));
+        if !kept && older_than(&object, grace) {
+            out.bytes += object.size;
+            out.objects.push(object.name);
+        }
+    }
+    for file in list(Area::Tmp)? {
+        if older_than(&file, grace) {
+            out.tmp.push(file.name);
         }
     }
     if apply {
         // Records first: an object is never missing under a record.
-        for path in out.records.iter().chain(&out.objects).chain(&out.tmp) {
-            match fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io("remove from the remote", path, e)),
-            }
+        for name in out.records.iter().chain(&out.objects).chain(&out.tmp) {
+            remote.backend.remove(name).map_err(|e| {
+                remote.error(
+                    Some(name),
+                    format!("it cannot be removed ({e})"),
+                    "what was removed before it is gone; run `vitgraph remote gc --apply` again once it may be written",
+                )
+            })?;
         }
     }
     Ok(out)
-}
-
-/// The objects of `remote` that no record in `named` names, older than
-/// `grace`, into `out`.
-fn unnamed_objects(
-    remote: &Remote<'_>,
-    named: &HashSet<ContentHash>,
-    grace: Duration,
-    out: &mut RemoteGc,
-) -> Result<(), StoreError> {
-    for (path, hash, size) in remote_objects(remote)? {
-        let kept = hash.is_some_and(|h| named.contains(&h));
-        if !kept && older_than(&path, grace) {
-            out.bytes += size;
-            out.objects.push(path);
-        }
-    }
-    Ok(())
 }

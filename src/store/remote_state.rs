@@ -4,12 +4,10 @@
 //! this store lacks (what a `pull` would bring).
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
 
-use super::arrival::CarriedRun;
 use super::error::StoreError;
 use super::open::Store;
-use super::remote::{remote_keys, Remote};
+use super::remote::Remote;
 use crate::hash::ContentHash;
 
 /// Where the selected nodes' runs are.
@@ -27,12 +25,12 @@ pub(crate) struct RemoteState {
 /// Where the runs `here` (node id, key of the run that stands for it) and
 /// the remote's runs of `selected` nodes are.
 pub(crate) fn remote_state(
-    remote: &Remote<'_>,
+    remote: &Remote,
     store: Option<&Store>,
     here: &[(&str, ContentHash)],
     selected: &[&str],
 ) -> Result<RemoteState, StoreError> {
-    let keys = remote_keys(remote)?;
+    let keys = remote.keys()?;
     let on_remote: HashSet<ContentHash> = keys.iter().copied().collect();
     let mut out = RemoteState::default();
     for (node, key) in here {
@@ -48,10 +46,10 @@ pub(crate) fn remote_state(
     };
     let wanted: HashSet<&str> = selected.iter().copied().collect();
     for key in keys.iter().filter(|k| !known.contains(k)) {
-        let run = fs::read(remote.record(key))
-            .ok()
-            .and_then(|t| serde_json::from_slice::<CarriedRun>(&t).ok());
-        if let Some(run) = run.filter(|r| wanted.contains(r.node_id.as_str())) {
+        if let Some(run) = remote
+            .record_of(key)
+            .filter(|r| wanted.contains(r.node_id.as_str()))
+        {
             *out.remote_only.entry(run.node_id).or_default() += 1;
         }
     }

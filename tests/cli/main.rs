@@ -16,6 +16,7 @@ mod notebook;
 mod pipeline_errors;
 mod promises;
 mod remotes;
+mod remotes_s3;
 mod repetitions;
 mod runtime_errors;
 mod software_env;

@@ -8,15 +8,56 @@ use std::process::{Command, Stdio};
 
 use super::support::{Output, Workspace};
 
-const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
-const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
+pub(super) const GPU_HOST: &str =
+    r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
+pub(super) const LAPTOP: &str =
+    r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
 
-fn command(ws: &Workspace, env: &str, args: &[&str]) -> Command {
-    ws.command(Some(env), args)
+/// Credentials for a bucket remote (a folder ignores them).
+const KEYS: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "vitgraph-test"),
+    ("AWS_SECRET_ACCESS_KEY", "vitgraph-test-secret"),
+    ("AWS_REGION", "us-east-1"),
+];
+
+pub(super) fn command(ws: &Workspace, env: &str, args: &[&str]) -> Command {
+    let mut c = ws.command(Some(env), args);
+    c.envs(KEYS);
+    c
 }
 
-fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
-    ws.run_as(Some(env), args)
+pub(super) fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
+    let out = command(ws, env, args).output().expect("run vitgraph");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Where the remote `lab` is: a folder, or a bucket on an S3 endpoint.
+pub(super) enum Place {
+    Dir(std::path::PathBuf),
+    Bucket { url: String, endpoint: String },
+}
+
+/// A workspace measuring `n` configurations (see [`study`]) with the
+/// remote `lab` at `place`.
+pub(super) fn study_at(log_dir: &Path, n: usize, place: &Place) -> Workspace {
+    match place {
+        Place::Dir(remote) => study(log_dir, n, remote, ""),
+        Place::Bucket { url, endpoint } => {
+            let ws = study(log_dir, n, log_dir, "");
+            std::fs::write(
+                ws.path().join("vitgraph.ron"),
+                format!(
+                    r#"Workspace(remotes: {{"lab": Remote(url: "{url}", endpoint: "{endpoint}")}})"#
+                ),
+            )
+            .unwrap();
+            ws
+        }
+    }
 }
 
 /// Overwrites a read-only file the remote holds.
@@ -31,7 +72,7 @@ fn overwrite(path: &Path, text: &str) {
 /// A workspace measuring `n` configurations (each appends to
 /// `log_dir/measured.txt`) and summing them, with the remote `lab` at
 /// `remote` (and `mode`).
-fn study(log_dir: &Path, n: usize, remote: &Path, mode: &str) -> Workspace {
+pub(super) fn study(log_dir: &Path, n: usize, remote: &Path, mode: &str) -> Workspace {
     let values: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
     let pipeline = format!(
         r#"Pipeline(stages: {{
@@ -48,30 +89,36 @@ fn study(log_dir: &Path, n: usize, remote: &Path, mode: &str) -> Workspace {
     Workspace::with_files(&[("pipelines/s.ron", &pipeline), ("vitgraph.ron", &settings)])
 }
 
-fn measured(dir: &Path) -> usize {
+pub(super) fn measured(dir: &Path) -> usize {
     std::fs::read_to_string(dir.join("measured.txt"))
         .map(|t| t.lines().count())
         .unwrap_or(0)
 }
 
-fn ok(out: &Output) {
+pub(super) fn ok(out: &Output) {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
-fn verify(ws: &Workspace) -> Output {
+pub(super) fn verify(ws: &Workspace) -> Output {
     vg(ws, LAPTOP, &["remote", "verify"])
 }
 
 #[test]
 fn a_laptop_pulls_what_a_gpu_host_pushed_and_measures_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let remote = dir.path().join("remote");
-    let gpu = study(dir.path(), 2, &remote, "");
+    round_trip(dir.path(), &Place::Dir(dir.path().join("remote")));
+}
+
+/// A GPU host builds and pushes (twice: nothing new the second time), a
+/// laptop pulls one configuration, then the rest, and builds without
+/// measuring; the laptop's workspace.
+pub(super) fn round_trip(dir: &Path, place: &Place) -> Workspace {
+    let gpu = study_at(dir, 2, place);
     ok(&vg(&gpu, GPU_HOST, &["build"]));
     let pushed = vg(&gpu, GPU_HOST, &["push"]);
     ok(&pushed);
     assert!(
-        pushed.stdout.contains("3 runs, 3 new there"),
+        pushed.stdout.contains("3 runs, 3 new there; 4 objects"),
         "{}",
         pushed.stdout
     );
@@ -90,21 +137,30 @@ fn a_laptop_pulls_what_a_gpu_host_pushed_and_measures_nothing() {
     );
 
     // Only what the targets need: one configuration.
-    let laptop = study(dir.path(), 2, &remote, "");
+    let laptop = study_at(dir, 2, place);
     let one = vg(&laptop, LAPTOP, &["pull", "bench[n=1]"]);
     ok(&one);
     assert!(one.stdout.contains("1 runs new here"), "{}", one.stdout);
+    let state = vg(&laptop, LAPTOP, &["status", "--remote"]);
+    ok(&state);
+    assert!(
+        state.stdout.contains("1 runs there too, 0 only here")
+            && state.stdout.contains("2 nodes have 2 runs there"),
+        "{}",
+        state.stdout
+    );
     let all = vg(&laptop, LAPTOP, &["pull"]);
     assert!(all.stdout.contains("2 runs new here"), "{}", all.stdout);
     let none = vg(&laptop, LAPTOP, &["pull"]);
     assert!(none.stdout.contains("0 runs new here"), "{}", none.stdout);
 
     ok(&vg(&laptop, LAPTOP, &["build"]));
-    assert_eq!(measured(dir.path()), 2, "the laptop measured");
+    assert_eq!(measured(dir), 2, "the laptop measured");
     let s: serde_json::Value =
         serde_json::from_str(&vg(&laptop, LAPTOP, &["status", "--json"]).stdout).unwrap();
     assert_eq!(s["summary"]["fresh"], 3, "{s}");
     assert_eq!(s["summary"]["measured_elsewhere"], 2, "{s}");
+    laptop
 }
 
 #[test]
@@ -172,10 +228,14 @@ fn damage_on_the_remote_is_refused_on_arrival_and_found_by_verify() {
 #[test]
 fn concurrent_pushes_leave_the_remote_consistent() {
     let dir = tempfile::tempdir().unwrap();
-    let remote = dir.path().join("remote");
-    // Two hosts with the same study: the same objects, pushed at once.
-    let a = study(dir.path(), 20, &remote, "");
-    let b = study(dir.path(), 20, &remote, "");
+    concurrent_pushes(dir.path(), &Place::Dir(dir.path().join("remote")));
+}
+
+/// Two hosts with the same study push the same objects at once, three
+/// times; the remote is consistent after.
+pub(super) fn concurrent_pushes(dir: &Path, place: &Place) {
+    let a = study_at(dir, 20, place);
+    let b = study_at(dir, 20, place);
     let host_b = GPU_HOST.replace("gpu-box", "gpu-box-2");
     ok(&vg(&a, GPU_HOST, &["build"]));
     ok(&vg(&b, &host_b, &["build"]));
@@ -483,4 +543,35 @@ fn status_says_where_runs_are() {
     let r = remote_json(&laptop, LAPTOP);
     assert_eq!(r["remote_only"]["bench[n=1]"], 1, "{r}");
     assert_eq!(r["both"], 0, "{r}");
+}
+
+/// A remote that is neither a folder nor a bucket, or both, is a usage
+/// error naming `vitgraph.ron`, the remote and the fix.
+#[test]
+fn a_remote_must_be_a_folder_or_a_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = study(dir.path(), 1, &dir.path().join("remote"), "");
+    for (settings, says) in [
+        (
+            r#"Workspace(remotes: {"lab": Remote()})"#,
+            "names neither `path` nor `url`",
+        ),
+        (
+            r#"Workspace(remotes: {"lab": Remote(path: "/x", url: "s3://b")})"#,
+            "names both `path` and `url`",
+        ),
+        (
+            r#"Workspace(remotes: {"lab": Remote(url: "http://b")})"#,
+            "is not an S3 address",
+        ),
+    ] {
+        std::fs::write(ws.path().join("vitgraph.ron"), settings).unwrap();
+        let out = vg(&ws, GPU_HOST, &["pull"]);
+        assert_eq!(out.code, 2, "{settings}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("`vitgraph.ron`: remote `lab`") && out.stderr.contains(says),
+            "{settings}: {}",
+            out.stderr
+        );
+    }
 }
