@@ -2,7 +2,9 @@
 """How long a study page takes to load and draw in headless Chromium:
 from navigation to the end of the load event (the page's script draws the
 stage table, the graph's handlers, the timeline with its zoom and labels,
-and the node list in it), median of --repeat loads, per page given.
+and the node list in it), median of --repeat loads, per page given; and
+how the page lays out at 1400 px wide: its height and where each section
+(`h2`) starts, in pixels and in screens of 900 px.
 
 Needs `chromedriver` (Debian's chromium-driver). Usage:
   scripts/bench_page_browser.py [--repeat 5] PAGE.html [PAGE.html ...]
@@ -52,6 +54,15 @@ def main():
                     times.append(ms)
                 print(f"{page}: load and draw, median {statistics.median(times):.0f} ms "
                       f"(min {min(times):.0f}, max {max(times):.0f}) over {len(times)}")
+                layout = call("POST", f"/session/{session}/execute/sync", {
+                    "script": "return [document.documentElement.scrollHeight,"
+                              " [...document.querySelectorAll('h2')].map(h =>"
+                              " [h.textContent.trim(), Math.round(h.getBoundingClientRect().top + scrollY)])];",
+                    "args": []})
+                height, sections = layout
+                print(f"  page height {height} px ({height / 900:.1f} screens of 900 px)")
+                for title, top in sections:
+                    print(f"  {top:>7} px  screen {top // 900 + 1:>3}  {title}")
         finally:
             call("DELETE", f"/session/{session}")
     finally:

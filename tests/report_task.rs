@@ -351,6 +351,43 @@ fn rows_of_different_environments_are_flagged_and_not_compared() {
     let line = compare.lines().nth(1).unwrap();
     assert!(line.starts_with("192,max,none,"), "{line}");
     assert!(line.contains(",,,,2,2,"), "no ratio, no interval: {line}");
+    assert!(
+        !md.contains("Measured on"),
+        "two places, named per group: {md}"
+    );
+}
+
+/// Rows of one environment: the report and each plot say where they were
+/// measured (a plot that travels alone still says it).
+#[test]
+fn a_report_and_its_plots_say_where_their_rows_were_measured() {
+    let mut fx = Fixture::new();
+    for dim in [192, 384] {
+        fx.node(
+            "runs",
+            &[("dim", int(dim))],
+            &[(
+                "results.json",
+                results(&[2.0, 2.2], "NVIDIA H100 80GB HBM3"),
+            )],
+        );
+    }
+    let ctx = fx.context("report");
+    let spec = spec(
+        r#"(title: "t", sources: ["runs"], columns: ["throughput_images_per_s"],
+            plots: [Plot(x: "dim", y: "throughput_images_per_s", caption: "One run per dim.")])"#,
+    );
+    run(&spec, &ctx).unwrap();
+    let md = read(&ctx.out, "report.md");
+    assert!(
+        md.contains("Measured on gpu-01: GPU NVIDIA H100 80GB HBM3.\n"),
+        "{md}"
+    );
+    let svg = read(&ctx.out, "plots/throughput_images_per_s_vs_dim.svg");
+    assert!(
+        svg.contains("One run per dim.; measured on gpu-01: GPU NVIDIA H100 80GB HBM3"),
+        "{svg}"
+    );
 }
 
 /// Samples of a run: `center` ms with a deterministic ±10% wobble.

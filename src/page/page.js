@@ -86,19 +86,26 @@
         running.length > 5 ? `, … ${running.length - 5} more` : "",
         "); `vitgraph report` writes the page again when it ends."));
     }
-    // The stale nodes and their grouped reasons, a few per stage (all in Nodes below).
+    // The stale nodes and their grouped reasons, a few per stage (all in
+    // Nodes below); a stage of more than a few nodes none of which was
+    // ever built is one line with their count, as in the precision list.
     const stale = data.nodes.map((n, i) => [n, i]).filter(([n]) => n[2] !== "fresh" && n[2] !== "not-needed" && n[2] !== "running");
     if (stale.length) {
       box.append(el("h3", {}, "Stale nodes"));
-      const shown = new Map();
+      const byStage = new Map();
+      for (const e of stale) byStage.set(e[0][1], [...(byStage.get(e[0][1]) || []), e]);
       const list = el("ul", { class: "reasons", id: "stale-list" });
-      for (const [n, i] of stale) {
-        const c = shown.get(n[1]) || 0;
-        shown.set(n[1], c + 1);
-        if (c === 5) list.append(el("li", {}, `… more of ${data.stages[n[1]].name} under Nodes`));
-        if (c >= 5) continue;
-        list.append(el("li", {}, el("span", { class: "badge " + n[2] }, n[2]), " ",
-          el("a", { href: "#node-detail", onclick: () => show(i) }, n[0]), ": ", (data.details[i].reasons || []).join("; ")));
+      for (const [stage, nodes] of byStage) {
+        const name = data.stages[stage].name;
+        if (nodes.length > 5 && nodes.every(([n]) => n[2] === "never-built")) {
+          list.append(el("li", {}, el("span", { class: "badge never-built" }, "never-built"), ` ${name}: ${nodes.length} nodes, none built yet (under Nodes)`));
+          continue;
+        }
+        for (const [n, i] of nodes.slice(0, 5)) {
+          list.append(el("li", {}, el("span", { class: "badge " + n[2] }, n[2]), " ",
+            el("a", { href: "#node-detail", onclick: () => show(i) }, n[0]), ": ", (data.details[i].reasons || []).join("; ")));
+        }
+        if (nodes.length > 5) list.append(el("li", {}, `… ${nodes.length - 5} more of ${name} under Nodes`));
       }
       box.append(list);
     }

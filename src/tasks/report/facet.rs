@@ -10,7 +10,10 @@ use plotters::prelude::*;
 
 use super::cell::Cell;
 use super::compare::table_column;
-use super::plot::{colour_of, draw, ranges, register_font, series, Series, EMPTY, FAMILY, SIZE};
+use super::plot::{
+    colour_of, draw, draw_foot, foot_lines, ranges, register_font, series, Series, EMPTY, FAMILY,
+    FOOT_LINE, SIZE,
+};
 use super::spec::Plot;
 use super::table::Table;
 use super::write::write_atomic;
@@ -21,7 +24,8 @@ use crate::value::Value;
 /// caption lines above and below the panels.
 const PANEL: (u32, u32) = (560, 400);
 const HEADING: u32 = 40;
-const FOOT: u32 = 30;
+/// Room for two lines under the panels (see `plot::foot_lines`).
+const FOOT: u32 = 8 + 2 * FOOT_LINE;
 /// A row of the legend the panels share, under the heading.
 const LEGEND_ROW: u32 = 24;
 
@@ -274,17 +278,7 @@ fn figure<DB: DrawingBackend>(
     let few = panels
         .iter()
         .any(|p| p.series.iter().any(|s| !s.few.is_empty()));
-    let foot_text = match (&plot.caption, few) {
-        (Some(c), true) => Some(format!("{c}  ({})", super::plot::hollow_note())),
-        (Some(c), false) => Some(c.clone()),
-        (None, true) => Some(super::plot::hollow_note()),
-        (None, false) => None,
-    };
-    if let Some(text) = &foot_text {
-        let style = TextStyle::from((FAMILY, px(15)).into_font()).color(&BLACK);
-        foot.draw_text(text, &style, (px(16) as i32, px(6) as i32))
-            .map_err(err)?;
-    }
+    draw_foot(&foot, &foot_lines(plot.caption.as_ref(), few), scale)?;
     let every: Vec<Series> = panels.iter().flat_map(|p| p.series.clone()).collect();
     let shared = ranges(plot, &every);
     let (cols, rows) = grid(panels.len());

@@ -47,6 +47,9 @@ pub(super) fn render(spec: &ReportSpec, table: &Table, comparison: Option<&Compa
         );
     }
     over_target(&mut md, spec, table);
+    if let Some(place) = measured_on(table) {
+        let _ = writeln!(md, "Measured on {place}.\n");
+    }
     environment(&mut md, table);
     sample_sizes(&mut md, spec, table);
     md.push_str("## Table\n\n");
@@ -234,6 +237,33 @@ fn environment(md: &mut String, table: &Table) {
         );
     }
     md.push('\n');
+}
+
+/// Where every row was measured, in words, when they were measured in one
+/// environment (`gpu-box: GPU NVIDIA H100 80GB HBM3`); None for rows of
+/// several environments (their plots' legends and the Environment section
+/// name each) or of none recorded. A report and its plots say it, so a
+/// plot that travels alone says where its numbers come from.
+pub(super) fn measured_on(table: &Table) -> Option<String> {
+    let [group] = table.env_groups.as_slice() else {
+        return None;
+    };
+    let facet = |key: &str| {
+        group
+            .facets
+            .get(key)
+            .and_then(Json::as_str)
+            .filter(|v| !v.is_empty() && *v != "none")
+    };
+    let device = match (facet("gpu"), facet("cpu")) {
+        (Some(gpu), _) => format!("GPU {gpu}"),
+        (None, Some(cpu)) => format!("CPU {cpu}"),
+        (None, None) => "the device not recorded".to_owned(),
+    };
+    Some(match group.hosts.as_slice() {
+        [] => device,
+        hosts => format!("{}: {device}", hosts.join(", ")),
+    })
 }
 
 fn describe(group: &EnvGroup) -> String {

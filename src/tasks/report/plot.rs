@@ -59,6 +59,34 @@ pub(super) fn hollow_note() -> String {
     format!("hollow points: fewer than {FEW_REPS} repetitions, or an interval wider than the report's target")
 }
 
+/// The height of one line under a chart.
+pub(super) const FOOT_LINE: u32 = 22;
+
+/// The lines under a chart or a figure: its caption (with where it was
+/// measured), then what hollow points mean, each on a line of its own.
+pub(super) fn foot_lines(caption: Option<&String>, hollow: bool) -> Vec<String> {
+    caption
+        .cloned()
+        .into_iter()
+        .chain(hollow.then(hollow_note))
+        .collect()
+}
+
+/// Draws `lines` into `area`, one under the other.
+pub(super) fn draw_foot<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    lines: &[String],
+    scale: u32,
+) -> Result<(), String> {
+    let style = TextStyle::from((FAMILY, 15 * scale).into_font()).color(&BLACK);
+    for (k, line) in lines.iter().enumerate() {
+        let y = (6 + k as u32 * FOOT_LINE) * scale;
+        area.draw_text(line, &style, ((16 * scale) as i32, y as i32))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Each series label's colour index, the same in every plot of a report:
 /// labels in the order the plots first show them.
 pub(super) fn colour_indices<'a>(plots: impl IntoIterator<Item = &'a [Series]>) -> Vec<String> {
@@ -322,23 +350,15 @@ pub(super) fn draw<DB: DrawingBackend>(
     // faceted figure's panels, drawn on shared ranges, leave both to the
     // figure's foot).
     let few = shared.is_none() && series.iter().any(|s| !s.few.is_empty());
-    let note = few.then(hollow_note);
-    let foot_text = match (&plot.caption, &note) {
-        (Some(c), Some(n)) => Some(format!("{c}  ({n})")),
-        (Some(c), None) => Some(c.clone()),
-        (None, Some(n)) => Some(n.clone()),
-        (None, None) => None,
-    };
-    let root = match &foot_text {
-        Some(text) => {
-            let (_, h) = root.dim_in_pixel();
-            let (chart, foot) = root.split_vertically(h.saturating_sub(px(30)));
-            let style = TextStyle::from((FAMILY, px(15)).into_font()).color(&BLACK);
-            foot.draw_text(text, &style, (px(16) as i32, px(6) as i32))
-                .map_err(err)?;
-            chart
-        }
-        None => root,
+    let lines = foot_lines(plot.caption.as_ref(), few);
+    let root = if lines.is_empty() {
+        root
+    } else {
+        let (_, h) = root.dim_in_pixel();
+        let foot_h = px(8 + FOOT_LINE * lines.len() as u32);
+        let (chart, foot) = root.split_vertically(h.saturating_sub(foot_h));
+        draw_foot(&foot, &lines, scale)?;
+        chart
     };
     let ratio = is_ratio(&plot.y) && !series.is_empty();
     let (xr, yr) = shared.cloned().unwrap_or_else(|| ranges(plot, series));

@@ -58,8 +58,17 @@ pub fn run(spec: &ReportSpec, ctx: &TaskContext) -> Result<(), TaskError> {
             .iter()
             .flat_map(|(_, panels)| panels.iter().map(|p| p.series.as_slice())),
     );
+    // Each plot says where its numbers were measured, under it.
+    let place = super::markdown::measured_on(&table).map(|p| format!("measured on {p}"));
     for (plot, panels) in &plots {
-        write_plot(plot, panels, &labels, &ctx.out)?;
+        let mut plot = (*plot).clone();
+        if let Some(place) = &place {
+            plot.caption = Some(match &plot.caption {
+                Some(c) => format!("{c}; {place}"),
+                None => place.clone(),
+            });
+        }
+        write_plot(&plot, panels, &labels, &ctx.out)?;
     }
     let md = render(spec, &table, comparison.as_ref());
     write_atomic(&ctx.out.join(REPORT_MD), md.as_bytes())

@@ -17,7 +17,7 @@ use crate::value::Value;
 /// 6: points of fewer than 20 per-batch samples drawn hollow, with a note under the plot; a column `invalid` for runs kept invalid; an x axis of 8 values or fewer ticked at its values.
 /// 7: one statistics module: a within-run ratio on the log scale from its batches' standard errors (no bootstrap); `compare.csv` gains `verdict` (faster/slower/same/inconclusive against `margin`); points drawn hollow by fewer than 3 repetitions or an interval over the target, not by batch count.
 /// 8: a tick near the data's minimum and SI tick labels in three significant digits; a series' colour picked by its sorted `name=value` parts, so it is one across plots whatever order they name them in; headings in words when a plot has no `title`.
-/// 9: a faceted plot's panels share one legend under the figure's heading.
+/// 9: a faceted plot's panels share one legend under the figure's heading; `report.md` and each plot say where the rows were measured when that is one place; the lines under a plot each on its own line.
 pub const VERSION: u32 = 9;
 
 /// The files every report writes, whatever its spec.
