@@ -66,6 +66,11 @@ pub enum RemoteCommand {
         /// Keep whatever was written or touched within this many days.
         #[arg(long, value_name = "DAYS", default_value_t = 7.0)]
         keep_days: f64,
+        /// Keep each node's this many newest records (its last N
+        /// measurements); runs saved in a baseline here are kept whatever
+        /// their age.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        keep_last: usize,
         /// Remove; without it, print what would be removed.
         #[arg(long)]
         apply: bool,
@@ -232,6 +237,7 @@ pub(super) fn remote(
             targets,
             remote,
             keep_days,
+            keep_last,
             apply,
         } => {
             let (r, mode) = remote_of(ws, remote.as_deref())?;
@@ -250,16 +256,34 @@ pub(super) fn remote(
             }
             let ids = selected_ids(ws, overrides, &targets)?;
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            if keep_last == 0 {
+                return Err(usage(
+                    "`--keep-last 0` would remove every record of the selected nodes",
+                    "keep at least each node's newest: `--keep-last 1` (the default)",
+                ));
+            }
             let grace = std::time::Duration::from_secs_f64(keep_days * 86400.0);
-            let gc = crate::store::remote_gc(&r, &ids, grace, apply)?;
+            let baselines = match Store::open_existing(&ws.root)? {
+                Some(store) => store.reader().baseline_keys()?,
+                None => Default::default(),
+            };
+            let roots = crate::store::GcRoots {
+                last: keep_last,
+                keys: baselines,
+            };
+            let gc = crate::store::remote_gc(&r, &ids, &roots, grace, apply)?;
             let verb = if apply { "removed" } else { "would remove" };
             println!(
-                "remote `{name}`: {verb} {} superseded run records, {} objects no record names ({}) and {} leftover files; {} records kept",
+                "remote `{name}`: {verb} {} superseded run records, {} objects no record names ({}) and {} leftover files; {} records kept{}",
                 gc.records.len(),
                 gc.objects.len(),
                 bytes_text(gc.bytes),
                 gc.tmp.len(),
-                gc.records_kept
+                gc.records_kept,
+                match gc.kept_for_baselines {
+                    0 => String::new(),
+                    n => format!(" ({n} of them only because a baseline here names them)"),
+                }
             );
             if !apply && (gc.records.len() + gc.objects.len() + gc.tmp.len()) > 0 {
                 println!("(a dry run: `vitgraph remote gc --apply` removes them)");

@@ -153,7 +153,7 @@
       return;
     }
     const describe = (x) => x.since
-      ? `Every attempt since ${x.since} (of ${x.of} build(s)): from ${x.started}, ${x.seconds.toFixed(1)} s, ${x.bars} node(s) started.`
+      ? `Every attempt since ${x.since} (of ${x.of} build(s)): from ${x.started}, ${fmtMs(Math.round(x.seconds * 1000))}, ${x.bars} node(s) started.`
       : `Build ${x.number} of ${b.of}${x.host ? " on " + x.host : ""}, started ${x.started}, ${fmtMs(Math.round(x.seconds * 1000))}, ${x.bars} node(s) started.`;
     const line = el("p", { id: "build-line" }, describe(b) + " Hover a bar for its node and duration.");
     box.append(line);
@@ -308,8 +308,8 @@
       }
       drawn = whole && drawn;
       line.textContent = whole
-        ? `The whole build, ${(span / 1000).toFixed(1)} s. Drag across the timeline to zoom in.`
-        : `${(view[0] / 1000).toFixed(2)} s to ${(view[1] / 1000).toFixed(2)} s of ${(span / 1000).toFixed(1)} s.`;
+        ? `The whole build, ${fmtMs(Math.round(span))}. Drag across the timeline to zoom in.`
+        : `${(view[0] / 1000).toFixed(2)} s to ${(view[1] / 1000).toFixed(2)} s of ${fmtMs(Math.round(span))}.`;
     }
     // Dragging across the plot draws the window to zoom into.
     const brush = document.createElementNS(NS, "rect");

@@ -73,7 +73,7 @@ pub(crate) use record::{
     RunRecord,
 };
 pub(crate) use remote::{verify_remote, Remote};
-pub(crate) use remote_gc::remote_gc;
+pub(crate) use remote_gc::{remote_gc, GcRoots};
 pub(crate) use remote_state::{remote_state, RemoteState};
 pub(crate) use runsets::{Holding, RecordedRun};
 pub(crate) use signing::{SecretKey, Trust};

@@ -3,8 +3,9 @@
 //!
 //! A record is removed only when all of these hold: its node belongs to
 //! the selected nodes of this workspace (a remote shared by several
-//! studies keeps every other study's records), a newer record of the same
-//! node is on the remote, and it is older than the grace period. Then an
+//! studies keeps every other study's records), it is not among its node's
+//! newest [`GcRoots::last`] records on the remote, no baseline saved in
+//! this workspace names its run, and it is older than the grace period. Then an
 //! object is removed when no record left names it and it is older than the
 //! grace period (a push touches the objects it relies on, so a push under
 //! way keeps its objects); files left in `tmp/` by dead pushes go once
@@ -19,6 +20,14 @@ use super::remote::Remote;
 use super::remote_dir::{Area, Listed};
 use crate::hash::ContentHash;
 
+/// What a collection keeps whatever its age: each node's newest `last`
+/// records, and the runs of `keys` (those this workspace's baselines name).
+#[derive(Debug, Clone)]
+pub(crate) struct GcRoots {
+    pub last: usize,
+    pub keys: HashSet<ContentHash>,
+}
+
 /// What a collection removes (or would): names under the remote.
 #[derive(Debug, Default)]
 pub(crate) struct RemoteGc {
@@ -27,6 +36,8 @@ pub(crate) struct RemoteGc {
     pub tmp: Vec<String>,
     pub bytes: u64,
     pub records_kept: usize,
+    /// Of those kept, the records a baseline alone kept.
+    pub kept_for_baselines: usize,
 }
 
 fn older_than(file: &Listed, grace: Duration) -> bool {
@@ -40,6 +51,7 @@ fn older_than(file: &Listed, grace: Duration) -> bool {
 pub(crate) fn remote_gc(
     remote: &Remote,
     node_ids: &[&str],
+    roots: &GcRoots,
     grace: Duration,
     apply: bool,
 ) -> Result<RemoteGc, StoreError> {
@@ -50,32 +62,36 @@ pub(crate) fn remote_gc(
         let run = file.hash.and_then(|key| remote.record_of(&key));
         records.push((file, run));
     }
-    // The newest record of each of our nodes.
-    let mut newest: HashMap<&str, (i64, &str)> = HashMap::new();
+    // The newest `roots.last` records of each of our nodes.
+    let mut by_node: HashMap<&str, Vec<(i64, &str)>> = HashMap::new();
     for (file, run) in &records {
         if let Some(run) = run.as_ref().filter(|r| ours.contains(r.node_id.as_str())) {
-            let e = newest
+            by_node
                 .entry(run.node_id.as_str())
-                .or_insert((run.started_at_ms, file.name.as_str()));
-            if run.started_at_ms > e.0 {
-                *e = (run.started_at_ms, file.name.as_str());
-            }
+                .or_default()
+                .push((run.started_at_ms, file.name.as_str()));
         }
+    }
+    let mut newest: HashSet<&str> = HashSet::new();
+    for runs in by_node.values_mut() {
+        runs.sort_by(|a, b| b.cmp(a));
+        newest.extend(runs.iter().take(roots.last.max(1)).map(|r| r.1));
     }
     let mut out = RemoteGc::default();
     let mut named: HashSet<ContentHash> = HashSet::new();
     for (file, run) in &records {
         let superseded = run.as_ref().is_some_and(|r| {
-            ours.contains(r.node_id.as_str())
-                && newest
-                    .get(r.node_id.as_str())
-                    .is_some_and(|n| n.1 != file.name)
+            ours.contains(r.node_id.as_str()) && !newest.contains(file.name.as_str())
         });
-        if superseded && older_than(file, grace) {
+        let in_baseline = file.hash.is_some_and(|k| roots.keys.contains(&k));
+        if superseded && !in_baseline && older_than(file, grace) {
             out.records.push(file.name.clone());
             continue;
         }
         out.records_kept += 1;
+        if superseded && in_baseline && older_than(file, grace) {
+            out.kept_for_baselines += 1;
+        }
         match run {
             Some(run) => named.extend(run.outputs.iter().map(|o| o.hash).chain(run.log)),
             // What it names cannot be read: nothing is removed.

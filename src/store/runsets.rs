@@ -178,6 +178,25 @@ impl Reader<'_> {
         .map(Some)
     }
 
+    /// The keys of every run a baseline names.
+    pub fn baseline_keys(&self) -> Result<std::collections::HashSet<ContentHash>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT DISTINCT key FROM baselines")
+            .map_err(|e| self.db_err(e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(|e| self.db_err(e))?;
+        let mut keys = std::collections::HashSet::new();
+        for row in rows {
+            let bytes = row.map_err(|e| self.db_err(e))?;
+            if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+                keys.insert(ContentHash(key));
+            }
+        }
+        Ok(keys)
+    }
+
     /// Every baseline, by name.
     pub fn baselines(&self) -> Result<Vec<BaselineSummary>, StoreError> {
         let conn = self.conn();

@@ -575,3 +575,60 @@ fn a_remote_must_be_a_folder_or_a_bucket() {
         );
     }
 }
+
+/// `remote gc` keeps each node's newest `--keep-last` records, and the
+/// runs a baseline saved here names whatever their age.
+#[test]
+fn remote_gc_keeps_the_last_records_and_what_a_baseline_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let ws = study(dir.path(), 2, &remote, "");
+    let generation = |k: usize| {
+        let ron = std::fs::read_to_string(ws.path().join("pipelines/s.ron")).unwrap();
+        let (head, tail) = ron.split_once("${n}").unwrap();
+        std::fs::write(
+            ws.path().join("pipelines/s.ron"),
+            format!(
+                "{head}${{n}}{}{tail}",
+                if k > 1 { format!("{k}") } else { String::new() }
+            ),
+        )
+        .unwrap();
+        ok(&vg(&ws, GPU_HOST, &["build"]));
+        ok(&vg(&ws, GPU_HOST, &["push"]));
+    };
+    generation(1);
+    ok(&vg(&ws, GPU_HOST, &["baseline", "save", "first"]));
+    generation(2);
+    generation(3);
+    let records = || std::fs::read_dir(remote.join("runs")).unwrap().count();
+    assert_eq!(records(), 9, "three generations of three runs");
+    let gc = |args: &[&str]| {
+        let mut all = vec!["remote", "gc", "--keep-days", "0", "--apply"];
+        all.extend_from_slice(args);
+        let out = vg(&ws, GPU_HOST, &all);
+        ok(&out);
+        out.stdout
+    };
+    // The baseline holds the two measurements (a baseline saves runs with
+    // a `results.json`), not the sum: generation 1's sum goes.
+    let two = gc(&["--keep-last", "2"]);
+    assert!(
+        two.contains("removed 1 superseded run records")
+            && two.contains("(2 of them only because a baseline here names them)"),
+        "{two}"
+    );
+    assert_eq!(records(), 8);
+    let one = gc(&[]);
+    assert!(one.contains("removed 3 superseded run records"), "{one}");
+    assert_eq!(records(), 5, "the newest three and the baseline's two");
+    ok(&vg(&ws, GPU_HOST, &["baseline", "rm", "first"]));
+    let gone = gc(&[]);
+    assert!(gone.contains("removed 2 superseded run records"), "{gone}");
+    assert_eq!(records(), 3);
+    let v = verify(&ws);
+    ok(&v);
+    assert!(v.stdout.contains(" 0 problems"), "{}", v.stdout);
+    let zero = vg(&ws, GPU_HOST, &["remote", "gc", "--keep-last", "0"]);
+    assert_eq!(zero.code, 2, "{}", zero.stderr);
+}
