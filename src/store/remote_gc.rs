@@ -46,6 +46,29 @@ fn older_than(file: &Listed, grace: Duration) -> bool {
         .is_some_and(|age| age >= grace)
 }
 
+/// The names of the newest `last` records of each of the nodes `ours`.
+fn newest_records<'a>(
+    records: &'a [(Listed, Option<CarriedRun>)],
+    ours: &HashSet<&str>,
+    last: usize,
+) -> HashSet<&'a str> {
+    let mut by_node: HashMap<&str, Vec<(i64, &str)>> = HashMap::new();
+    for (file, run) in records {
+        if let Some(run) = run.as_ref().filter(|r| ours.contains(r.node_id.as_str())) {
+            by_node
+                .entry(run.node_id.as_str())
+                .or_default()
+                .push((run.started_at_ms, file.name.as_str()));
+        }
+    }
+    let mut newest = HashSet::new();
+    for runs in by_node.values_mut() {
+        runs.sort_by(|a, b| b.cmp(a));
+        newest.extend(runs.iter().take(last.max(1)).map(|r| r.1));
+    }
+    newest
+}
+
 /// Finds what to remove from `remote` for the nodes `node_ids`, and
 /// removes it when `apply`.
 pub(crate) fn remote_gc(
@@ -62,21 +85,7 @@ pub(crate) fn remote_gc(
         let run = file.hash.and_then(|key| remote.record_of(&key));
         records.push((file, run));
     }
-    // The newest `roots.last` records of each of our nodes.
-    let mut by_node: HashMap<&str, Vec<(i64, &str)>> = HashMap::new();
-    for (file, run) in &records {
-        if let Some(run) = run.as_ref().filter(|r| ours.contains(r.node_id.as_str())) {
-            by_node
-                .entry(run.node_id.as_str())
-                .or_default()
-                .push((run.started_at_ms, file.name.as_str()));
-        }
-    }
-    let mut newest: HashSet<&str> = HashSet::new();
-    for runs in by_node.values_mut() {
-        runs.sort_by(|a, b| b.cmp(a));
-        newest.extend(runs.iter().take(roots.last.max(1)).map(|r| r.1));
-    }
+    let newest = newest_records(&records, &ours, roots.last);
     let mut out = RemoteGc::default();
     let mut named: HashSet<ContentHash> = HashSet::new();
     for (file, run) in &records {
