@@ -53,9 +53,9 @@ pub enum RemoteCommand {
     /// List the remotes `vitgraph.ron` names.
     List,
     /// Remove what this workspace's study no longer needs from a remote:
-    /// records of its nodes that a newer record of the same node
-    /// superseded, and objects no record names, all older than the grace
-    /// period. A dry run unless `--apply`.
+    /// records of its nodes beyond each node's newest `--keep-last` that no
+    /// baseline saved here names, and objects no record names, all older
+    /// than the grace period. A dry run unless `--apply`.
     Gc {
         /// Stages, node ids, globs or pipeline file stems whose superseded
         /// records may go; none means every stage. Other studies' records stay.
