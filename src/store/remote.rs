@@ -411,12 +411,10 @@ pub(crate) fn verify_remote(
     }
     for object in &objects {
         let ok = object.hash.is_some_and(|h| {
-            let mut hasher = blake3::Hasher::new();
             remote
                 .backend
-                .open(&object.name)
-                .and_then(|mut r| io::copy(&mut r, &mut hasher))
-                .is_ok_and(|_| hasher.finalize().as_bytes() == &h.0)
+                .hash_of(&object.name)
+                .is_ok_and(|got| got == h)
         });
         if !ok {
             damage.push(RemoteDamage {

@@ -97,6 +97,12 @@ pub(crate) trait Backend {
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
     /// One file, to read as it arrives.
     fn open(&self, name: &str) -> io::Result<Box<dyn Read + '_>>;
+    /// The hash of one file's bytes (`remote verify`).
+    fn hash_of(&self, name: &str) -> io::Result<ContentHash> {
+        let mut hasher = blake3::Hasher::new();
+        io::copy(&mut self.open(name)?, &mut hasher)?;
+        Ok(ContentHash(*hasher.finalize().as_bytes()))
+    }
     /// The sizes of those of `hashes` the remote holds as objects.
     fn object_sizes(&self, hashes: &[ContentHash]) -> io::Result<HashMap<ContentHash, u64>>;
     /// Marks objects a push relies on as recently used (`remote gc`'s
@@ -230,6 +236,12 @@ impl Backend for DirRemote {
 
     fn open(&self, name: &str) -> io::Result<Box<dyn Read + '_>> {
         Ok(Box::new(fs::File::open(self.root.join(name))?))
+    }
+
+    fn hash_of(&self, name: &str) -> io::Result<ContentHash> {
+        // As the store hashes its own files: large ones mapped, in parallel.
+        let path = self.root.join(name);
+        super::fileio::hash_contents(&path, fs::metadata(&path)?.len())
     }
 
     fn object_sizes(&self, hashes: &[ContentHash]) -> io::Result<HashMap<ContentHash, u64>> {

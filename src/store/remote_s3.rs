@@ -264,7 +264,9 @@ mod imp {
         fn put_records(&self, records: &[(ContentHash, Vec<u8>)]) -> io::Result<usize> {
             self.runtime.block_on(async {
                 let new: Vec<bool> = futures::stream::iter(records)
-                    .map(|(key, json)| self.put_if_absent_owned(record_name(key), json.clone()))
+                    .map(|(key, json)| async move {
+                        self.put_if_absent(&record_name(key), json.clone()).await
+                    })
                     .buffer_unordered(IN_FLIGHT)
                     .try_collect()
                     .await?;
@@ -279,12 +281,6 @@ mod imp {
                     Err(e) => Err(io_error(e)),
                 }
             })
-        }
-    }
-
-    impl S3Remote {
-        async fn put_if_absent_owned(&self, name: String, bytes: Vec<u8>) -> io::Result<bool> {
-            self.put_if_absent(&name, bytes).await
         }
     }
 }
