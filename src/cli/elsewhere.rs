@@ -107,6 +107,82 @@ pub(super) fn print(groups: &BTreeMap<Place, BTreeMap<String, usize>>) {
     }
 }
 
+/// The selected nodes whose run stands for them without its outputs (it
+/// arrived in a `--results-only` bundle, see `store::left_behind`): by the
+/// host that has the outputs, then stage.
+pub(super) fn without_outputs(
+    root: &std::path::Path,
+    graph: &Graph,
+    selection: &[usize],
+    evals: &HashMap<usize, Evaluation>,
+) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let Ok(Some(store)) = crate::store::Store::open_existing(root) else {
+        return out;
+    };
+    let Ok(left) = store.reader().all_bytes_elsewhere() else {
+        return out;
+    };
+    if left.is_empty() {
+        return out;
+    }
+    for i in selection {
+        let Some(e) = evals.get(i).filter(|e| e.verdict.is_fresh()) else {
+            continue;
+        };
+        let Some(run) = e.verdict.run() else { continue };
+        match left.get(&run.key) {
+            Some(host) if !store.objects().holds_run(run) => {
+                *out.entry(host.clone())
+                    .or_default()
+                    .entry(graph.nodes[*i].stage.clone())
+                    .or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `status --json`'s summary counts of runs that stand for others:
+/// `measured_elsewhere` (`measured` of them) and `without_outputs` (in
+/// `left_behind`, from [`without_outputs`]); each absent when none.
+pub(super) fn count(
+    summary: &mut serde_json::Value,
+    measured: usize,
+    left_behind: &BTreeMap<String, BTreeMap<String, usize>>,
+) {
+    if measured > 0 {
+        summary["measured_elsewhere"] = measured.into();
+    }
+    let n: usize = left_behind.values().flat_map(|s| s.values()).sum();
+    if n > 0 {
+        summary["without_outputs"] = n.into();
+    }
+}
+
+/// The text form of [`without_outputs`].
+pub(super) fn print_without_outputs(groups: &BTreeMap<String, BTreeMap<String, usize>>) {
+    if groups.is_empty() {
+        return;
+    }
+    let n: usize = groups.values().flat_map(|s| s.values()).sum();
+    println!();
+    println!(
+        "without outputs: {n} {} here as records alone (a bundle exported with `--results-only`); a node that must read them fails until a bundle with them is imported",
+        if n == 1 { "run stands" } else { "runs stand" },
+    );
+    for (host, stages) in groups {
+        let on = match host.as_str() {
+            "" => "another machine".to_owned(),
+            h => format!("`{h}`"),
+        };
+        for (stage, count) in stages {
+            println!("  {stage}  {count}, outputs on {on}");
+        }
+    }
+}
+
 /// Who signed the runs of the store at `root` (none without a store).
 pub(super) fn signers(root: &std::path::Path) -> HashMap<ContentHash, String> {
     match crate::store::Store::open_existing(root) {

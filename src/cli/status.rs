@@ -271,6 +271,7 @@ pub(super) fn status(
     let standings = crate::engine::standing::standings(&graph, &ws.root, &selection, |i| {
         evals.get(&i).map(|e| &e.verdict)
     });
+    let left_behind = super::elsewhere::without_outputs(&ws.root, &graph, &selection, &evals);
     if args.json {
         let nodes: Vec<NodeStatus> = selection
             .iter()
@@ -301,9 +302,7 @@ pub(super) fn status(
             .iter()
             .filter(|n| n.measured_elsewhere.is_some())
             .count();
-        if elsewhere > 0 {
-            summary["measured_elsewhere"] = elsewhere.into();
-        }
+        super::elsewhere::count(&mut summary, elsewhere, &left_behind);
         if unneeded > 0 {
             summary["not_needed"] = unneeded.into();
         }
@@ -330,6 +329,7 @@ pub(super) fn status(
     super::elsewhere::print(&super::elsewhere::grouped(
         &graph, &selection, &evals, &signers,
     ));
+    super::elsewhere::print_without_outputs(&left_behind);
     if let Some(r) = &remote {
         super::remote_status::print(r);
     }

@@ -22,6 +22,13 @@ pub struct ExportArgs {
     /// The bundle to write (a tar archive; `.vgb` by convention).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Carry the outputs only of what the targets read: the selection's
+    /// last nodes (none of the others needs them) and the nodes they need.
+    /// Every other run goes as its record alone (raw traces stay here);
+    /// on import it stands for its node, and a node that must read its
+    /// outputs fails saying where they are.
+    #[arg(long)]
+    pub results_only: bool,
     /// Sign each run record with this secret key (`vitgraph key generate`);
     /// default: the file `VITGRAPH_SIGNING_KEY` names, if set.
     #[arg(long, value_name = "KEYFILE")]
@@ -349,9 +356,13 @@ pub(super) fn export(
         .collect();
     let host = crate::engine::env::host_name();
     let key = super::keys::signing_key(args.sign.as_deref())?;
-    let out = store
-        .reader()
-        .export_bundle(&ids, &args.output, host, key.as_ref())?;
+    let read = args
+        .results_only
+        .then(|| what_the_last_read(&graph, &selection));
+    let out =
+        store
+            .reader()
+            .export_bundle(&ids, read.as_deref(), &args.output, host, key.as_ref())?;
     let missing = ids.len() - out.runs;
     println!(
         "exported {} runs and {} objects ({}) to {}",
@@ -360,6 +371,12 @@ pub(super) fn export(
         bytes_text(out.bytes),
         args.output.display()
     );
+    if out.left_behind > 0 {
+        println!(
+            "{} of the runs go without their outputs (`--results-only`): only the records; their outputs stay here",
+            out.left_behind
+        );
+    }
     if missing > 0 {
         println!(
             "{missing} of the {} selected nodes have no run yet and are not in the bundle",
@@ -367,6 +384,33 @@ pub(super) fn export(
         );
     }
     Ok(exit::SUCCESS)
+}
+
+/// The node ids whose outputs a `--results-only` bundle carries: the
+/// selection's last nodes (no other selected node needs them) and the
+/// nodes they need.
+fn what_the_last_read<'g>(graph: &'g crate::graph::Graph, selection: &[usize]) -> Vec<&'g str> {
+    let selected: std::collections::HashSet<usize> = selection.iter().copied().collect();
+    let mut needed = vec![false; graph.nodes.len()];
+    for &i in selection {
+        for d in graph.nodes[i].deps() {
+            needed[d] = true;
+        }
+    }
+    let mut carried = std::collections::BTreeSet::new();
+    for &i in selection.iter().filter(|&&i| !needed[i]) {
+        carried.insert(i);
+        carried.extend(
+            graph.nodes[i]
+                .deps()
+                .into_iter()
+                .filter(|d| selected.contains(d)),
+        );
+    }
+    carried
+        .into_iter()
+        .map(|i| graph.nodes[i].id.as_str())
+        .collect()
 }
 
 pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
@@ -399,6 +443,12 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
         got.objects_added,
         bytes_text(got.bytes_added)
     );
+    if got.without_outputs > 0 {
+        println!(
+            "{} runs came without their outputs (exported with `--results-only`): they stand for their nodes; a node that must read their outputs fails until a bundle with them is imported",
+            got.without_outputs
+        );
+    }
     println!("`vitgraph status` shows where each run was measured; a hardware node measured on another machine stands as measured elsewhere and is not measured again here");
     damaged_runs("imported", &got.refused)
 }

@@ -7,7 +7,7 @@
 //! process killed before it leaves unreferenced objects (`gc` removes
 //! them) and a staging folder the next command removes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -117,20 +117,23 @@ impl CarriedRun {
 impl Objects<'_> {
     /// Moves the checked objects `arrived` (files in `staging` named by
     /// their hash) into `objects/`, flushes, and records `runs` with who
-    /// signed each (`signers`, as [`check_runs`] named them): (runs added,
-    /// runs made their node's current one).
+    /// signed each (`signers`, as [`check_runs`] named them) and, for the
+    /// runs that arrived without their outputs, the host that has them
+    /// (`elsewhere`, see `left_behind`): (runs added, runs made their
+    /// node's current one).
     pub(super) fn land(
         &self,
         staging: &Path,
         arrived: &[ContentHash],
         runs: &[CarriedRun],
         signers: &[Option<String>],
+        elsewhere: &BTreeMap<ContentHash, String>,
     ) -> Result<(usize, usize), StoreError> {
         for hash in arrived {
             self.adopt_object(&staging.join(hash.to_hex()), hash)?;
         }
         self.sync_filesystem()?;
-        self.record_imported(runs, signers)
+        self.record_imported(runs, signers, elsewhere)
     }
 
     /// Reads one object into `staging`, checking its bytes against its
@@ -193,6 +196,7 @@ impl Objects<'_> {
         &self,
         runs: &[CarriedRun],
         signers: &[Option<String>],
+        elsewhere: &BTreeMap<ContentHash, String>,
     ) -> Result<(usize, usize), StoreError> {
         let mut conn = self.conn();
         let tx = conn
@@ -202,11 +206,14 @@ impl Objects<'_> {
         // elsewhere (tables a store gets with its first import: older
         // vitgraphs open the database as before).
         tx.execute_batch(ARRIVAL_TABLES)
+            .and_then(|()| tx.execute_batch(super::left_behind::LEFT_BEHIND_TABLE))
             .map_err(|e| self.db_err(e))?;
         let (mut added, mut current) = (0, 0);
         for (run, signer) in runs.iter().zip(signers) {
             tx.prepare_cached("INSERT OR IGNORE INTO arrived (key) VALUES (?1)")
                 .and_then(|mut stmt| stmt.execute([&run.key.0[..]]))
+                .map_err(|e| self.db_err(e))?;
+            super::left_behind::note(&tx, &run.key, elsewhere.get(&run.key))
                 .map_err(|e| self.db_err(e))?;
             if let Some(signer) = signer {
                 tx.prepare_cached("INSERT OR REPLACE INTO signers (key, signer) VALUES (?1, ?2)")

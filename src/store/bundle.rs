@@ -46,6 +46,17 @@ struct Manifest {
     exported_at_ms: i64,
     runs: Vec<CarriedRun>,
     objects: Vec<BundledObject>,
+    /// Runs carried without their objects (`--results-only`), with the
+    /// host that has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    left_behind: Vec<LeftBehind>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LeftBehind {
+    key: ContentHash,
+    /// The host that holds the run's objects.
+    host: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -58,6 +69,8 @@ struct BundledObject {
 #[derive(Debug, Default)]
 pub struct Exported {
     pub runs: usize,
+    /// Runs carried without their objects (`--results-only`).
+    pub left_behind: usize,
     pub objects: usize,
     pub bytes: u64,
 }
@@ -76,6 +89,9 @@ pub struct Imported {
     pub bytes_added: u64,
     /// Runs that arrived signed (their signature checked).
     pub signed: usize,
+    /// Runs that arrived without their outputs (`--results-only`) and
+    /// whose outputs the store does not hold.
+    pub without_outputs: usize,
     /// The host that wrote the bundle.
     pub from_host: Option<String>,
     /// Runs not imported because an object they name arrived damaged:
@@ -95,18 +111,37 @@ fn refused(bundle: &Path, detail: String) -> StoreError {
 impl Reader<'_> {
     /// Writes the current runs of `node_ids` (those that have one) and the
     /// objects they name into a bundle at `dest` (written beside it and
-    /// renamed into place). Every object is checked against its name as it
+    /// renamed into place); with `with_outputs`, only the runs of those
+    /// nodes carry their objects, the others go as records alone (see
+    /// `left_behind`). Every object is checked against its name as it
     /// is copied: a damaged one is named and nothing is written.
     pub fn export_bundle(
         &self,
         node_ids: &[&str],
+        with_outputs: Option<&[&str]>,
         dest: &Path,
         host: Option<String>,
         signer: Option<&SecretKey>,
     ) -> Result<Exported, StoreError> {
         let runs = self.current_runs_with_parts(node_ids)?;
+        let elsewhere = self.all_bytes_elsewhere()?;
+        let carried: BTreeSet<&str> = with_outputs.unwrap_or(node_ids).iter().copied().collect();
+        let mut left_behind = Vec::new();
         let mut objects: BTreeMap<ContentHash, u64> = BTreeMap::new();
         for run in &runs {
+            let absent = elsewhere
+                .get(&run.key)
+                .filter(|_| !self.objects().holds_run(run));
+            if !carried.contains(run.node_id.as_str()) {
+                left_behind.push(LeftBehind {
+                    key: run.key,
+                    host: absent.cloned().or_else(|| host.clone()).unwrap_or_default(),
+                });
+                continue;
+            }
+            if let Some(at) = absent {
+                return Err(outputs_elsewhere(dest, &run.node_id, at));
+            }
             for o in &run.outputs {
                 objects.insert(o.hash, o.size);
             }
@@ -127,6 +162,7 @@ impl Reader<'_> {
                 .iter()
                 .map(|(&hash, &size)| BundledObject { hash, size })
                 .collect(),
+            left_behind,
         };
         let tmp = dest.with_file_name(format!(
             ".{}.{}.tmp",
@@ -143,6 +179,7 @@ impl Reader<'_> {
         fs::rename(&tmp, dest).ctx("move the bundle into", dest)?;
         Ok(Exported {
             runs: runs.len(),
+            left_behind: manifest.left_behind.len(),
             objects: objects.len(),
             bytes,
         })
@@ -194,6 +231,19 @@ impl Reader<'_> {
             runs.push(run);
         }
         Ok(runs)
+    }
+}
+
+/// A run to export with its outputs that arrived here without them.
+fn outputs_elsewhere(dest: &Path, node_id: &str, host: &str) -> StoreError {
+    let on = match host {
+        "" => "another machine".to_owned(),
+        h => format!("`{h}`"),
+    };
+    StoreError::Bundle {
+        path: dest.to_path_buf(),
+        detail: format!("nothing was written: the run of `{node_id}` arrived here without its outputs (a `--results-only` bundle); they are on {on}"),
+        help: "export with `--results-only` (its record goes without them), or bring its outputs first: import a bundle exported without `--results-only` on the machine that has them".into(),
     }
 }
 
@@ -264,7 +314,7 @@ impl Objects<'_> {
         let listed: BTreeMap<ContentHash, u64> =
             manifest.objects.iter().map(|o| (o.hash, o.size)).collect();
         let refuse = |detail: String| refused(bundle, detail);
-        let names: BTreeSet<ContentHash> = listed.keys().copied().collect();
+        let names = names_and_left_behind(&manifest);
         let signers = check_runs(&manifest.runs, &names, key_of, trust, &refuse)?;
         let mut arrived: Vec<ContentHash> = Vec::new();
         let mut seen: HashSet<ContentHash> = HashSet::new();
@@ -305,7 +355,8 @@ impl Objects<'_> {
         let added_bytes = arrived.iter().map(|h| listed[h]).sum();
         let runs = manifest.runs.len();
         let (kept, signers, refused_runs) = without_damaged(manifest.runs, signers, &damaged);
-        let (added, current) = self.land(staging, &arrived, &kept, &signers)?;
+        let elsewhere = self.still_elsewhere(&kept, &manifest.left_behind, &arrived);
+        let (added, current) = self.land(staging, &arrived, &kept, &signers, &elsewhere)?;
         Ok(Imported {
             runs,
             added,
@@ -313,13 +364,54 @@ impl Objects<'_> {
             objects_added: arrived.len(),
             bytes_added: added_bytes,
             signed: signers.iter().filter(|s| s.is_some()).count(),
+            without_outputs: elsewhere.len(),
             from_host: manifest.host,
             refused: refused_runs,
         })
     }
 }
 
+/// The objects a run may name: those the bundle lists, and those of the
+/// runs it carries without their objects.
+fn names_and_left_behind(manifest: &Manifest) -> BTreeSet<ContentHash> {
+    let left: BTreeSet<ContentHash> = manifest.left_behind.iter().map(|l| l.key).collect();
+    let mut names: BTreeSet<ContentHash> = manifest.objects.iter().map(|o| o.hash).collect();
+    for run in manifest.runs.iter().filter(|r| left.contains(&r.key)) {
+        names.extend(run.outputs.iter().map(|o| o.hash).chain(run.log));
+    }
+    names
+}
+
 impl Objects<'_> {
+    /// Of the runs carried without their objects, those whose objects the
+    /// store does not hold either (nor got from this bundle), with the
+    /// host that has them.
+    fn still_elsewhere(
+        &self,
+        runs: &[CarriedRun],
+        left_behind: &[LeftBehind],
+        arrived: &[ContentHash],
+    ) -> BTreeMap<ContentHash, String> {
+        let hosts: BTreeMap<ContentHash, &str> = left_behind
+            .iter()
+            .map(|l| (l.key, l.host.as_str()))
+            .collect();
+        let arrived: HashSet<&ContentHash> = arrived.iter().collect();
+        runs.iter()
+            .filter_map(|run| {
+                let host = hosts.get(&run.key)?;
+                let here = |h: &ContentHash, size: Option<u64>| {
+                    arrived.contains(h)
+                        || fs::metadata(self.path(h))
+                            .is_ok_and(|m| size.is_none_or(|s| m.len() == s))
+                };
+                let all = run.outputs.iter().all(|o| here(&o.hash, Some(o.size)))
+                    && run.log.is_none_or(|l| here(&l, None));
+                (!all).then(|| (run.key, (*host).to_owned()))
+            })
+            .collect()
+    }
+
     /// Every object the manifest lists arrived (`seen`) or is held.
     fn all_there(
         &self,

@@ -21,8 +21,10 @@ impl Objects<'_> {
     /// Re-hashes every object. Reports objects whose content no longer matches
     /// their name, objects a run refers to that are missing, and unreadable
     /// ones, each with the node ids whose runs refer to it; sorted by path.
+    /// A run that arrived without its outputs (see `left_behind`) names
+    /// objects that are not here by design: they are not reported.
     pub fn verify(&self) -> Result<Vec<Damage>, StoreError> {
-        let refs = object_references(self)?;
+        let refs = object_references(self, &self.reader().all_bytes_elsewhere()?)?;
         let mut seen = HashSet::new();
         let mut damage = Vec::new();
         for (path, named) in self.list_objects()? {
@@ -119,7 +121,7 @@ impl Objects<'_> {
     /// files that are gone. Waits for commits in progress.
     pub fn gc(&self) -> Result<GcStats, StoreError> {
         let _exclusive = self.store_lock(true)?;
-        let refs = object_references(self)?;
+        let refs = object_references(self, &Default::default())?;
         let mut stats = GcStats::default();
         for (path, hash) in self.list_objects()? {
             if refs.contains_key(&hash) {

@@ -18,7 +18,8 @@
 //!   `vitgraph compare` (`runsets`);
 //! - the expanded graph is kept in `cache/graph.bin` (`graph_file`);
 //! - bundles and directory remotes carry runs and their objects between
-//!   machines (`bundle`, `remote`), checked on arrival (`arrival`).
+//!   machines (`bundle`, `remote`), checked on arrival (`arrival`); a run
+//!   may arrive without its outputs (`left_behind`).
 //!
 //! The book chapter "The store" describes the layout and the guarantees.
 
@@ -32,6 +33,7 @@ mod groups;
 mod hasher;
 mod history;
 mod jobs;
+mod left_behind;
 mod lock;
 mod maintenance;
 mod memo;

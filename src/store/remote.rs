@@ -321,7 +321,7 @@ impl Objects<'_> {
         let landed = result.and_then(|(arrived, bytes)| {
             out.objects_added = arrived.len();
             out.bytes_added = bytes;
-            self.land(&staging, &arrived, &runs, &signers)
+            self.land(&staging, &arrived, &runs, &signers, &Default::default())
         });
         let _ = remove_tree(&staging);
         let (added, current) = landed?;

@@ -478,20 +478,30 @@ fn set_attempt_status(
 
 /// The node ids whose records refer to each object (runs' outputs and logs,
 /// and those of saved baselines, named `baseline NAME: NODE`).
+/// Every object a recorded run (but those of `skip`, by key) or a saved
+/// baseline names, with the node ids that name it.
 pub(super) fn object_references(
     store: &Store,
+    skip: &HashMap<ContentHash, String>,
 ) -> Result<HashMap<ContentHash, Vec<String>>, StoreError> {
     let conn = store.conn();
     let mut stmt = conn
         .prepare(
-            "SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq) FROM runs r
-             UNION ALL SELECT 'baseline ' || b.name || ': ' || b.node_id, b.outputs, b.log, NULL FROM baselines b",
+            "SELECT r.node_id, r.outputs, r.log, (SELECT group_concat(n.node_id, char(10)) FROM node_runs n WHERE n.run_seq = r.seq), r.key FROM runs r
+             UNION ALL SELECT 'baseline ' || b.name || ': ' || b.node_id, b.outputs, b.log, NULL, NULL FROM baselines b",
         )
         .map_err(|e| store.db_err(e))?;
     let mut rows = stmt.query([]).map_err(|e| store.db_err(e))?;
     let mut refs: HashMap<ContentHash, Vec<String>> = HashMap::new();
     while let Some(row) = rows.next().map_err(|e| store.db_err(e))? {
         let db = |e| store.db_err(e);
+        if !skip.is_empty() {
+            if let Some(key) = row.get::<_, Option<Vec<u8>>>(4).map_err(db)? {
+                if skip.contains_key(&store.hash_column(key)?) {
+                    continue;
+                }
+            }
+        }
         let mut nodes = vec![row.get::<_, String>(0).map_err(db)?];
         if let Some(current) = row.get::<_, Option<String>>(3).map_err(db)? {
             nodes.extend(current.split('\n').map(str::to_string));

@@ -18,6 +18,7 @@ mod promises;
 mod remotes;
 mod remotes_s3;
 mod repetitions;
+mod results_only;
 mod runtime_errors;
 mod software_env;
 mod status_text;

@@ -1,7 +1,8 @@
 //! Runs measured elsewhere: a hardware node's run that arrived from a
 //! bundle or a remote, or was recorded on another host (a workspace on a
 //! shared file system), and whose key differs from this machine's only in
-//! environment facets, stands for the node.
+//! environment facets, stands for the node; and a run that arrived
+//! without its outputs stands for its node without them.
 
 use super::{Evaluator, Reason, ReasonKind, Verdict};
 use crate::graph::Node;
@@ -43,10 +44,31 @@ impl Evaluator<'_> {
                 return Ok(None);
             }
         }
-        Ok(Some(match self.check_outputs(node, run)? {
+        self.intact_or_restore(node, run).map(Some)
+    }
+
+    /// Fresh when the run's outputs are intact in `out/`, or when they are
+    /// missing there because the run arrived without them (a
+    /// `--results-only` bundle, see `store::left_behind`) and the store
+    /// lacks them too; else to restore from the store.
+    pub(super) fn intact_or_restore(
+        &self,
+        node: &Node,
+        run: &RunRecord,
+    ) -> Result<Verdict, StoreError> {
+        Ok(match self.check_outputs(node, run)? {
             None => Verdict::Fresh(run.clone()),
+            Some(r)
+                if r.kind == ReasonKind::OutputMissing
+                    && self.store.is_some_and(|s| {
+                        s.reader().bytes_elsewhere(&run.key).is_some()
+                            && !s.objects().holds_run(run)
+                    }) =>
+            {
+                Verdict::Fresh(run.clone())
+            }
             Some(r) => Verdict::Restore(run.clone(), vec![r]),
-        }))
+        })
     }
 }
 

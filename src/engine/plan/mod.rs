@@ -381,10 +381,7 @@ impl<'a> Evaluator<'a> {
                 detail,
             )]));
         }
-        Ok(match self.check_outputs(node, run)? {
-            None => Verdict::Fresh(run.clone()),
-            Some(r) => Verdict::Restore(run.clone(), vec![r]),
-        })
+        self.intact_or_restore(node, run)
     }
 
     /// The parts recorded with a run (fetched from the store when not loaded).

@@ -233,6 +233,9 @@ pub(super) struct Build<'b, 'a> {
     /// The recorded run time (ms) of each done node of a stage with a
     /// precision target: what its time budget counts.
     durations: HashMap<NodeIdx, i64>,
+    /// Whether any run in the store arrived without its outputs (a node
+    /// to run then checks that what it reads is here).
+    left_behind: bool,
 }
 
 impl<'b, 'a> Build<'b, 'a> {
@@ -292,6 +295,7 @@ impl<'b, 'a> Build<'b, 'a> {
             snapshot: start.snapshot,
             gates,
             durations: HashMap::new(),
+            left_behind: b.store.reader().any_bytes_elsewhere(),
         })
     }
 
@@ -473,6 +477,7 @@ impl<'b, 'a> Build<'b, 'a> {
                 self.stopping = true;
                 false
             }
+            _ if self.left_behind && self.reads_left_behind(i, reporter) => false,
             verdict => {
                 let reasons = if forced && verdict.reasons().is_empty() {
                     vec![Reason::new(ReasonKind::SpecChanged, "forced with --force")]
@@ -494,6 +499,38 @@ impl<'b, 'a> Build<'b, 'a> {
                 true
             }
         }
+    }
+
+    /// Fails node `i`, about to run, when an upstream run it would read
+    /// arrived without its outputs (see `store::left_behind`): true then.
+    fn reads_left_behind(&mut self, i: NodeIdx, reporter: &mut dyn Reporter) -> bool {
+        let graph = self.b.graph;
+        let reader = self.b.store.reader();
+        let found = graph.nodes[i].deps().into_iter().find_map(|d| {
+            let host = reader.node_bytes_elsewhere(&graph.nodes[d].id).ok()??;
+            Some((&graph.nodes[d], host))
+        });
+        let Some((upstream, host)) = found else {
+            return false;
+        };
+        let here = match upstream.task.measures_hardware() {
+            true => "--measure-here",
+            false => "--force",
+        };
+        let on = match host.as_str() {
+            "" => "another machine".to_owned(),
+            h => format!("`{h}`"),
+        };
+        let failure = NodeFailure::new(
+            FailureKind::NotBuilt,
+            format!(
+                "`{}` reads the outputs of `{up}`, whose run arrived without them (a bundle exported with `--results-only`; they are on {on}); import a bundle of `{up}` exported there without `--results-only`, or build `{up}` here with `{here}`",
+                graph.nodes[i].id,
+                up = upstream.id,
+            ),
+        );
+        self.fail(i, failure, 0, reporter);
+        true
     }
 
     /// Node `i`'s place in the rounds of repetitions, if it has one.
