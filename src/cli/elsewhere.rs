@@ -169,7 +169,7 @@ pub(super) fn print_without_outputs(groups: &BTreeMap<String, BTreeMap<String, u
     let n: usize = groups.values().flat_map(|s| s.values()).sum();
     println!();
     println!(
-        "without outputs: {n} {} here as records alone (a bundle exported with `--results-only`); a node that must read them fails until a bundle with them is imported",
+        "without outputs: {n} {} here without all their outputs (a bundle exported with `--results-only`); a node that must read what is missing fails until a bundle with it is imported",
         if n == 1 { "run stands" } else { "runs stand" },
     );
     for (host, stages) in groups {
@@ -178,7 +178,7 @@ pub(super) fn print_without_outputs(groups: &BTreeMap<String, BTreeMap<String, u
             h => format!("`{h}`"),
         };
         for (stage, count) in stages {
-            println!("  {stage}  {count}, outputs on {on}");
+            println!("  {stage}  {count}, the rest on {on}");
         }
     }
 }

@@ -362,7 +362,7 @@ pub(super) fn export(
     let out =
         store
             .reader()
-            .export_bundle(&ids, read.as_deref(), &args.output, host, key.as_ref())?;
+            .export_bundle(&ids, read.as_ref(), &args.output, host, key.as_ref())?;
     let missing = ids.len() - out.runs;
     println!(
         "exported {} runs and {} objects ({}) to {}",
@@ -373,7 +373,7 @@ pub(super) fn export(
     );
     if out.left_behind > 0 {
         println!(
-            "{} of the runs go without their outputs (`--results-only`): only the records; their outputs stay here",
+            "{} of the runs go without all their outputs (`--results-only`): their records, and only what the targets read of their outputs; the rest stays here",
             out.left_behind
         );
     }
@@ -386,10 +386,14 @@ pub(super) fn export(
     Ok(exit::SUCCESS)
 }
 
-/// The node ids whose outputs a `--results-only` bundle carries: the
-/// selection's last nodes (no other selected node needs them) and the
-/// nodes they need.
-fn what_the_last_read<'g>(graph: &'g crate::graph::Graph, selection: &[usize]) -> Vec<&'g str> {
+/// What a `--results-only` bundle carries: all the outputs of the
+/// selection's last nodes (no other selected node needs them), and of the
+/// nodes they need what they read (a `Report`: `results.json` and
+/// `metrics.json`; any other task: all).
+fn what_the_last_read<'g>(
+    graph: &'g crate::graph::Graph,
+    selection: &[usize],
+) -> crate::store::Carry<'g> {
     let selected: std::collections::HashSet<usize> = selection.iter().copied().collect();
     let mut needed = vec![false; graph.nodes.len()];
     for &i in selection {
@@ -397,20 +401,23 @@ fn what_the_last_read<'g>(graph: &'g crate::graph::Graph, selection: &[usize]) -
             needed[d] = true;
         }
     }
-    let mut carried = std::collections::BTreeSet::new();
+    let mut carry = crate::store::Carry::new();
     for &i in selection.iter().filter(|&&i| !needed[i]) {
-        carried.insert(i);
-        carried.extend(
-            graph.nodes[i]
-                .deps()
-                .into_iter()
-                .filter(|d| selected.contains(d)),
-        );
+        carry.insert(graph.nodes[i].id.as_str(), None);
+        let reads = graph.nodes[i].task.reads_of_upstream();
+        for d in graph.nodes[i]
+            .deps()
+            .into_iter()
+            .filter(|d| selected.contains(d))
+        {
+            let entry = carry.entry(graph.nodes[d].id.as_str()).or_insert(reads);
+            // Read whole by one target, it goes whole.
+            if reads.is_none() {
+                *entry = None;
+            }
+        }
     }
-    carried
-        .into_iter()
-        .map(|i| graph.nodes[i].id.as_str())
-        .collect()
+    carry
 }
 
 pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
@@ -445,7 +452,7 @@ pub(super) fn import(ws: &Workspace, args: ImportArgs) -> Result<i32, Failure> {
     );
     if got.without_outputs > 0 {
         println!(
-            "{} runs came without their outputs (exported with `--results-only`): they stand for their nodes; a node that must read their outputs fails until a bundle with them is imported",
+            "{} runs came without all their outputs (exported with `--results-only`): they stand for their nodes; a node that must read what is missing fails until a bundle with it is imported",
             got.without_outputs
         );
     }

@@ -142,7 +142,11 @@ impl Objects<'_> {
         let mut stats = Vec::with_capacity(run.outputs.len());
         for output in &run.outputs {
             let path = dest.join(&output.name);
-            let meta = fs::symlink_metadata(&path).ctx("read metadata of", &path)?;
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if self.left_out(run, &e) => continue,
+                Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
+            };
             stats.push((
                 self.stat_key(&path),
                 Entry {

@@ -65,6 +65,11 @@ struct BundledObject {
     size: u64,
 }
 
+/// What a `--results-only` bundle carries, by node id: all the outputs of
+/// its current run (None) or those named; a node not named goes as its
+/// record alone.
+pub(crate) type Carry<'a> = BTreeMap<&'a str, Option<&'a [&'a str]>>;
+
 /// What an export wrote.
 #[derive(Debug, Default)]
 pub struct Exported {
@@ -111,47 +116,20 @@ fn refused(bundle: &Path, detail: String) -> StoreError {
 impl Reader<'_> {
     /// Writes the current runs of `node_ids` (those that have one) and the
     /// objects they name into a bundle at `dest` (written beside it and
-    /// renamed into place); with `with_outputs`, only the runs of those
-    /// nodes carry their objects, the others go as records alone (see
-    /// `left_behind`). Every object is checked against its name as it
+    /// renamed into place); with `with_outputs`, only the runs of the
+    /// nodes it names carry objects (the outputs it names, or all), the
+    /// others go as records alone (see `left_behind`). Every object is checked against its name as it
     /// is copied: a damaged one is named and nothing is written.
     pub fn export_bundle(
         &self,
         node_ids: &[&str],
-        with_outputs: Option<&[&str]>,
+        with_outputs: Option<&Carry<'_>>,
         dest: &Path,
         host: Option<String>,
         signer: Option<&SecretKey>,
     ) -> Result<Exported, StoreError> {
         let runs = self.current_runs_with_parts(node_ids)?;
-        let elsewhere = self.all_bytes_elsewhere()?;
-        let carried: BTreeSet<&str> = with_outputs.unwrap_or(node_ids).iter().copied().collect();
-        let mut left_behind = Vec::new();
-        let mut objects: BTreeMap<ContentHash, u64> = BTreeMap::new();
-        for run in &runs {
-            let absent = elsewhere
-                .get(&run.key)
-                .filter(|_| !self.objects().holds_run(run));
-            if !carried.contains(run.node_id.as_str()) {
-                left_behind.push(LeftBehind {
-                    key: run.key,
-                    host: absent.cloned().or_else(|| host.clone()).unwrap_or_default(),
-                });
-                continue;
-            }
-            if let Some(at) = absent {
-                return Err(outputs_elsewhere(dest, &run.node_id, at));
-            }
-            for o in &run.outputs {
-                objects.insert(o.hash, o.size);
-            }
-            if let Some(log) = run.log {
-                let size = fs::metadata(self.objects().path(&log))
-                    .map(|m| m.len())
-                    .unwrap_or(0);
-                objects.insert(log, size);
-            }
-        }
+        let (objects, left_behind) = self.what_goes(&runs, with_outputs, host.as_deref(), dest)?;
         let manifest = Manifest {
             format: FORMAT.into(),
             version: VERSION,
@@ -183,6 +161,63 @@ impl Reader<'_> {
             objects: objects.len(),
             bytes,
         })
+    }
+
+    /// The objects `runs` carry (see [`Carry`]) and the runs that go
+    /// without some of theirs, with the host that has them (this one, or
+    /// where a run that arrived without them has them).
+    fn what_goes(
+        &self,
+        runs: &[RunRecord],
+        with_outputs: Option<&Carry<'_>>,
+        host: Option<&str>,
+        dest: &Path,
+    ) -> Result<(BTreeMap<ContentHash, u64>, Vec<LeftBehind>), StoreError> {
+        let elsewhere = self.all_bytes_elsewhere()?;
+        let mut left_behind = Vec::new();
+        let mut objects: BTreeMap<ContentHash, u64> = BTreeMap::new();
+        for run in runs {
+            let wanted = match with_outputs {
+                None => Some(None),
+                Some(carry) => carry.get(run.node_id.as_str()).copied(),
+            };
+            let outputs: Vec<_> = match wanted {
+                None => Vec::new(),
+                Some(None) => run.outputs.iter().collect(),
+                Some(Some(files)) => run
+                    .outputs
+                    .iter()
+                    .filter(|o| files.contains(&o.name.as_str()))
+                    .collect(),
+            };
+            let away = elsewhere.get(&run.key);
+            if let Some(at) = away {
+                if outputs.iter().any(|o| !self.holds(&o.hash, o.size)) {
+                    return Err(outputs_elsewhere(dest, &run.node_id, at));
+                }
+            }
+            let log = run.log.map(|l| (l, self.objects().path(&l)));
+            let whole = outputs.len() == run.outputs.len()
+                && (away.is_none() || log.as_ref().is_none_or(|(_, p)| p.is_file()));
+            objects.extend(outputs.iter().map(|o| (o.hash, o.size)));
+            match log {
+                Some((log, path)) if whole => {
+                    objects.insert(log, fs::metadata(path).map(|m| m.len()).unwrap_or(0));
+                }
+                _ => {}
+            }
+            if !whole {
+                left_behind.push(LeftBehind {
+                    key: run.key,
+                    host: away
+                        .map(String::as_str)
+                        .or(host)
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
+            }
+        }
+        Ok((objects, left_behind))
     }
 
     fn write_bundle(&self, tmp: &Path, manifest: &Manifest) -> Result<u64, StoreError> {

@@ -83,8 +83,12 @@ impl Reader<'_> {
 
     /// The host that holds the outputs of `node_id`'s current run, when
     /// that run arrived without them and the store still lacks one of its
-    /// objects.
-    pub fn node_bytes_elsewhere(&self, node_id: &str) -> Result<Option<String>, StoreError> {
+    /// outputs (of those named in `files`, when given).
+    pub fn node_bytes_elsewhere(
+        &self,
+        node_id: &str,
+        files: Option<&[&str]>,
+    ) -> Result<Option<String>, StoreError> {
         let run = {
             let conn = self.conn();
             let key: Option<Vec<u8>> = match conn.prepare_cached(
@@ -105,14 +109,43 @@ impl Reader<'_> {
         let Some(run) = self.run_for_key(&run)? else {
             return Ok(None);
         };
-        if self.objects().holds_run(&run) {
+        let read = |name: &str| files.is_none_or(|f| f.contains(&name));
+        let objects = self.objects();
+        if run
+            .outputs
+            .iter()
+            .filter(|o| read(&o.name))
+            .all(|o| objects.holds(&o.hash, o.size))
+        {
             return Ok(None);
         }
         Ok(self.bytes_elsewhere(&run.key))
     }
 }
 
+impl super::open::Store {
+    /// Whether `error` (reading an object or a file of `run`) means only
+    /// that the output is one `run` arrived without: restoring such a run
+    /// places the outputs it has.
+    pub(super) fn left_out(&self, run: &RunRecord, error: &std::io::Error) -> bool {
+        error.kind() == std::io::ErrorKind::NotFound
+            && self.reader().bytes_elsewhere(&run.key).is_some()
+    }
+}
+
 impl Objects<'_> {
+    /// `run` with only the outputs whose objects the store holds, when it
+    /// arrived without some of them (a `--results-only` bundle); None for
+    /// any other run.
+    pub fn held_part(&self, run: &RunRecord) -> Option<RunRecord> {
+        if self.reader().bytes_elsewhere(&run.key).is_none() || self.holds_run(run) {
+            return None;
+        }
+        let mut part = run.clone();
+        part.outputs.retain(|o| self.holds(&o.hash, o.size));
+        Some(part)
+    }
+
     /// Whether every object `run` names (outputs and log) is in the store.
     pub fn holds_run(&self, run: &RunRecord) -> bool {
         run.outputs

@@ -59,6 +59,7 @@ mod test_support;
 mod transaction;
 
 pub(crate) use batch::StagedRun;
+pub(crate) use bundle::Carry;
 pub(crate) use error::StoreError;
 pub(crate) use fileio::now_ns;
 pub(crate) use fileio::Stat;

@@ -135,7 +135,7 @@ impl Store {
     /// Whether the object of `hash` is in place (same content committed
     /// before; a damaged one is set aside when a restore finds it, so it is
     /// not kept by this).
-    fn holds(&self, hash: &ContentHash, size: u64) -> bool {
+    pub(super) fn holds(&self, hash: &ContentHash, size: u64) -> bool {
         fs::metadata(self.objects().path(hash)).is_ok_and(|m| m.len() == size)
     }
 
@@ -214,6 +214,9 @@ impl Store {
                 fs::create_dir_all(sub).ctx("create directory", sub)?;
             }
             match clone_or_copy(&object, &target, Some(mtime)) {
+                // A run that arrived without some of its outputs (see
+                // `left_behind`) restores those it has.
+                Err(e) if !object.exists() && self.left_out(run, &e) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !object.exists() => {
                     return Err(StoreError::MissingObject {
                         node_id: run.node_id.clone(),

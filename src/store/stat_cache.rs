@@ -44,8 +44,11 @@ impl Store {
         let mut learned = Vec::with_capacity(run.outputs.len());
         for output in &run.outputs {
             let path = dest.join(&output.name);
-            let meta = fs::symlink_metadata(&path)
-                .map_err(|e| StoreError::io("read metadata of", &path, e))?;
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if self.left_out(run, &e) => continue,
+                Err(e) => return Err(StoreError::io("read metadata of", &path, e)),
+            };
             learned.push((
                 self.stat_key(&path),
                 Entry {

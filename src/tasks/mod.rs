@@ -249,6 +249,17 @@ impl TaskSpec {
         self.together().map(Together::keys)
     }
 
+    /// The files this task reads in its upstream nodes' folders, when it
+    /// reads only named ones (a `Report`: each run's `results.json` and
+    /// `metrics.json`); None when it may read any. What a
+    /// `--results-only` bundle carries of the runs a target reads.
+    pub fn reads_of_upstream(&self) -> Option<&'static [&'static str]> {
+        match self {
+            TaskSpec::Report(_) => Some(&["results.json", "metrics.json"]),
+            _ => None,
+        }
+    }
+
     /// Whether results depend on the hardware, so the key includes the
     /// key-affecting facets of the environment fingerprint.
     pub fn measures_hardware(&self) -> bool {

@@ -80,7 +80,7 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
         out.stdout.contains("exported 4 runs")
             && out
                 .stdout
-                .contains("2 of the runs go without their outputs"),
+                .contains("2 of the runs go without all their outputs"),
         "{}",
         out.stdout
     );
@@ -93,7 +93,7 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
     ok(&out);
     assert!(
         out.stdout.contains("4 runs, 4 new here")
-            && out.stdout.contains("2 runs came without their outputs"),
+            && out.stdout.contains("2 runs came without all their outputs"),
         "{}",
         out.stdout
     );
@@ -113,8 +113,8 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
     assert_eq!(s["summary"]["without_outputs"], 2, "{s}");
     let text = vg(&laptop, LAPTOP, &["status"]).stdout;
     assert!(
-        text.contains("without outputs: 2 runs stand here as records alone")
-            && text.contains("trace  2, outputs on `gpu-box`"),
+        text.contains("without outputs: 2 runs stand here without all their outputs")
+            && text.contains("trace  2, the rest on `gpu-box`"),
         "{text}"
     );
     // The store is sound: the traces are absent by design.
@@ -148,8 +148,8 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
     let said = said(&out);
     assert!(
         said.contains("reads the outputs of `trace[n=")
-            && said.contains("arrived without them")
-            && said.contains("they are on `gpu-box`")
+            && said.contains("arrived without all of them")
+            && said.contains("the rest are on `gpu-box`")
             && said.contains("with `--measure-here`"),
         "{said}"
     );
@@ -159,7 +159,7 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
     let out = vg(&laptop, LAPTOP, &["import", full.to_str().unwrap()]);
     ok(&out);
     assert!(
-        !out.stdout.contains("without their outputs"),
+        !out.stdout.contains("without all their outputs"),
         "{}",
         out.stdout
     );
@@ -174,4 +174,85 @@ fn a_results_only_bundle_builds_the_report_and_names_what_it_left_behind() {
         LAPTOP,
         &["export", "-o", again.to_str().unwrap()],
     ));
+}
+
+/// As in RQ2, the report reads the measurements themselves (their
+/// `results.json`), whose runs also wrote the raw trace: the bundle carries
+/// `results.json` and leaves the trace behind; an edited report builds on
+/// the laptop, and a node that reads the trace fails saying where it is.
+#[test]
+fn a_report_over_measurements_takes_their_results_and_leaves_their_traces() {
+    let logs = tempfile::tempdir().unwrap();
+    let study = |title: &str| {
+        format!(
+            r#"Pipeline(stages: {{
+    "runs": Stage(task: Command(run: "head -c 200000 /dev/urandom > ${{out}}/trace.bin; echo '{{\"v\": ${{n}}}}' > ${{out}}/results.json; echo ${{n}} >> {log}", outputs: ["trace.bin", "results.json"], measure: true), matrix: {{"n": [1, 2]}}),
+    "report": Stage(needs: ["runs"], task: Report(title: "{title}", sources: ["runs"], columns: ["v"])),
+}})"#,
+            log = logs.path().join("measured.txt").display()
+        )
+    };
+    let gpu = Workspace::with_pipelines(&[("s.ron", &study("V by n"))]);
+    ok(&vg(&gpu, GPU_HOST, &["build"]));
+    let results = logs.path().join("results.vgb");
+    let out = vg(
+        &gpu,
+        GPU_HOST,
+        &["export", "--results-only", "-o", results.to_str().unwrap()],
+    );
+    ok(&out);
+    assert!(
+        out.stdout.contains("exported 3 runs")
+            && out
+                .stdout
+                .contains("2 of the runs go without all their outputs"),
+        "{}",
+        out.stdout
+    );
+    assert!(size(&results) < 100_000, "{}", size(&results));
+
+    let laptop = Workspace::with_pipelines(&[("s.ron", &study("V by n"))]);
+    ok(&vg(&laptop, LAPTOP, &["import", results.to_str().unwrap()]));
+    ok(&vg(&laptop, LAPTOP, &["build"]));
+    assert_eq!(measured(logs.path()), 2);
+    let runs = laptop.path().join("out/runs/n=1");
+    assert!(runs.join("results.json").is_file());
+    assert!(!runs.join("trace.bin").exists());
+    assert_eq!(
+        std::fs::read_to_string(laptop.path().join("out/report/report.md")).unwrap(),
+        std::fs::read_to_string(gpu.path().join("out/report/report.md")).unwrap()
+    );
+    // A second build finds everything fresh: nothing restored again.
+    let again = vg(&laptop, LAPTOP, &["build"]);
+    ok(&again);
+    assert!(
+        again.stderr.contains("0 built, 3 fresh"),
+        "{}",
+        again.stderr
+    );
+
+    // The report edited on the laptop reads only `results.json`: it builds.
+    std::fs::write(laptop.path().join("pipelines/s.ron"), study("V against n")).unwrap();
+    ok(&vg(&laptop, LAPTOP, &["build"]));
+    assert!(
+        std::fs::read_to_string(laptop.path().join("out/report/report.md"))
+            .unwrap()
+            .contains("V against n")
+    );
+    assert_eq!(measured(logs.path()), 2);
+
+    // A node that reads the traces cannot run here.
+    let with_sizes = study("V against n").replace(
+        "\n})",
+        "\n    \"sizes\": Stage(needs: [\"runs\"], task: Command(run: \"cat ${needs.runs}/trace.bin | wc -c > ${out}/n.txt\", outputs: [\"n.txt\"])),\n})",
+    );
+    std::fs::write(laptop.path().join("pipelines/s.ron"), &with_sizes).unwrap();
+    let out = vg(&laptop, LAPTOP, &["build", "sizes"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        said(&out).contains("`sizes` reads the outputs of `runs[n=")
+            && said(&out).contains("the rest are on `gpu-box`"),
+        "{}",
+        said(&out)
+    );
 }

@@ -47,26 +47,27 @@ impl Evaluator<'_> {
         self.intact_or_restore(node, run).map(Some)
     }
 
-    /// Fresh when the run's outputs are intact in `out/`, or when they are
-    /// missing there because the run arrived without them (a
-    /// `--results-only` bundle, see `store::left_behind`) and the store
-    /// lacks them too; else to restore from the store.
+    /// Fresh when the run's outputs are intact in `out/` — for a run that
+    /// arrived without some of them (a `--results-only` bundle, see
+    /// `store::left_behind`), those the store holds —; else to restore
+    /// from the store.
     pub(super) fn intact_or_restore(
         &self,
         node: &Node,
         run: &RunRecord,
     ) -> Result<Verdict, StoreError> {
-        Ok(match self.check_outputs(node, run)? {
+        let Some(reason) = self.check_outputs(node, run)? else {
+            return Ok(Verdict::Fresh(run.clone()));
+        };
+        let part = (reason.kind == ReasonKind::OutputMissing)
+            .then(|| self.store.and_then(|s| s.objects().held_part(run)))
+            .flatten();
+        let reason = match part {
+            Some(part) => self.check_outputs(node, &part)?,
+            None => Some(reason),
+        };
+        Ok(match reason {
             None => Verdict::Fresh(run.clone()),
-            Some(r)
-                if r.kind == ReasonKind::OutputMissing
-                    && self.store.is_some_and(|s| {
-                        s.reader().bytes_elsewhere(&run.key).is_some()
-                            && !s.objects().holds_run(run)
-                    }) =>
-            {
-                Verdict::Fresh(run.clone())
-            }
             Some(r) => Verdict::Restore(run.clone(), vec![r]),
         })
     }

@@ -506,8 +506,11 @@ impl<'b, 'a> Build<'b, 'a> {
     fn reads_left_behind(&mut self, i: NodeIdx, reporter: &mut dyn Reporter) -> bool {
         let graph = self.b.graph;
         let reader = self.b.store.reader();
+        let reads = graph.nodes[i].task.reads_of_upstream();
         let found = graph.nodes[i].deps().into_iter().find_map(|d| {
-            let host = reader.node_bytes_elsewhere(&graph.nodes[d].id).ok()??;
+            let host = reader
+                .node_bytes_elsewhere(&graph.nodes[d].id, reads)
+                .ok()??;
             Some((&graph.nodes[d], host))
         });
         let Some((upstream, host)) = found else {
@@ -524,7 +527,7 @@ impl<'b, 'a> Build<'b, 'a> {
         let failure = NodeFailure::new(
             FailureKind::NotBuilt,
             format!(
-                "`{}` reads the outputs of `{up}`, whose run arrived without them (a bundle exported with `--results-only`; they are on {on}); import a bundle of `{up}` exported there without `--results-only`, or build `{up}` here with `{here}`",
+                "`{}` reads the outputs of `{up}`, whose run arrived without all of them (a bundle exported with `--results-only`; the rest are on {on}); import a bundle of `{up}` exported there without `--results-only`, or build `{up}` here with `{here}`",
                 graph.nodes[i].id,
                 up = upstream.id,
             ),
