@@ -9,6 +9,7 @@ Targets (issue: the study in a browser): at 10,000 nodes the page in <= 1 s
 and <= 5 MB.
 
 Usage: scripts/bench_page.py [--n 3333] [--repeat 5] [--vitgraph target/release/vitgraph]
+                             [--keep-page FILE]
 """
 
 import argparse
@@ -38,6 +39,8 @@ def main():
     ap.add_argument("--n", type=int, default=3333)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--vitgraph", default="target/release/vitgraph")
+    ap.add_argument("--keep-page", metavar="FILE",
+                    help="copy the page of the last state here (for scripts/bench_page_browser.py)")
     args = ap.parse_args()
     vg = os.path.abspath(args.vitgraph)
     root = tempfile.mkdtemp(prefix="vg-bench-page-")
@@ -56,6 +59,8 @@ def main():
             size = os.path.getsize(os.path.join(root, "out", "report.html"))
             status = statistics.median(run([vg, "status"], root) for _ in range(args.repeat))
             rows.append((state, page, size, status))
+        if args.keep_page:
+            shutil.copy(os.path.join(root, "out", "report.html"), args.keep_page)
         print("| study | `vitgraph report` | page size | `vitgraph status` |")
         print("|---|---|---|---|")
         for state, page, size, status in rows:

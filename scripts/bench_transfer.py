@@ -9,6 +9,9 @@ Measured, each --repeat times in alternation, medians:
 
   vitgraph export / import       the whole study into one file, and into a
                                  fresh workspace's store
+  export --results-only          only what the study's table (a Report over
+                                 the runs) reads: each run's results.json;
+                                 its import, and the build of the table
   vitgraph push / pull           to an empty directory remote, and from it
                                  into a fresh workspace; then each again
                                  with nothing new (the no-change case)
@@ -59,6 +62,8 @@ def study(configs, files):
     task: Command(run: "{run}", outputs: [{outputs}], measure: true)),
   "report": Stage(needs: ["runs"],
     task: Command(run: "ls ${{needs.runs}} | wc -l > ${{out}}/n.txt", outputs: ["n.txt"])),
+  "table": Stage(needs: ["runs"],
+    task: Report(title: "Latency", sources: ["runs"], columns: ["latency_ms.median"])),
 }})
 """
 
@@ -127,6 +132,16 @@ def main():
         dst = os.path.join(rd, "laptop-import")
         workspace(dst, pipeline, os.path.join(rd, "unused"))
         note("vitgraph import", sh([vg, "-C", dst, "import", bundle], rd))
+
+        small = os.path.join(rd, "results.vgb")
+        note("vitgraph export table --results-only",
+             sh([vg, "-C", src, "export", "table", "--results-only", "-o", small], rd),
+             f"{os.path.getsize(small) / 1e6:.2f} MB file")
+        dst = os.path.join(rd, "laptop-results")
+        workspace(dst, pipeline, os.path.join(rd, "unused"))
+        note("vitgraph import (results only)", sh([vg, "-C", dst, "import", small], rd))
+        note("vitgraph build table after it (restore, nothing measured)",
+             sh([vg, "-C", dst, "build", "table"], rd))
 
         remote = os.path.join(rd, "remote")
         with open(os.path.join(src, "vitgraph.ron"), "w") as f:

@@ -291,15 +291,19 @@ pub(super) fn page_view(
     };
     let c = run(ws, a, b, &options)?;
     let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.3}"));
+    // The ratio and its interval in one cell, as `report.md` writes a
+    // value with its interval (the bounds stay apart in `compare --csv`).
+    let ratio = |r: &crate::compare::pair::Row| match (r.ratio, r.ratio_low, r.ratio_high) {
+        (Some(x), Some(lo), Some(hi)) => format!("{x:.3} [{lo:.3}, {hi:.3}]"),
+        (x, _, _) => num(x),
+    };
     let names = [
         "verdict",
         "metric",
         "configuration",
         "A",
         "B",
-        "B / A",
-        "low",
-        "high",
+        "B / A [95 % interval]",
         "p",
         "differs",
     ];
@@ -314,9 +318,7 @@ pub(super) fn page_view(
                 r.config.to_string(),
                 output::side(r.a.as_ref()),
                 output::side(r.b.as_ref()),
-                num(r.ratio),
-                num(r.ratio_low),
-                num(r.ratio_high),
+                ratio(r),
                 num(r.p),
                 output::differs(r),
             ]

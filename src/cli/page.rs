@@ -139,11 +139,18 @@ pub(super) fn report(
     }
     study.nothing_built = states.is_empty();
     if let Some(sides) = &args.compare {
+        // The page's targets may name pipeline files, which `compare`'s
+        // filter does not know: it gets the shown stages instead.
+        let stages: BTreeSet<&str> = selection
+            .iter()
+            .map(|&i| graph.nodes[i].stage.as_str())
+            .collect();
+        let targets: Vec<String> = match args.targets.is_empty() {
+            true => Vec::new(),
+            false => stages.into_iter().map(str::to_owned).collect(),
+        };
         study.compare = Some(super::compare::page_view(
-            ws,
-            &args.targets,
-            &sides[0],
-            &sides[1],
+            ws, &targets, &sides[0], &sides[1],
         )?);
     }
     t.lap("store");

@@ -785,6 +785,8 @@
       const cells = JSON.parse(tr.dataset.cells);
       const verdict = cells[0].split(":")[0].replace(" ", "-");
       tr.children[0].replaceChildren(el("span", { class: "badge verdict " + verdict }, cells[0]));
+      // A long configuration wraps after its `[` and commas.
+      tr.children[2].replaceChildren(...cells[2].split(/(?<=[[,])/).flatMap((p) => [p, el("wbr", {})]).slice(0, -1));
       const i = index.get(cells[1] + "\u0000" + cells[2]);
       if (i !== undefined) tr.children[5].append(" ", intervalSvg(c.intervals[i], lo, hi, c.threshold));
     }

@@ -224,6 +224,30 @@ fn a_baseline_outlives_the_runs_it_copied_through_gc() {
     assert!(r.stderr().contains("no baseline `main`"), "{}", r.stderr());
 }
 
+/// `vitgraph report p --compare …`: the page's target names a pipeline
+/// file, which the comparison reads as the file's stages (it used to match
+/// no run, and the page said "0 runs" on both sides).
+#[test]
+fn a_page_of_one_pipeline_file_compares_its_runs() {
+    let ws = built();
+    ok(&ws.run(&["baseline", "save", "main"]));
+    let again = ws
+        .cmd(&["build", "--force", "-j", "1"])
+        .env("BENCH_SALT", "2")
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    ok(&ws.run(&["report", "p", "--compare", "baseline:main", "HEAD"]));
+    let page = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap();
+    assert!(
+        page.contains("A: baseline:main — baseline main, 6 runs")
+            && page.contains("B: HEAD — current runs, 6 runs")
+            && page.contains("2 configurations paired"),
+        "{}",
+        &page[page.find("\"compare\"").unwrap_or(0)..][..600.min(page.len())]
+    );
+}
+
 fn rows_count(r: &Run) -> usize {
     rows(r).len()
 }
