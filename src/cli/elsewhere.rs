@@ -183,6 +183,38 @@ pub(super) fn print_without_outputs(groups: &BTreeMap<String, BTreeMap<String, u
     }
 }
 
+/// `explain`'s line for a node whose run stands without all its outputs:
+/// which are not here, and where they are.
+pub(super) fn explain_without_outputs(
+    root: &std::path::Path,
+    verdict: &crate::engine::plan::Verdict,
+) {
+    let Some(run) = verdict.run() else { return };
+    let Ok(Some(store)) = crate::store::Store::open_existing(root) else {
+        return;
+    };
+    let Some(part) = store.objects().held_part(run) else {
+        return;
+    };
+    let host = store.reader().bytes_elsewhere(&run.key).unwrap_or_default();
+    let on = match host.as_str() {
+        "" => "another machine".to_owned(),
+        h => format!("`{h}`"),
+    };
+    let missing: Vec<String> = run
+        .outputs
+        .iter()
+        .filter(|o| !part.outputs.iter().any(|p| p.name == o.name))
+        .map(|o| format!("`{}`", o.name))
+        .collect();
+    println!(
+        "  without outputs: {} of its {} outputs are not here ({}), they are on {on}: the run arrived in a bundle exported with `--results-only`",
+        missing.len(),
+        run.outputs.len(),
+        missing.join(", ")
+    );
+}
+
 /// Who signed the runs of the store at `root` (none without a store).
 pub(super) fn signers(root: &std::path::Path) -> HashMap<ContentHash, String> {
     match crate::store::Store::open_existing(root) {

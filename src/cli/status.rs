@@ -556,6 +556,7 @@ pub(super) fn explain(
             node.id
         );
     }
+    super::elsewhere::explain_without_outputs(&ws.root, &e.verdict);
     for r in super::reasons::grouped(e.verdict.reasons(), &graph) {
         println!("  stale: {r}");
     }

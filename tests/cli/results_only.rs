@@ -222,6 +222,14 @@ fn a_report_over_measurements_takes_their_results_and_leaves_their_traces() {
         std::fs::read_to_string(laptop.path().join("out/report/report.md")).unwrap(),
         std::fs::read_to_string(gpu.path().join("out/report/report.md")).unwrap()
     );
+    let explain = vg(&laptop, LAPTOP, &["explain", "runs[n=1]"]);
+    assert!(
+        explain.stdout.contains(
+            "without outputs: 1 of its 2 outputs are not here (`trace.bin`), they are on `gpu-box`"
+        ),
+        "{}",
+        explain.stdout
+    );
     // A second build finds everything fresh: nothing restored again.
     let again = vg(&laptop, LAPTOP, &["build"]);
     ok(&again);
