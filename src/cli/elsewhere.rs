@@ -173,10 +173,7 @@ pub(super) fn print_without_outputs(groups: &BTreeMap<String, BTreeMap<String, u
         if n == 1 { "run stands" } else { "runs stand" },
     );
     for (host, stages) in groups {
-        let on = match host.as_str() {
-            "" => "another machine".to_owned(),
-            h => format!("`{h}`"),
-        };
+        let on = crate::store::host_text(host);
         for (stage, count) in stages {
             println!("  {stage}  {count}, the rest on {on}");
         }
@@ -197,10 +194,7 @@ pub(super) fn explain_without_outputs(
         return;
     };
     let host = store.reader().bytes_elsewhere(&run.key).unwrap_or_default();
-    let on = match host.as_str() {
-        "" => "another machine".to_owned(),
-        h => format!("`{h}`"),
-    };
+    let on = crate::store::host_text(&host);
     let missing: Vec<String> = run
         .outputs
         .iter()

@@ -271,10 +271,7 @@ impl Reader<'_> {
 
 /// A run to export with its outputs that arrived here without them.
 fn outputs_elsewhere(dest: &Path, node_id: &str, host: &str) -> StoreError {
-    let on = match host {
-        "" => "another machine".to_owned(),
-        h => format!("`{h}`"),
-    };
+    let on = super::left_behind::host_text(host);
     StoreError::Bundle {
         path: dest.to_path_buf(),
         detail: format!("nothing was written: the run of `{node_id}` arrived here without its outputs (a `--results-only` bundle); they are on {on}"),

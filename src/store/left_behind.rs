@@ -15,6 +15,15 @@ use super::record::RunRecord;
 use super::roles::{Objects, Reader};
 use crate::hash::ContentHash;
 
+/// The host that has a run's outputs, as messages name it: `` `gpu-box` ``,
+/// or "another machine" when the bundle did not say.
+pub(crate) fn host_text(host: &str) -> String {
+    match host {
+        "" => "another machine".to_owned(),
+        h => format!("`{h}`"),
+    }
+}
+
 /// Created with the other tables of arrivals (see `arrival`).
 pub(super) const LEFT_BEHIND_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS bytes_elsewhere (key BLOB PRIMARY KEY, host TEXT NOT NULL) WITHOUT ROWID;";
@@ -63,22 +72,7 @@ impl Reader<'_> {
     /// Every run that arrived without its outputs, with the host that has
     /// them.
     pub fn all_bytes_elsewhere(&self) -> Result<HashMap<ContentHash, String>, StoreError> {
-        let conn = self.conn();
-        let Ok(mut stmt) = conn.prepare_cached("SELECT key, host FROM bytes_elsewhere") else {
-            // No such table: nothing arrived without its outputs.
-            return Ok(HashMap::new());
-        };
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.db_err(e))?;
-        let mut out = HashMap::with_capacity(rows.len());
-        for (key, host) in rows {
-            out.insert(self.hash_column(key)?, host);
-        }
-        Ok(out)
+        self.text_by_key("SELECT key, host FROM bytes_elsewhere")
     }
 
     /// The host that holds the outputs of `node_id`'s current run, when

@@ -67,6 +67,7 @@ pub(crate) use groups::TaskGroups;
 pub(crate) use hasher::{Hasher, InputStamp, Observer};
 pub(crate) use history::{BuildSummary, TimelineEntry};
 pub(crate) use jobs::{DriverLock, EnvProbeRecord, LiveJob};
+pub(crate) use left_behind::host_text;
 pub(crate) use lock::KeyLock;
 pub(crate) use memo::Probe;
 pub(crate) use objects::Materialized;

@@ -114,9 +114,18 @@ impl Reader<'_> {
     /// as the importing workspace named the signer. Empty for a store
     /// that never received a signed run.
     pub fn signers(&self) -> Result<HashMap<ContentHash, String>, StoreError> {
+        self.text_by_key("SELECT key, signer FROM signers")
+    }
+
+    /// A table of a text by run key (`sql` selects the two), read whole;
+    /// empty when the table does not exist (a store that never received
+    /// what it records).
+    pub(super) fn text_by_key(
+        &self,
+        sql: &str,
+    ) -> Result<HashMap<ContentHash, String>, StoreError> {
         let conn = self.conn();
-        let Ok(mut stmt) = conn.prepare_cached("SELECT key, signer FROM signers") else {
-            // No such table yet.
+        let Ok(mut stmt) = conn.prepare_cached(sql) else {
             return Ok(HashMap::new());
         };
         let rows = stmt
@@ -126,8 +135,8 @@ impl Reader<'_> {
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.db_err(e))?;
         let mut out = HashMap::with_capacity(rows.len());
-        for (key, signer) in rows {
-            out.insert(self.hash_column(key)?, signer);
+        for (key, text) in rows {
+            out.insert(self.hash_column(key)?, text);
         }
         Ok(out)
     }

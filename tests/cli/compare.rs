@@ -26,6 +26,17 @@ fn built() -> Ws {
     ws
 }
 
+/// The whole study measured again in place, with other seeds: the records
+/// of the build before are replaced.
+fn measure_again(ws: &Ws) {
+    let again = ws
+        .cmd(&["build", "--force", "-j", "1"])
+        .env("BENCH_SALT", "2")
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+}
+
 fn ok(r: &Run) {
     assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
 }
@@ -193,12 +204,7 @@ fn a_baseline_outlives_the_runs_it_copied_through_gc() {
         listed.stdout()
     );
     // Measured again in place: the records of build 1 are replaced.
-    let again = ws
-        .cmd(&["build", "--force", "-j", "1"])
-        .env("BENCH_SALT", "2")
-        .output()
-        .unwrap();
-    assert!(again.status.success());
+    measure_again(&ws);
     ok(&ws.run(&["gc"]));
     let r = ws.run(&["compare", "baseline:main", "HEAD", "--json"]);
     ok(&r);
@@ -231,12 +237,7 @@ fn a_baseline_outlives_the_runs_it_copied_through_gc() {
 fn a_page_of_one_pipeline_file_compares_its_runs() {
     let ws = built();
     ok(&ws.run(&["baseline", "save", "main"]));
-    let again = ws
-        .cmd(&["build", "--force", "-j", "1"])
-        .env("BENCH_SALT", "2")
-        .output()
-        .unwrap();
-    assert!(again.status.success());
+    measure_again(&ws);
     ok(&ws.run(&["report", "p", "--compare", "baseline:main", "HEAD"]));
     let page = std::fs::read_to_string(ws.path().join("out/report.html")).unwrap();
     assert!(

@@ -5,13 +5,7 @@
 //! left behind fails saying where it is.
 
 use super::support::{Output, Workspace};
-
-const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
-const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
-
-fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
-    ws.run_as(Some(env), args)
-}
+use super::transfer::{measured, ok, vg, GPU_HOST, LAPTOP};
 
 /// Two measured configurations, each writing a raw trace of 200 kB; an
 /// analysis that reads the traces (`analysis_cmd`) and a report over it.
@@ -26,16 +20,6 @@ fn study(log_dir: &std::path::Path, analysis_cmd: &str) -> String {
 }})"#,
         log = log.display()
     )
-}
-
-fn measured(dir: &std::path::Path) -> usize {
-    std::fs::read_to_string(dir.join("measured.txt"))
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-}
-
-fn ok(out: &Output) {
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
 /// What a command said, on one line (miette wraps its messages).

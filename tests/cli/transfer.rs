@@ -6,11 +6,13 @@ use std::process::Command;
 
 use super::support::{Output, Workspace};
 
-const GPU_HOST: &str = r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
-const LAPTOP: &str = r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
+pub(super) const GPU_HOST: &str =
+    r#"{"cpu":"Xeon 8480+","gpu":"H100","driver":"580","host":"gpu-box"}"#;
+pub(super) const LAPTOP: &str =
+    r#"{"cpu":"Apple M2","gpu":"none","driver":"none","host":"laptop"}"#;
 
 /// Runs `vitgraph ARGS…` in `ws` with the faked environment `env`.
-fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
+pub(super) fn vg(ws: &Workspace, env: &str, args: &[&str]) -> Output {
     ws.run_as(Some(env), args)
 }
 
@@ -27,7 +29,7 @@ fn study(log_dir: &std::path::Path) -> String {
     )
 }
 
-fn measured(dir: &std::path::Path) -> usize {
+pub(super) fn measured(dir: &std::path::Path) -> usize {
     std::fs::read_to_string(dir.join("measured.txt"))
         .map(|t| t.lines().count())
         .unwrap_or(0)
@@ -398,7 +400,7 @@ fn a_workspace_that_requires_signatures_refuses_unsigned_and_untrusted_runs() {
     );
 }
 
-fn ok(out: &Output) {
+pub(super) fn ok(out: &Output) {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 

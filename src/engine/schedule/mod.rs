@@ -520,10 +520,7 @@ impl<'b, 'a> Build<'b, 'a> {
             true => "--measure-here",
             false => "--force",
         };
-        let on = match host.as_str() {
-            "" => "another machine".to_owned(),
-            h => format!("`{h}`"),
-        };
+        let on = crate::store::host_text(&host);
         let failure = NodeFailure::new(
             FailureKind::NotBuilt,
             format!(
