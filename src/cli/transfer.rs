@@ -182,6 +182,12 @@ pub(super) fn push(
         got.objects_added,
         bytes_text(got.bytes_added)
     );
+    if got.without_outputs > 0 {
+        println!(
+            "{} runs not pushed: they are here without all their outputs (a `--results-only` bundle); push them from the machine that has them",
+            got.without_outputs
+        );
+    }
     Ok(exit::SUCCESS)
 }
 

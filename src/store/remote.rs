@@ -38,6 +38,8 @@ pub struct Pushed {
     pub runs: usize,
     /// Runs whose record the remote did not have.
     pub runs_added: usize,
+    /// Runs not pushed because they are here without all their outputs.
+    pub without_outputs: usize,
     pub objects_added: usize,
     pub bytes_added: u64,
 }
@@ -45,7 +47,8 @@ pub struct Pushed {
 /// What a pull did.
 #[derive(Debug, Default)]
 pub struct Pulled {
-    /// Records on the remote whose key this store did not hold.
+    /// Records on the remote whose key this store did not hold (or held
+    /// without all its outputs: see `left_behind`).
     pub new_on_remote: usize,
     /// Of those, the runs of selected nodes, recorded here.
     pub runs_added: usize,
@@ -171,8 +174,14 @@ impl Reader<'_> {
             .prepare_write()
             .map_err(|e| remote.unreachable(e))?;
         let there: HashSet<ContentHash> = remote.keys()?.into_iter().collect();
-        let missing: Vec<&super::RunRecord> =
-            runs.iter().filter(|r| !there.contains(&r.key)).collect();
+        // A run here without all its outputs (see `left_behind`) is not
+        // pushed: a record goes up only with every object it names.
+        let elsewhere = self.all_bytes_elsewhere()?;
+        let (missing, left): (Vec<&super::RunRecord>, Vec<&super::RunRecord>) = runs
+            .iter()
+            .filter(|r| !there.contains(&r.key))
+            .partition(|r| !elsewhere.contains_key(&r.key) || self.objects().holds_run(r));
+        out.without_outputs = left.len();
         if missing.is_empty() {
             return Ok(out);
         }
@@ -273,7 +282,11 @@ impl Objects<'_> {
         trust: &Trust,
     ) -> Result<Pulled, StoreError> {
         let keys = remote.keys()?;
-        let known = self.reader().known_keys(&keys)?;
+        let mut known = self.reader().known_keys(&keys)?;
+        // A run here without all its outputs is pulled again for them.
+        for key in self.reader().all_bytes_elsewhere()?.keys() {
+            known.remove(key);
+        }
         let wanted: HashSet<&str> = node_ids.iter().copied().collect();
         let mut runs: Vec<CarriedRun> = Vec::new();
         let mut out = Pulled::default();

@@ -247,4 +247,40 @@ fn a_report_over_measurements_takes_their_results_and_leaves_their_traces() {
         "{}",
         said(&out)
     );
+
+    // Through a remote: the laptop pushes no run it lacks outputs of; the
+    // GPU host pushes them whole, and the laptop's pull brings the rest.
+    let remote = logs.path().join("remote");
+    let settings = format!(
+        r#"Workspace(remotes: {{"lab": Remote(path: "{}")}})"#,
+        remote.display()
+    );
+    for ws in [&gpu, &laptop] {
+        std::fs::write(ws.path().join("vitgraph.ron"), &settings).unwrap();
+    }
+    std::fs::write(gpu.path().join("pipelines/s.ron"), &with_sizes).unwrap();
+    let pushed = vg(&laptop, LAPTOP, &["push", "runs"]);
+    ok(&pushed);
+    assert!(
+        pushed.stdout.contains("0 new there")
+            && pushed
+                .stdout
+                .contains("2 runs not pushed: they are here without all their outputs"),
+        "{}",
+        pushed.stdout
+    );
+    ok(&vg(&gpu, GPU_HOST, &["push", "runs"]));
+    let pulled = vg(&laptop, LAPTOP, &["pull", "runs"]);
+    ok(&pulled);
+    ok(&vg(&laptop, LAPTOP, &["build", "sizes"]));
+    assert_eq!(measured(logs.path()), 2);
+    assert!(runs.join("trace.bin").is_file());
+    let verify = vg(&laptop, LAPTOP, &["verify"]);
+    ok(&verify);
+    let explain = vg(&laptop, LAPTOP, &["explain", "runs[n=1]"]);
+    assert!(
+        !explain.stdout.contains("without outputs"),
+        "{}",
+        explain.stdout
+    );
 }
