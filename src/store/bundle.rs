@@ -432,13 +432,13 @@ impl Objects<'_> {
         runs.iter()
             .filter_map(|run| {
                 let host = hosts.get(&run.key)?;
-                let here = |h: &ContentHash, size: Option<u64>| {
-                    arrived.contains(h)
-                        || fs::metadata(self.path(h))
-                            .is_ok_and(|m| size.is_none_or(|s| m.len() == s))
-                };
-                let all = run.outputs.iter().all(|o| here(&o.hash, Some(o.size)))
-                    && run.log.is_none_or(|l| here(&l, None));
+                let all = run
+                    .outputs
+                    .iter()
+                    .all(|o| arrived.contains(&o.hash) || self.holds(&o.hash, o.size))
+                    && run
+                        .log
+                        .is_none_or(|l| arrived.contains(&l) || self.path(&l).is_file());
                 (!all).then(|| (run.key, (*host).to_owned()))
             })
             .collect()

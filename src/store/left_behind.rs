@@ -142,12 +142,7 @@ impl Objects<'_> {
 
     /// Whether every object `run` names (outputs and log) is in the store.
     pub fn holds_run(&self, run: &RunRecord) -> bool {
-        run.outputs
-            .iter()
-            .map(|o| (o.hash, Some(o.size)))
-            .chain(run.log.map(|l| (l, None)))
-            .all(|(hash, size)| {
-                std::fs::metadata(self.path(&hash)).is_ok_and(|m| size.is_none_or(|s| m.len() == s))
-            })
+        run.outputs.iter().all(|o| self.holds(&o.hash, o.size))
+            && run.log.is_none_or(|l| self.path(&l).is_file())
     }
 }

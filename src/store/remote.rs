@@ -235,17 +235,20 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    /// Whether each of `keys` is recorded here.
+    /// Which of `keys` are recorded here with all their outputs: a run
+    /// here without some (see `left_behind`) is not, so a pull brings
+    /// them and `status --remote` counts it as there only.
     pub(super) fn known_keys(
         &self,
         keys: &[ContentHash],
     ) -> Result<HashSet<ContentHash>, StoreError> {
+        let elsewhere = self.all_bytes_elsewhere()?;
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached("SELECT 1 FROM runs WHERE key = ?1")
             .map_err(|e| self.db_err(e))?;
         let mut known = HashSet::new();
-        for key in keys {
+        for key in keys.iter().filter(|k| !elsewhere.contains_key(k)) {
             if stmt.exists([&key.0[..]]).map_err(|e| self.db_err(e))? {
                 known.insert(*key);
             }
@@ -282,11 +285,7 @@ impl Objects<'_> {
         trust: &Trust,
     ) -> Result<Pulled, StoreError> {
         let keys = remote.keys()?;
-        let mut known = self.reader().known_keys(&keys)?;
-        // A run here without all its outputs is pulled again for them.
-        for key in self.reader().all_bytes_elsewhere()?.keys() {
-            known.remove(key);
-        }
+        let known = self.reader().known_keys(&keys)?;
         let wanted: HashSet<&str> = node_ids.iter().copied().collect();
         let mut runs: Vec<CarriedRun> = Vec::new();
         let mut out = Pulled::default();

@@ -270,6 +270,15 @@ fn a_report_over_measurements_takes_their_results_and_leaves_their_traces() {
         pushed.stdout
     );
     ok(&vg(&gpu, GPU_HOST, &["push", "runs"]));
+    // What the laptop lacks of them counts as there only, for a pull.
+    let there = vg(&laptop, LAPTOP, &["status", "--remote"]);
+    assert!(
+        there
+            .stdout
+            .contains("2 nodes have 2 runs there that this store lacks"),
+        "{}",
+        there.stdout
+    );
     let pulled = vg(&laptop, LAPTOP, &["pull", "runs"]);
     ok(&pulled);
     ok(&vg(&laptop, LAPTOP, &["build", "sizes"]));
