@@ -22,11 +22,12 @@ pub struct ExportArgs {
     /// The bundle to write (a tar archive; `.vgb` by convention).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Carry the outputs only of what the targets read: the selection's
-    /// last nodes (none of the others needs them) and the nodes they need.
-    /// Every other run goes as its record alone (raw traces stay here);
-    /// on import it stands for its node, and a node that must read its
-    /// outputs fails saying where they are.
+    /// Carry only the outputs the targets read: all of the selection's
+    /// last nodes' (none of the others needs them) and, of the nodes they
+    /// need, what each reads (a `Report`: `results.json` and
+    /// `metrics.json`; other tasks: all). Every run's record goes; the rest
+    /// (raw traces) stays here. On import such a run stands for its node,
+    /// and a node that must read what is missing fails saying where it is.
     #[arg(long)]
     pub results_only: bool,
     /// Sign each run record with this secret key (`vitgraph key generate`);
