@@ -425,6 +425,47 @@ fn compare_spec(seed: u64) -> ReportSpec {
 }
 
 #[test]
+fn a_param_that_follows_the_compared_one_does_not_split_its_groups() {
+    // HET1's shape: each pattern brings its own `max_over_mean`, so no two
+    // rows share it; the comparison still pairs each pattern with
+    // `uniform`, within each `dim`, and shows `max_over_mean`.
+    let mut fx = Fixture::new();
+    for dim in [64, 128] {
+        for (pattern, over, ms) in [("uniform", 1.0, 10.0), ("severe", 3.0, 20.0)] {
+            let p = [
+                ("dim", int(dim)),
+                ("pattern", text(pattern)),
+                ("max_over_mean", Value::Float(over)),
+            ];
+            fx.node(
+                "runs",
+                &p,
+                &[("results.json", results(&wobble(ms, 60, 0), "H100"))],
+            );
+        }
+    }
+    let spec = spec(
+        r#"(title: "t", sources: ["runs"], columns: ["latency_ms.median"],
+            compare: Some(Compare(param: "pattern", baseline: "uniform", metric: "latency_ms.median")))"#,
+    );
+    let ctx = fx.context("out");
+    run(&spec, &ctx).unwrap();
+    let (header, rows) = csv(&read(&ctx.out, "compare.csv"));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row[col("pattern")], "severe");
+        assert_eq!(row[col("max_over_mean")], "3.0");
+        let ratio: f64 = row[col("ratio")]
+            .parse()
+            .unwrap_or_else(|_| panic!("{row:?}"));
+        assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+    }
+    let dims: Vec<&str> = rows.iter().map(|r| r[col("dim")].as_str()).collect();
+    assert_eq!(dims, ["64", "128"]);
+}
+
+#[test]
 fn within_run_intervals_are_reproducible_and_contain_the_ratio() {
     let fx = compare_fixture();
     let (a, b) = (fx.context("a"), fx.context("b"));

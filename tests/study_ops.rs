@@ -222,9 +222,9 @@ fn every_pipeline_loads_beside_the_others() {
     // Planning needs every task spec to deserialize, typed params included.
     // The first three repetitions of each measured configuration.
     assert_eq!(study.planned(&["ops"]), 3 * 640 + 5);
-    // The night sweep's 847 configurations are 499 nodes: blocks measured
+    // The night sweep's 847 configurations are 496 nodes: blocks measured
     // together (see `night_sweep_has_the_seeds_configurations`).
-    assert_eq!(study.planned(&["night_sweep"]), 3 * 499 + 7);
+    assert_eq!(study.planned(&["night_sweep"]), 3 * 496 + 7);
 }
 
 #[test]
@@ -297,7 +297,7 @@ fn night_sweep_has_the_seeds_configurations() {
             ("night_p1_gemm_reduction", 1),
             ("night_p1_gemm_projection", 1),
             ("night_p1_report", 1),
-            ("night_het1_hetero", 4),
+            ("night_het1_hetero", 1),
             ("night_het1_report", 1),
         ])
     );
@@ -308,6 +308,7 @@ fn night_sweep_has_the_seeds_configurations() {
         ("night_g3_gemm_k", 2 * 81),
         ("night_g4_gemm_n", 3 * 2 * 81),
         ("night_p1_sdpa", 3),
+        ("night_het1_hetero", 4),
     ] {
         assert_eq!(configurations(&nodes, stage), n, "{stage}");
     }
@@ -372,9 +373,28 @@ fn night_sweep_has_the_seeds_configurations() {
         values(&nodes, "night_het1_hetero", "pattern"),
         strings(&["uniform", "mild", "medium", "severe"])
     );
-    // Each pattern is four sequences of 4096 tokens in all.
-    for node in nodes.iter().filter(|n| n["stage"] == "night_het1_hetero") {
-        let seqs: Vec<u64> = node["params"]["seqs"]
+    // Each pattern is four sequences of 4096 tokens in all, carried with
+    // its member of the one block.
+    let het1: Vec<&Json> = nodes
+        .iter()
+        .filter(|n| n["stage"] == "night_het1_hetero")
+        .collect();
+    assert_eq!(het1.len(), 1);
+    let carried = het1[0]["together"]["carried"]
+        .as_array()
+        .expect("each member's carried params");
+    assert_eq!(carried.len(), 4);
+    for (member, params) in carried.iter().enumerate() {
+        let param = |name: &str| -> Json {
+            params
+                .as_array()
+                .expect("a list of (name, value)")
+                .iter()
+                .find(|p| p[0] == name)
+                .map(|p| p[1].clone())
+                .unwrap_or_else(|| panic!("member {member} carries no `{name}`: {params}"))
+        };
+        let seqs: Vec<u64> = param("seqs")
             .as_array()
             .expect("seqs is a list")
             .iter()
@@ -383,14 +403,10 @@ fn night_sweep_has_the_seeds_configurations() {
         assert_eq!(
             (seqs.len(), seqs.iter().sum::<u64>()),
             (4, 4096),
-            "{}",
-            node["id"]
+            "member {member}"
         );
         let longest = *seqs.iter().max().unwrap() as f64;
-        assert_eq!(
-            node["params"]["max_over_mean"].as_f64(),
-            Some(longest / 1024.0)
-        );
+        assert_eq!(param("max_over_mean").as_f64(), Some(longest / 1024.0));
     }
 }
 
@@ -405,7 +421,7 @@ fn reports_need_exactly_their_experiment() {
         ("night_g3_report", 81),
         ("night_g4_report", 243),
         ("night_p1_report", 3),
-        ("night_het1_report", 4),
+        ("night_het1_report", 1),
         ("ops_by_tensor_dimension", 640),
     ] {
         assert_eq!(study.planned(&[report]), 3 * nodes + 2, "{report}");
@@ -419,11 +435,11 @@ fn reports_need_exactly_their_experiment() {
         2
     );
     // The two pipelines share no node: together they plan the sum (640
-    // configurations and 499 nodes for 847 configurations, three times;
+    // configurations and 496 nodes for 847 configurations, three times;
     // calibrations and reports once).
     assert_eq!(
         study.planned(&["ops", "night_sweep"]),
-        (3 * 640 + 5) + (3 * 499 + 7)
+        (3 * 640 + 5) + (3 * 496 + 7)
     );
 }
 
@@ -444,7 +460,7 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
         ("night_p1_sdpa", 1),
         ("night_p1_gemm_reduction", 1),
         ("night_p1_gemm_projection", 1),
-        ("night_het1_hetero", 4),
+        ("night_het1_hetero", 1),
     ];
     want.extend(OPS.map(|s| (s, 2 * 2)));
     want.extend(OPS_REPORTS.map(|s| (s, 1)));
@@ -460,7 +476,7 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
         .map(|s| (s, 1)),
     );
     assert_eq!(counts(&nodes), expected(&want));
-    assert_eq!(nodes.len(), 54);
+    assert_eq!(nodes.len(), 51);
     // The reports' reference values and baselines stay in the reduced lists.
     assert!(values(&nodes, "ops_gelu", "batch_size").contains("32"));
     assert!(values(&nodes, "ops_gelu", "sequence_length").contains("512"));
@@ -468,8 +484,8 @@ fn the_gpu_scripts_reduced_size_plans_the_books_counts() {
     assert!(values(&nodes, "night_s2_sdpa_backend", "backend").contains("\"Auto\""));
     let mut plan: Vec<&str> = vec!["ops", "night_sweep"];
     plan.extend(params.iter().map(String::as_str));
-    // Two runs of each of the 42 measuring nodes (59 configurations).
-    assert_eq!(study.planned(&plan), 2 * 42 + 12);
+    // Two runs of each of the 39 measuring nodes (59 configurations).
+    assert_eq!(study.planned(&plan), 2 * 39 + 12);
 }
 
 /// The two `Plot` fields the night sweep and the ops report use, through the

@@ -47,23 +47,22 @@ pub(crate) fn members(
         .map_err(|e| format!("{node_id}'s results.json: `members` is not an object: {e}"))?;
     let base = config_of(node_id);
     let mut out = Vec::new();
-    for values in together.members.iter().filter(|v| !together.is_twin(v)) {
+    for (values, params) in together.configs().filter(|(v, _)| !together.is_twin(v)) {
         let key = member_key(values);
         let object = objects
             .get(&key)
             .ok_or_else(|| format!("{node_id}'s results.json has no member `{key}`"))?;
         let doc = summary::parse(object.get().as_bytes())
             .map_err(|e| format!("{node_id}'s results.json: member `{key}`: {e}"))?;
-        out.push((with_params(&base, &together.axes, values), doc));
+        out.push((with_params(&base, &params), doc));
     }
     Ok(out)
 }
 
 /// `stage[n=1]` with `model=a` added: `stage[n=1,model=a]`.
-fn with_params(base: &str, axes: &[String], values: &[crate::value::Value]) -> String {
-    let extra: Vec<String> = axes
+fn with_params(base: &str, params: &[(String, crate::value::Value)]) -> String {
+    let extra: Vec<String> = params
         .iter()
-        .zip(values)
         .map(|(a, v)| format!("{a}={}", v.display()))
         .collect();
     match base.split_once('[') {

@@ -259,8 +259,9 @@ impl Expander<'_> {
             .unwrap_or_default();
         // A together axis holds its block's values: not in the id, and
         // `${axis}` reads them joined by `,`.
-        let (block, own): (Vec<&Param>, Vec<&Param>) =
-            combo.iter().partition(|p| together::is_axis(s, &p.name));
+        let (block, own): (Vec<&Param>, Vec<&Param>) = combo
+            .iter()
+            .partition(|p| together::is_block_param(s, &p.name));
         for p in own {
             overlay(&mut id_params, p.clone());
         }
@@ -268,7 +269,7 @@ impl Expander<'_> {
         for p in &id_params {
             overlay(&mut params, p.clone());
         }
-        for p in &block {
+        for p in block.iter().filter(|p| together::is_axis(s, &p.name)) {
             overlay(&mut params, together::joined(p));
         }
         if let (Some(rel), Some(pattern)) = (matched, &s.files) {

@@ -72,12 +72,11 @@ fn configurations(node: &crate::graph::Node) -> Vec<Vec<(String, Value)>> {
     let Some(t) = node.task.together() else {
         return vec![node.id_params.clone()];
     };
-    t.members
-        .iter()
-        .filter(|values| !t.is_twin(values))
-        .map(|values| {
+    t.configs()
+        .filter(|(values, _)| !t.is_twin(values))
+        .map(|(_, params)| {
             let mut config = node.id_params.clone();
-            config.extend(t.axes.iter().cloned().zip(values.iter().cloned()));
+            config.extend(params);
             config
         })
         .collect()

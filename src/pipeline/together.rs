@@ -213,11 +213,19 @@ fn blocks(
     span: Span,
     combos: Vec<Combo>,
 ) -> Result<Vec<Combo>, PipelineError> {
+    let carried = if native(s) {
+        carried_names(s, axes, &combos)
+    } else {
+        Vec::new()
+    };
     let mut out: Vec<(Combo, Vec<Vec<Node>>, usize)> = Vec::new();
+    let mut carries: Vec<Vec<(Node, Node)>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for combo in combos {
         let (rest, mine): (Vec<Param>, Vec<Param>) =
             combo.into_iter().partition(|p| !axes.contains(&p.name));
+        let (own, rest): (Vec<Param>, Vec<Param>) =
+            rest.into_iter().partition(|p| carried.contains(&p.name));
         let key = rest
             .iter()
             .map(|p| format!("{}={:?}", p.name, value_of(&p.node)))
@@ -225,8 +233,12 @@ fn blocks(
             .join("\u{0}");
         let slot = *index.entry(key).or_insert_with(|| {
             out.push((rest, vec![Vec::new(); axes.len()], 0));
+            carries.push(Vec::new());
             out.len() - 1
         });
+        if !own.is_empty() {
+            carries[slot].push(carry_entry(axes, &mine, own));
+        }
         let (_, values, count) = &mut out[slot];
         *count += 1;
         for (axis, list) in axes.iter().zip(values.iter_mut()) {
@@ -239,7 +251,7 @@ fn blocks(
         }
     }
     let mut blocks = Vec::with_capacity(out.len());
-    for (mut rest, values, count) in out {
+    for ((mut rest, values, count), carry) in out.into_iter().zip(carries) {
         let product: usize = values.iter().map(Vec::len).product();
         if axes.len() > 1 && product != count {
             return Err(sources
@@ -263,9 +275,16 @@ fn blocks(
                 },
             });
         }
+        rest.extend(carry_param(carry, span));
         blocks.push(rest);
     }
     Ok(blocks)
+}
+
+/// Whether `name` is a param of a block rather than of its node: a together
+/// axis, or the params its members carry.
+pub(super) fn is_block_param(s: &StageDecl, name: &str) -> bool {
+    name == carried::CARRIED || is_axis(s, name)
 }
 
 /// A block's together params as its task reads them: each axis's values
@@ -322,6 +341,7 @@ pub(super) fn members(axes: &[String], params: &[Param]) -> Together {
         axes: axes.to_vec(),
         members,
         check: false,
+        carried: Vec::new(),
     }
 }
 
@@ -388,12 +408,29 @@ fn native_block(
     block: &[&Param],
     read: impl Fn(&[Param]) -> Result<TaskSpec, PipelineError>,
 ) -> Result<TaskSpec, PipelineError> {
-    let axes: Vec<String> = block.iter().map(|p| p.name.clone()).collect();
-    let params: Vec<Param> = block.iter().map(|p| (*p).clone()).collect();
+    let carry = block.iter().find(|p| p.name == CARRIED).copied();
+    let params: Vec<Param> = block
+        .iter()
+        .filter(|p| p.name != CARRIED)
+        .map(|p| (*p).clone())
+        .collect();
+    let axes: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
     let mut together = members(&axes, &params);
     together.check = matches!(s.check.as_ref().map(|n| &n.kind), Some(Kind::Bool(true)));
     let mut specs = Vec::with_capacity(together.members.len());
-    for values in member_params(&params, together.check) {
+    for mut values in member_params(&params, together.check) {
+        // The A/A twin is read with the first member's values, so it finds
+        // the first member's carried params under that key.
+        let key = node_key(&values.iter().map(|p| &p.node).collect::<Vec<_>>());
+        let own = carried_of(carry, &key);
+        if carry.is_some() {
+            together.carried.push(
+                own.iter()
+                    .filter_map(|p| Some((p.name.clone(), value_of(&p.node)?)))
+                    .collect(),
+            );
+        }
+        values.extend(own);
         specs.push(read(&values)?);
     }
     let task = match specs.first() {
@@ -537,58 +574,11 @@ fn attach(
     }
 }
 
-/// A precision target on a stage measured together judges the members'
-/// paired ratios to a baseline member: `baseline` must be a member of every
-/// block of several members (the first block's first member when left
-/// out, filled in here); a block of one member is judged on its own
-/// values. On a stage not measured together a baseline is an error.
-pub(super) fn baseline_of<'n>(
-    sources: &Sources,
-    s: &StageDecl,
-    precision: Option<(crate::graph::Precision, &'n Node)>,
-    nodes: &[crate::graph::Node],
-    stage_nodes: &[crate::graph::NodeIdx],
-) -> Result<Option<(crate::graph::Precision, &'n Node)>, PipelineError> {
-    let Some((mut p, node)) = precision else {
-        return Ok(None);
-    };
-    let blocks: Vec<Vec<String>> = stage_nodes
-        .iter()
-        .filter_map(|&i| nodes[i].task.member_keys())
-        .collect();
-    if blocks.is_empty() {
-        if let Some(b) = &p.baseline {
-            return Err(sources
-                .error(
-                    format!("`precision.baseline` is `{b}`, and stage `{}` is not measured together", s.name.name),
-                    node.span,
-                    "in this precision target",
-                )
-                .with_help("a baseline names the member the others' ratios are judged against: give the stage `together: [\"axis\"]`, or drop `baseline`"));
-        }
-        return Ok(Some((p, node)));
-    }
-    let baseline = p.baseline.clone().unwrap_or_else(|| blocks[0][0].clone());
-    // A block of one member is judged on its own values; any other must
-    // hold the baseline its members' ratios are taken to.
-    if let Some(block) = blocks
-        .iter()
-        .find(|b| b.len() > 1 && !b.contains(&baseline))
-    {
-        return Err(sources
-            .error(
-                format!("`precision.baseline` `{baseline}` is not a member of every block"),
-                node.span,
-                "in this precision target",
-            )
-            .with_help(format!(
-                "a member's key is its values of the together axes joined by `,`; one block holds {}",
-                block.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-            )));
-    }
-    p.baseline = Some(baseline);
-    Ok(Some((p, node)))
-}
+mod baseline;
+mod carried;
+
+pub(super) use baseline::baseline_of;
+use carried::{carried_names, carried_of, carry_entry, carry_param, node_key, CARRIED};
 
 #[cfg(test)]
 mod tests;

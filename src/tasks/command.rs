@@ -52,9 +52,33 @@ pub struct Together {
     /// member whose first value is `NAME#2` (see `tasks::aa_check`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check: bool,
+    /// Params that come with each member beside its values of the axes
+    /// (one list per member, in member order; empty when there are none):
+    /// an `include` entry's own params in a `Vit` or `OpBench` block, such
+    /// as HET1's `seqs` beside its `pattern` (`pipeline::together`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<Vec<(String, crate::value::Value)>>,
 }
 
 impl Together {
+    /// Each member's values and its configuration's params: the together
+    /// axes' values, then the params it carries.
+    pub fn configs(
+        &self,
+    ) -> impl Iterator<Item = (&[crate::value::Value], Vec<(String, crate::value::Value)>)> + '_
+    {
+        self.members.iter().enumerate().map(|(i, values)| {
+            let mut params: Vec<(String, crate::value::Value)> = self
+                .axes
+                .iter()
+                .cloned()
+                .zip(values.iter().cloned())
+                .collect();
+            params.extend(self.carried.get(i).into_iter().flatten().cloned());
+            (values.as_slice(), params)
+        })
+    }
+
     /// The A/A check's two members' keys, the first member's and its
     /// twin's, where the block has `check: true`.
     pub fn aa(&self) -> Option<(String, String)> {

@@ -138,6 +138,7 @@ fn block_change(old: &serde_json::Value, now: &serde_json::Value) -> Option<(Vec
     let block = |spec: &serde_json::Value| {
         spec.pointer("/Command/together")
             .or_else(|| spec.pointer("/Vit/together/block"))
+            .or_else(|| spec.pointer("/OpBench/together/block"))
             .and_then(|t| serde_json::from_value::<crate::tasks::Together>(t.clone()).ok())
     };
     let keys = |spec| block(spec).map(|t| t.keys()).unwrap_or_default();
@@ -185,4 +186,31 @@ fn block_change(old: &serde_json::Value, now: &serde_json::Value) -> Option<(Vec
             list(&after)
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_change;
+
+    #[test]
+    fn a_member_added_to_a_native_block_is_said_in_words() {
+        let spec = |task: &str, members: &str| -> serde_json::Value {
+            serde_json::from_str(&format!(
+                r#"{{"{task}": {{"together": {{"block": {{"axes": ["pattern"], "members": {members}}}, "members": []}}}}}}"#
+            ))
+            .unwrap()
+        };
+        for task in ["Vit", "OpBench"] {
+            let (axes, words) = block_change(
+                &spec(task, r#"[["uniform"], ["mild"]]"#),
+                &spec(task, r#"[["uniform"], ["mild"], ["severe"]]"#),
+            )
+            .unwrap_or_else(|| panic!("{task}: no change found"));
+            assert_eq!(axes, ["pattern"]);
+            assert_eq!(
+                words,
+                "members measured together: severe added (block uniform mild → uniform mild severe)"
+            );
+        }
+    }
 }

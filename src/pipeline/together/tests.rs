@@ -142,6 +142,19 @@ fn a_member_that_cannot_share_the_process_is_named() {
     }
 }
 
+/// Each member's op of an `OpBench` block, as `Debug` prints it.
+fn member_ops(task: &TaskSpec) -> Vec<String> {
+    let TaskSpec::OpBench(o) = task else {
+        panic!("an OpBench task")
+    };
+    let block = o.together.as_ref().expect("a block");
+    block
+        .members
+        .iter()
+        .map(|m| format!("{:?}", m.op))
+        .collect()
+}
+
 #[test]
 fn an_opbench_block_reads_each_members_op_and_refuses_a_calibration() {
     let text = r#"Pipeline(params: {"backend": ["Auto", "Math"]}, stages: {
@@ -149,15 +162,7 @@ fn an_opbench_block_reads_each_members_op_and_refuses_a_calibration() {
                 task: OpBench((op: Sdpa(batch: 1, heads: 2, seq: 16, head_dim: "${head_dim}", backend: "${backend}")))) })"#;
     let g = load_with(text, &[]).unwrap();
     assert_eq!(g.nodes.len(), 2);
-    let TaskSpec::OpBench(o) = &g.nodes[1].task else {
-        panic!("an OpBench task")
-    };
-    let block = o.together.as_ref().expect("a block");
-    let ops: Vec<String> = block
-        .members
-        .iter()
-        .map(|m| format!("{:?}", m.op))
-        .collect();
+    let ops = member_ops(&g.nodes[1].task);
     assert!(
         ops[0].contains("backend: Auto") && ops[1].contains("backend: Math"),
         "{ops:?}"
@@ -172,4 +177,57 @@ fn an_opbench_block_reads_each_members_op_and_refuses_a_calibration() {
         err.contains("`op: Calibrate`") && err.contains("a stage of its own"),
         "{err}"
     );
+}
+
+#[test]
+fn an_include_entrys_own_params_travel_with_their_member() {
+    // HET1's shape: each pattern brings its `seqs` and `max_over_mean`.
+    let text = r#"Pipeline(stages: {
+  "het": Stage(matrix: {"pattern": ["even", "skew"]}, together: ["pattern"], repeat: 2,
+               include: [
+                 {"pattern": "even", "ratio": 1.0, "seqs": [8, 8]},
+                 {"pattern": "skew", "ratio": 1.5, "seqs": [4, 12]},
+               ],
+               task: OpBench((op: Hetero(heads: 1, head_dim: 16, seqs: "${seqs}"), device: "cpu"))) })"#;
+    let g = load_with(text, &[]).unwrap();
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["het[rep=1]", "het[rep=2]"]);
+    let ops = member_ops(&g.nodes[0].task);
+    let TaskSpec::OpBench(o) = &g.nodes[0].task else {
+        panic!("an OpBench task")
+    };
+    let block = o.together.as_ref().expect("a block");
+    assert!(
+        ops[0].contains("seqs: [8, 8]") && ops[1].contains("seqs: [4, 12]"),
+        "{ops:?}"
+    );
+    let configs: Vec<Vec<(String, String)>> = block
+        .block
+        .configs()
+        .map(|(_, params)| params.into_iter().map(|(k, v)| (k, v.display())).collect())
+        .collect();
+    let text_of = |c: &[(String, String)]| {
+        c.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(text_of(&configs[0]), "pattern=even ratio=1.0 seqs=[8,8]");
+    assert_eq!(text_of(&configs[1]), "pattern=skew ratio=1.5 seqs=[4,12]");
+
+    // A param that varies apart from the together axis still sets blocks
+    // apart, as a matrix axis does: `ratio` is 9 wherever `h` is 2.
+    let apart = text
+        .replace(
+            r#"{"pattern": ["even", "skew"]}"#,
+            r#"{"pattern": ["even", "skew"], "h": [1, 2]}"#,
+        )
+        .replace(
+            r#"{"pattern": "skew", "ratio": 1.5, "seqs": [4, 12]},"#,
+            r#"{"pattern": "skew", "ratio": 1.5, "seqs": [4, 12]}, {"h": 2, "ratio": 9.0},"#,
+        );
+    let g = load_with(&apart, &[]).unwrap();
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    assert!(ids.contains(&"het[h=2,ratio=9.0,rep=1]"), "{ids:?}");
 }

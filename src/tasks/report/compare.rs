@@ -63,8 +63,16 @@ pub(super) fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskE
             ),
         });
     }
-    let keys: Vec<usize> = (0..table.param_count).filter(|&i| i != param).collect();
-    let mut names: Vec<String> = keys.iter().map(|&i| table.names[i].clone()).collect();
+    let shown: Vec<usize> = (0..table.param_count).filter(|&i| i != param).collect();
+    // A param with one value per value of the compared param (HET1's
+    // `max_over_mean` beside its `pattern`) describes that value: shown,
+    // never grouped by, or no row would share a group with its baseline.
+    let keys: Vec<usize> = shown
+        .iter()
+        .copied()
+        .filter(|&k| !follows(table, param, k))
+        .collect();
+    let mut names: Vec<String> = shown.iter().map(|&i| table.names[i].clone()).collect();
     names.push(spec.param.clone());
     names.extend(TAIL.map(str::to_owned));
 
@@ -75,7 +83,7 @@ pub(super) fn compare(table: &Table, spec: &Compare) -> Result<Comparison, TaskE
             if table.rows[row].cells[param].is_null() {
                 continue;
             }
-            let mut out: Vec<Cell> = keys
+            let mut out: Vec<Cell> = shown
                 .iter()
                 .map(|&k| table.rows[row].cells[k].clone())
                 .collect();
@@ -280,6 +288,22 @@ pub(super) fn same(cell: &Cell, wanted: &Cell) -> bool {
         (Some(a), Some(b)) => a == b,
         _ => !cell.is_null() && cell.text() == wanted.text(),
     }
+}
+
+/// Whether column `k` takes more than one value and exactly one for each
+/// value of column `param`: it then varies only as `param` does.
+fn follows(table: &Table, param: usize, k: usize) -> bool {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for row in &table.rows {
+        let (p, v) = (row.cells[param].text(), row.cells[k].text());
+        match seen.iter().find(|(q, _)| *q == p) {
+            Some((_, w)) if *w != v => return false,
+            Some(_) => {}
+            None => seen.push((p, v)),
+        }
+    }
+    let first = seen.first().map(|(_, v)| v);
+    seen.iter().any(|(_, v)| Some(v) != first)
 }
 
 /// Row indices grouped by the cells of `keys`, groups in first-row order.

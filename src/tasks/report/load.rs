@@ -84,9 +84,8 @@ pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
         ))];
     };
     together
-        .members
-        .iter()
-        .map(|values| {
+        .configs()
+        .map(|(values, params)| {
             let key = crate::tasks::command::member_key(values);
             let Some(Json::Object(doc)) = members.get(&key) else {
                 return Err(shape(
@@ -100,9 +99,7 @@ pub(super) fn members(files: NodeFiles) -> Vec<Result<NodeFiles, TaskError>> {
                 doc.entry("env").or_insert_with(|| env.clone());
             }
             let mut node = files.node.clone();
-            for (axis, v) in together.axes.iter().zip(values) {
-                node.params.insert(axis.clone(), v.clone());
-            }
+            node.params.extend(params);
             node.together = None;
             node.aa_twin = together.is_twin(values);
             Ok(NodeFiles {
