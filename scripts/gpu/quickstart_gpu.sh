@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quickstart as a user runs it on a GPU host (scripts/quickstart.sh,
-# which adds `-p device=cuda`), built twice from empty workspaces, each
+# which adds its GPU settings), built twice from empty workspaces, each
 # build timed; then each build's report comparison and the paired
 # half-widths. Needs a release vitgraph built with `--features torch` at
 # $VITGRAPH_BIN_DIR (default .dev/bin) and PyTorch 2.11 (cu13) in python3.
@@ -35,6 +35,6 @@ for r in csv.DictReader(open(sys.argv[1])):
     print(f"  {r['model']} batch {r['batch']} / {r['baseline']}: {ratio:.4f} ±{100 * (hi - lo) / 2 / ratio:.2f} % "
           f"({r['reps_value']} processes, {r['interval']}, {r['verdict']}) {r['note']}")
 PY
-    mkdir -p "$out/build$k" && cp -r "$ws/out/quickstart_report" "$ws/out/report.html" "$out/build$k/" 2>/dev/null
+    mkdir -p "$out/build$k" && cp -r "$ws/out/quickstart_report" "$ws/out/quickstart_runs" "$ws/out/report.html" "$out/build$k/" 2>/dev/null
 done
 tar -czf "$out/quickstart-gpu.tar.gz" -C "$out" host.txt times.txt build1.txt build2.txt build1 build2

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Results that travel, measured end to end: the quickstart study built on
-# this GPU host as a user builds it (scripts/quickstart.sh adds
-# `-p device=cuda`), then exported into one bundle, signed with a key made
-# here. Bring the bundle back and import it on a machine without the GPU:
-# `vitgraph import quickstart-gpu.vgb` and `vitgraph build quickstart -p
-# device=cuda` there build the reports and measure nothing (the book's
-# "Results that travel").
+# this GPU host as a user builds it (scripts/quickstart.sh adds its GPU
+# settings: `-p device=cuda -p dtype=bf16 -p preprocess=Gpu -p samples=400
+# -p ci_rel=0.02 -p max_repeat=10`), then exported into one bundle, signed
+# with a key made here. Bring the bundle back and import it on a machine
+# without the GPU: `vitgraph import quickstart-gpu.vgb` and `vitgraph build
+# quickstart` with the same `-p` there build the reports and measure
+# nothing (the book's "Results that travel").
 #
 # Needs a release vitgraph built with `--features torch` at
 # $VITGRAPH_BIN_DIR (default .dev/bin) and PyTorch 2.11 (cu13) in python3.

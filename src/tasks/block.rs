@@ -36,27 +36,35 @@ impl<S> Block<S> {
     }
 }
 
-/// The order a block's timed work runs in: rounds in which every member
-/// with batches left runs `block` of them (fewer at its end), in an order
-/// shuffled afresh each round from `seed`, so that every member sees every
-/// phase of the process. Each entry is (member, batches).
+/// The order a block's timed work runs in: as many rounds as the member
+/// with the most batches needs at `block` a round, and every member's
+/// batches spread evenly over all of them (a member with an eighth of the
+/// batches runs one every other round of four), in an order shuffled afresh
+/// each round from `seed`. So every member sees every phase of the process,
+/// from its first round to its last, whatever its count: a member that ran
+/// its few batches at the start and left the rest of the process to the
+/// others would pair a phase of its own with theirs. Each entry is
+/// (member, batches); a member with none in a round is not in it.
 pub fn schedule(batches: &[u32], block: u32, seed: u64) -> Vec<(usize, u32)> {
     let mut rng = crate::stats::Rng::new(seed);
-    let mut left = batches.to_vec();
+    let block = u64::from(block.max(1));
+    let most = batches.iter().copied().max().unwrap_or(0);
+    let rounds = u64::from(most).div_ceil(block);
+    // Batches of member `n` run by the end of round `r`: ⌊n·r/R⌋, so its
+    // rounds differ by at most one batch and their sum is `n`.
+    let by = |n: u32, r: u64| (u64::from(n) * r / rounds) as u32;
     let mut out = Vec::new();
-    let block = block.max(1);
-    loop {
-        let mut round: Vec<usize> = (0..left.len()).filter(|&i| left[i] > 0).collect();
-        if round.is_empty() {
-            return out;
-        }
+    for r in 0..rounds {
+        let mut round: Vec<(usize, u32)> = batches
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (i, by(n, r + 1) - by(n, r)))
+            .filter(|&(_, k)| k > 0)
+            .collect();
         rng.shuffle(&mut round);
-        for i in round {
-            let n = left[i].min(block);
-            left[i] -= n;
-            out.push((i, n));
-        }
+        out.extend(round);
     }
+    out
 }
 
 /// A seed for a block's order from the node's id: each repetition of a
@@ -73,9 +81,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_member_runs_all_its_batches_once_a_round_in_shuffled_order() {
-        let order = schedule(&[10, 3, 8], 4, 7);
-        for (member, want) in [(0, 10), (1, 3), (2, 8)] {
+    fn every_member_runs_all_its_batches_spread_over_every_round() {
+        let order = schedule(&[12, 3, 8], 4, 7);
+        for (member, want) in [(0, 12), (1, 3), (2, 8)] {
             let got: u32 = order
                 .iter()
                 .filter(|(m, _)| *m == member)
@@ -83,22 +91,46 @@ mod tests {
                 .sum();
             assert_eq!(got, want, "member {member}");
         }
-        // Round one holds all three members, once each; round two members 0
-        // and 2 (member 1 ran its 3 batches in one block); round three member 0.
-        let rounds: Vec<Vec<usize>> = vec![
-            order[..3].iter().map(|(m, _)| *m).collect(),
-            order[3..5].iter().map(|(m, _)| *m).collect(),
-            order[5..].iter().map(|(m, _)| *m).collect(),
-        ];
-        let sorted = |r: &Vec<usize>| {
-            let mut r = r.clone();
-            r.sort();
-            r
+        // Three rounds (12 batches at 4 a round): member 0 runs 4 in each,
+        // member 2 runs 2, 3, 3, and member 1 one in each, never all at
+        // the start.
+        let in_round = |member: usize| -> Vec<u32> {
+            let mut seen = 0;
+            let mut per = Vec::new();
+            for &(m, n) in &order {
+                if m == 0 {
+                    seen += 1;
+                }
+                if m == member {
+                    per.push((seen, n));
+                }
+            }
+            per.into_iter().map(|(_, n)| n).collect()
         };
-        assert_eq!(sorted(&rounds[0]), vec![0, 1, 2]);
-        assert_eq!(sorted(&rounds[1]), vec![0, 2]);
-        assert_eq!(rounds[2], vec![0]);
-        assert_eq!(order.len(), 6);
+        assert_eq!(in_round(0), vec![4, 4, 4]);
+        assert_eq!(in_round(1), vec![1, 1, 1]);
+        assert_eq!(in_round(2), vec![2, 3, 3]);
+        assert_eq!(order.len(), 9);
+        // A member of a sixteenth of the batches (the quickstart's batch 8
+        // beside its batch 1 at equal images) runs in the last quarter of
+        // the rounds as in the first.
+        let order = schedule(&[400, 50], 4, 1);
+        assert_eq!(order.iter().filter(|(m, _)| *m == 0).count(), 100);
+        // (A round is counted where member 0 runs, so member 1 may fall a
+        // round either side: 12 or 13 of its 50 batches.)
+        let mut round = 0;
+        let mut last_quarter = 0;
+        for &(m, n) in &order {
+            if m == 0 {
+                round += 1;
+            }
+            if m == 1 && round > 75 {
+                last_quarter += n;
+            }
+        }
+        assert!((12..=13).contains(&last_quarter), "{last_quarter}");
+        assert!(schedule(&[], 4, 1).is_empty());
+        assert!(schedule(&[0, 0], 4, 1).is_empty());
     }
 
     #[test]
