@@ -9,6 +9,9 @@ half-width over processes (t on the log scale, as vitgraph's paired
 estimate) for the end-to-end throughput, the median latency, the
 host-timed forward stage and the forward timed on the device.
 
+With both builds of a design under one DIR, it also prints each
+configuration's absolute throughput per build and whether the two agree.
+
     python3 scripts/gpu/summarize_quickstart.py DIR…
 """
 import glob
@@ -62,6 +65,40 @@ def build(folder):
         print(f"  {model} batch 8 / 1: " + "; ".join(cells))
 
 
+def absolutes(folder):
+    """Each configuration's throughput: exp(mean log) over processes, and
+    the 95 % half-width of that mean (t on the log scale)."""
+    out = {}
+    for f in glob.glob(os.path.join(folder, "**", "results.json"), recursive=True):
+        members = json.load(open(f)).get("members", {})
+        for key, m in members.items():
+            if "#2" in key or not m.get("throughput_images_per_s"):
+                continue
+            out.setdefault(key, []).append(math.log(m["throughput_images_per_s"]))
+    return {k: (math.exp(statistics.fmean(v)), paired(v)[1] / 100, len(v)) for k, v in out.items()}
+
+
+def agreement(first, second):
+    """Whether two builds' absolute throughputs agree: |Δ log| within
+    √(h₁² + h₂²), configuration by configuration."""
+    a, b = absolutes(first), absolutes(second)
+    agree = 0
+    for key in sorted(set(a) & set(b)):
+        (x, hx, nx), (y, hy, ny) = a[key], b[key]
+        lx, ly = math.log1p(hx), math.log1p(hy)
+        ok = abs(math.log(x / y)) <= math.hypot(lx, ly)
+        agree += ok
+        print(f"  {key}: {x:.1f} ±{100 * hx:.1f} % ({nx}) and {y:.1f} ±{100 * hy:.1f} % ({ny}) images/s: "
+              f"{'agree' if ok else 'differ'}")
+    print(f"  absolutes agree for {agree} of {len(set(a) & set(b))} configurations")
+
+
 for top in sys.argv[1:]:
-    for folder in sorted(glob.glob(os.path.join(top, "**", "quickstart_runs"), recursive=True)):
+    folders = sorted(glob.glob(os.path.join(top, "**", "quickstart_runs"), recursive=True))
+    for folder in folders:
         build(folder)
+    # Two builds of one design (…/build1/… and …/build2/…): their absolutes.
+    for folder in folders:
+        if "/build1/" in folder + "/" and os.path.isdir(folder.replace("build1", "build2")):
+            print(f"{os.path.dirname(os.path.dirname(folder))}: absolute throughput, build 1 and build 2")
+            agreement(folder, folder.replace("build1", "build2"))
